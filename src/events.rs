@@ -1,0 +1,99 @@
+//! Poll/epoll event bits with the kernel's numeric values, and the `epoll_event` twin.
+
+use bitflags::bitflags;
+
+bitflags! {
+    /// Readiness and interest bits, numerically equal to the kernel's `EPOLL*` values.
+    ///
+    /// The same type is used for a source's readiness ([`Notifier::poll`](crate::Notifier::poll)),
+    /// for an [`Epoll`](crate::Epoll) item's interest mask, and for delivered events.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::Events;
+    /// assert_eq!(Events::IN.bits(), 0x1);
+    /// assert_eq!(Events::ET.bits(), 0x8000_0000);
+    /// assert!((Events::IN | Events::OUT).contains(Events::OUT));
+    /// ```
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct Events: u32 {
+        /// `EPOLLIN`: readable (a notifier's count is non-zero).
+        const IN = 0x0000_0001;
+        /// `EPOLLPRI`: urgent data. A notifier never raises it.
+        const PRI = 0x0000_0002;
+        /// `EPOLLOUT`: writable (a write of 1 would not block).
+        const OUT = 0x0000_0004;
+        /// `EPOLLERR`: error condition; always reported, never needs asking for.
+        const ERR = 0x0000_0008;
+        /// `EPOLLHUP`: hang-up; always reported, never needs asking for.
+        const HUP = 0x0000_0010;
+        /// `EPOLLNVAL`.
+        const NVAL = 0x0000_0020;
+        /// `EPOLLRDNORM`: an epoll reports it together with `IN` when it is readable.
+        const RDNORM = 0x0000_0040;
+        /// `EPOLLRDBAND`.
+        const RDBAND = 0x0000_0080;
+        /// `EPOLLWRNORM`.
+        const WRNORM = 0x0000_0100;
+        /// `EPOLLWRBAND`.
+        const WRBAND = 0x0000_0200;
+        /// `EPOLLMSG`.
+        const MSG = 0x0000_0400;
+        /// `EPOLLRDHUP`: peer closed its writing half.
+        const RDHUP = 0x0000_2000;
+        /// `EPOLLEXCLUSIVE`: wake only one of several epolls waiting on a source (`add` only).
+        const EXCLUSIVE = 0x1000_0000;
+        /// `EPOLLWAKEUP`: a power-management hint, accepted and ignored.
+        const WAKEUP = 0x2000_0000;
+        /// `EPOLLONESHOT`: disarm the item after one delivery, until `modify`.
+        const ONESHOT = 0x4000_0000;
+        /// `EPOLLET`: edge-triggered: delivered once per wake, not re-queued.
+        const ET = 0x8000_0000;
+
+        // Undefined bits are stored as given, like the kernel does.
+        const _ = !0;
+    }
+}
+
+impl Events {
+    /// The control bits (`WAKEUP | ONESHOT | ET | EXCLUSIVE`), never reported as events.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::Events;
+    /// assert_eq!(Events::PRIVATE.bits(), 0xF000_0000);
+    /// ```
+    pub const PRIVATE: Events =
+        Events::from_bits_retain(0xF000_0000);
+
+    /// The bits allowed together with [`Events::EXCLUSIVE`]: `IN|OUT|ERR|HUP|WAKEUP|ET|EXCLUSIVE`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::Events;
+    /// assert_eq!(Events::EXCLUSIVE_OK.bits(), 0xB000_001D);
+    /// ```
+    pub const EXCLUSIVE_OK: Events = Events::from_bits_retain(0xB000_001D);
+}
+
+/// One delivered event, the twin of the kernel's `struct epoll_event`.
+///
+/// # Examples
+///
+/// ```
+/// use evfd::{Event, Events};
+/// let e = Event::default();
+/// assert_eq!((e.events, e.data), (Events::empty(), 0));
+/// let e = Event { events: Events::IN, data: 7 };
+/// assert_eq!(e.data, 7);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Event {
+    /// The ready bits (never a control bit).
+    pub events: Events,
+    /// The `data` given at `add`/`modify`, returned verbatim.
+    pub data: u64,
+}

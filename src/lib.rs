@@ -1,0 +1,43 @@
+//! # evfd
+//!
+//! eventfd(2) semantics — Counter, Semaphore and the AutoReset mode the kernel never merged —
+//! at memory speed, with blocking, timed and async waits on the same object, and an embedded
+//! user-space epoll.
+//!
+//! | | [`Mode::Counter`] | [`Mode::Semaphore`] | [`Mode::AutoReset`] |
+//! |---|---|---|---|
+//! | `write(n)` | `count += n` (waits / `WouldBlock` past [`LIMIT`]) | same | same |
+//! | `read()` | returns `count`, sets 0 | returns 1, `count -= 1` | as Counter |
+//! | delivery of `IN` | nothing | nothing | resets the count to 0 |
+//!
+//! ```
+//! use evfd::{Mode, Notifier};
+//!
+//! let jobs = Notifier::builder().mode(Mode::Semaphore).build()?;
+//! let worker = {
+//!     let jobs = jobs.clone();
+//!     std::thread::spawn(move || (0..3).map(|_| jobs.read().unwrap()).sum::<u64>())
+//! };
+//! jobs.write(3)?;
+//! assert_eq!(worker.join().unwrap(), 3);
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! The uncontended `write` + `read` pair is two atomic read-modify-writes: no lock, no
+//! syscall. Wakes that no waiter asked for cost one atomic load.
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
+#![doc(test(attr(deny(warnings))))]
+
+mod events;
+mod loom;
+mod mode;
+mod notifier;
+mod wait_queue;
+
+pub use events::{Event, Events};
+pub use mode::{flags, Mode, LIMIT};
+pub use notifier::{Notifier, NotifierBuilder};
+
+#[cfg(all(test, evfd_loom))]
+mod tests;

@@ -1,0 +1,47 @@
+//! The one place sync primitives are imported from.
+//!
+//! Under `--cfg evfd_loom` the atomics, the mutex and thread parking come from `loom`, so
+//! the models in `src/tests/` explore every interleaving of the real code. Everything else
+//! uses `std`. `Arc`/`Weak` always come from `std`: their reference counting is not part of
+//! any protocol we model.
+
+#[cfg(not(evfd_loom))]
+pub(crate) mod sync {
+    pub(crate) use std::sync::atomic;
+    pub(crate) use std::sync::{Mutex, MutexGuard};
+}
+
+#[cfg(evfd_loom)]
+pub(crate) mod sync {
+    pub(crate) use loom::sync::atomic;
+    pub(crate) use loom::sync::{Mutex, MutexGuard};
+}
+
+#[cfg(not(evfd_loom))]
+pub(crate) mod thread {
+    pub(crate) use std::thread::{current, park, park_timeout, Thread};
+}
+
+#[cfg(evfd_loom)]
+pub(crate) mod thread {
+    pub(crate) use loom::thread::{current, park, yield_now, Thread};
+
+    /// loom has no clock: a timed park is modelled as a park that may return at once
+    /// (a timeout or a spurious wake), which is exactly the race a timed waiter must survive.
+    pub(crate) fn park_timeout(_: std::time::Duration) {
+        yield_now();
+    }
+}
+
+/// Lock a mutex, ignoring poisoning: no code of ours panics while holding one of our locks
+/// (foreign code never runs under them), so a poisoned lock still guards consistent data.
+pub(crate) fn lock<T>(m: &sync::Mutex<T>) -> sync::MutexGuard<'_, T> {
+    #[cfg(not(evfd_loom))]
+    {
+        m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+    #[cfg(evfd_loom)]
+    {
+        m.lock().unwrap()
+    }
+}

@@ -1,0 +1,682 @@
+//! [`Notifier`]: a `u64` counter with eventfd(2) semantics, guarded by a [`WaitQueue`].
+//!
+//! # LOCKING
+//!
+//! ```text
+//! Inner::count      AtomicU64, lock-free. Every change is one SeqCst RMW (CAS or swap).
+//! Inner::wq         WaitQueue (its own Mutex, see wait_queue): blocked readers (IN,
+//!                   exclusive, FIFO), blocked writers (OUT), epoll items (callbacks),
+//!                   futures (task wakers).
+//! ```
+//!
+//! No lock is held while the count changes. The count and the wait queue are tied together
+//! by the Dekker pair documented in `wait_queue`: a state change (SeqCst RMW on `count`) is
+//! followed by a SeqCst load of the queue's `interest`; a waiter publishes its interest
+//! (SeqCst, under the queue lock) and then re-checks `count` (SeqCst). So the uncontended
+//! `write(1)` + `read()` pair is two RMWs and two loads: no lock, no syscall.
+//!
+//! # Hand-on
+//!
+//! A wake that removed a waiter's entry is owed to somebody. A waiter that was woken and
+//! leaves (it succeeded, or timed out) while the notifier is still ready for what it waited
+//! for wakes the next one, so no wake is lost to a waiter that did not use it.
+
+use std::fmt;
+use std::io;
+use std::sync::atomic::AtomicU64 as IdCounter;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use crate::mode::{self, flags, Mode, WriteRefused, LIMIT};
+use crate::wait_queue::{Target, ThreadWaiter, WaitQueue};
+use crate::Events;
+
+static NEXT_ID: IdCounter = IdCounter::new(1);
+
+pub(crate) fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The shared state behind every clone of a [`Notifier`].
+pub(crate) struct Inner {
+    /// The counter. Lock-free; see the module LOCKING notes.
+    pub(crate) count: AtomicU64,
+    pub(crate) mode: Mode,
+    /// `EFD_NONBLOCK`: `read`/`write` behave as `try_read`/`try_write`.
+    nonblock: bool,
+    /// `EFD_CLOEXEC`: applied to every fd this notifier hands out.
+    pub(crate) cloexec: bool,
+    /// Identity for epoll interest sets (never reused).
+    pub(crate) id: u64,
+    /// Everything that waits on this notifier.
+    pub(crate) wq: WaitQueue,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Like a closed file: leave every epoll silently.
+        self.wq.detach_all();
+    }
+}
+
+/// An eventfd-style notifier: a `u64` counter with blocking, non-blocking, timed and async
+/// reads and writes, at memory speed.
+///
+/// Cloning gives another handle to the same notifier. The semantics are eventfd(2)'s
+/// (see [`Mode`] for the three modes): counts up to [`LIMIT`] (`0xffff_ffff_ffff_fffe`);
+/// a write that would pass it waits (or fails with `WouldBlock`); a read of zero waits (or
+/// fails with `WouldBlock`). A failed call changes nothing.
+///
+/// # Examples
+///
+/// ```
+/// use evfd::Notifier;
+/// let n = Notifier::new();
+/// let n2 = n.clone();
+/// std::thread::spawn(move || n2.write(3).unwrap()).join().unwrap();
+/// assert_eq!(n.read().unwrap(), 3);
+/// assert_eq!(n.try_read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+/// ```
+#[derive(Clone)]
+pub struct Notifier {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Notifier")
+            .field("mode", &self.inner.mode)
+            .field("count", &self.inner.count.load(SeqCst))
+            .field("nonblocking", &self.inner.nonblock)
+            .field("waiters", &self.inner.wq.len())
+            .finish()
+    }
+}
+
+impl Default for Notifier {
+    fn default() -> Self {
+        Notifier::new()
+    }
+}
+
+/// Builds a [`Notifier`] with a chosen [`Mode`], initial count and blocking behaviour.
+///
+/// # Examples
+///
+/// ```
+/// use evfd::{Mode, Notifier};
+/// let n = Notifier::builder().mode(Mode::AutoReset).initial(5).build().unwrap();
+/// assert_eq!(n.read().unwrap(), 5);
+/// assert!(Notifier::builder().initial(u64::MAX).build().is_err());
+/// ```
+#[derive(Debug, Clone, Default)]
+#[must_use = "a builder does nothing until .build()"]
+pub struct NotifierBuilder {
+    mode: Mode,
+    initial: u64,
+    nonblock: bool,
+    cloexec: bool,
+}
+
+impl NotifierBuilder {
+    /// The counting mode (default [`Mode::Counter`]).
+    ///
+    /// ```
+    /// let n = evfd::Notifier::builder().mode(evfd::Mode::Semaphore).build().unwrap();
+    /// assert_eq!(n.mode(), evfd::Mode::Semaphore);
+    /// ```
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The initial count (default 0; at most [`LIMIT`]).
+    ///
+    /// ```
+    /// let n = evfd::Notifier::builder().initial(2).build().unwrap();
+    /// assert_eq!(n.count(), 2);
+    /// ```
+    pub fn initial(mut self, initial: u64) -> Self {
+        self.initial = initial;
+        self
+    }
+
+    /// Make `read`/`write` behave as `try_read`/`try_write` (`EFD_NONBLOCK`).
+    ///
+    /// ```
+    /// let n = evfd::Notifier::builder().nonblocking(true).build().unwrap();
+    /// assert_eq!(n.read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    /// ```
+    pub fn nonblocking(mut self, yes: bool) -> Self {
+        self.nonblock = yes;
+        self
+    }
+
+    /// Mark every fd this notifier later hands out close-on-exec (`EFD_CLOEXEC`).
+    ///
+    /// ```
+    /// let n = evfd::Notifier::builder().cloexec(true).build().unwrap();
+    /// assert!(n.is_cloexec());
+    /// ```
+    pub fn cloexec(mut self, yes: bool) -> Self {
+        self.cloexec = yes;
+        self
+    }
+
+    /// Build the notifier.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` if the initial count is above [`LIMIT`].
+    ///
+    /// ```
+    /// let e = evfd::Notifier::builder().initial(u64::MAX).build().unwrap_err();
+    /// assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    /// ```
+    pub fn build(self) -> io::Result<Notifier> {
+        if self.initial > LIMIT {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("initial count {:#x} is above the limit {LIMIT:#x}", self.initial),
+            ));
+        }
+        Ok(Notifier {
+            inner: Arc::new(Inner {
+                count: AtomicU64::new(self.initial),
+                mode: self.mode,
+                nonblock: self.nonblock,
+                cloexec: self.cloexec,
+                id: next_id(),
+                wq: WaitQueue::new(),
+            }),
+        })
+    }
+}
+
+fn would_block() -> io::Error {
+    io::Error::from(io::ErrorKind::WouldBlock)
+}
+
+fn invalid_write() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "write of u64::MAX (0xffffffffffffffff) is not allowed: the largest count is 0xfffffffffffffffe",
+    )
+}
+
+impl Notifier {
+    /// A [`Mode::Counter`] notifier with count 0.
+    ///
+    /// ```
+    /// let n = evfd::Notifier::new();
+    /// assert_eq!(n.count(), 0);
+    /// assert_eq!(n.mode(), evfd::Mode::Counter);
+    /// ```
+    pub fn new() -> Notifier {
+        NotifierBuilder::default().build().expect("count 0 is valid")
+    }
+
+    /// A builder for a notifier with another mode, initial count or flags.
+    ///
+    /// ```
+    /// let n = evfd::Notifier::builder().mode(evfd::Mode::Semaphore).initial(3).build().unwrap();
+    /// assert_eq!(n.read().unwrap(), 1);
+    /// assert_eq!(n.count(), 2);
+    /// ```
+    pub fn builder() -> NotifierBuilder {
+        NotifierBuilder::default()
+    }
+
+    /// The compatibility constructor: `eventfd2(initial, flags)` with Linux flag values
+    /// ([`flags::SEMAPHORE`], [`flags::NONBLOCK`], [`flags::CLOEXEC`], and the RFC's
+    /// [`flags::AUTORESET`]).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for an unknown bit, for `SEMAPHORE | AUTORESET` (as in the RFC), and
+    /// for an initial count above [`LIMIT`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::{flags, Mode, Notifier};
+    /// let n = Notifier::from_flags(2, flags::SEMAPHORE | flags::NONBLOCK).unwrap();
+    /// assert_eq!(n.mode(), Mode::Semaphore);
+    /// assert_eq!(n.read().unwrap(), 1);
+    /// assert_eq!(n.read().unwrap(), 1);
+    /// assert_eq!(n.read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    /// let e = Notifier::from_flags(0, flags::SEMAPHORE | flags::AUTORESET).unwrap_err();
+    /// assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    /// assert!(Notifier::from_flags(0, 0x8).is_err());
+    /// ```
+    #[doc(alias = "eventfd")]
+    #[doc(alias = "eventfd2")]
+    pub fn from_flags(initial: u64, flags: u32) -> io::Result<Notifier> {
+        let unknown = flags & !flags::ALL;
+        if unknown != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("unknown notifier flag bits {unknown:#x} (valid: SEMAPHORE 0x1, AUTORESET 0x40, NONBLOCK 0o4000, CLOEXEC 0o2000000)"),
+            ));
+        }
+        let sem = flags & flags::SEMAPHORE != 0;
+        let auto = flags & flags::AUTORESET != 0;
+        let mode = match (sem, auto) {
+            (true, true) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "SEMAPHORE and AUTORESET cannot be combined",
+                ))
+            }
+            (true, false) => Mode::Semaphore,
+            (false, true) => Mode::AutoReset,
+            (false, false) => Mode::Counter,
+        };
+        Notifier::builder()
+            .mode(mode)
+            .initial(initial)
+            .nonblocking(flags & flags::NONBLOCK != 0)
+            .cloexec(flags & flags::CLOEXEC != 0)
+            .build()
+    }
+
+    /// The mode this notifier was created with.
+    ///
+    /// ```
+    /// assert_eq!(evfd::Notifier::new().mode(), evfd::Mode::Counter);
+    /// ```
+    pub fn mode(&self) -> Mode {
+        self.inner.mode
+    }
+
+    /// Whether `read`/`write` are non-blocking (`EFD_NONBLOCK`).
+    ///
+    /// ```
+    /// assert!(!evfd::Notifier::new().is_nonblocking());
+    /// ```
+    pub fn is_nonblocking(&self) -> bool {
+        self.inner.nonblock
+    }
+
+    /// Whether fds handed out by this notifier are close-on-exec (`EFD_CLOEXEC`).
+    ///
+    /// ```
+    /// let n = evfd::Notifier::from_flags(0, evfd::flags::CLOEXEC).unwrap();
+    /// assert!(n.is_cloexec());
+    /// ```
+    pub fn is_cloexec(&self) -> bool {
+        self.inner.cloexec
+    }
+
+    /// A snapshot of the count (what `/proc/self/fdinfo` shows as `eventfd-count`).
+    ///
+    /// ```
+    /// let n = evfd::Notifier::new();
+    /// n.write(4).unwrap();
+    /// assert_eq!(n.count(), 4);
+    /// ```
+    pub fn count(&self) -> u64 {
+        self.inner.count.load(SeqCst)
+    }
+
+    /// Whether two handles are the same notifier.
+    ///
+    /// ```
+    /// let a = evfd::Notifier::new();
+    /// assert!(a.ptr_eq(&a.clone()));
+    /// assert!(!a.ptr_eq(&evfd::Notifier::new()));
+    /// ```
+    pub fn ptr_eq(&self, other: &Notifier) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Add `n` to the count without waiting.
+    ///
+    /// Wakes readers (`IN`) even for `n == 0`, as eventfd does: an edge-triggered epoll item
+    /// is re-armed by it.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `n == u64::MAX`; `WouldBlock` if the count would pass [`LIMIT`].
+    /// Nothing changes on error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::ErrorKind;
+    /// let n = evfd::Notifier::new();
+    /// n.try_write(evfd::LIMIT).unwrap();
+    /// assert_eq!(n.try_write(1).unwrap_err().kind(), ErrorKind::WouldBlock);
+    /// assert_eq!(n.try_write(u64::MAX).unwrap_err().kind(), ErrorKind::InvalidInput);
+    /// assert_eq!(n.count(), evfd::LIMIT);
+    /// ```
+    pub fn try_write(&self, n: u64) -> io::Result<()> {
+        match self.inner.try_write(n) {
+            Ok(()) => Ok(()),
+            Err(WriteRefused::Invalid) => Err(invalid_write()),
+            Err(WriteRefused::Full) => Err(would_block()),
+        }
+    }
+
+    /// Add `n` to the count, waiting for room if it would pass [`LIMIT`] (a later read makes
+    /// room). With `NONBLOCK`, behaves as [`try_write`](Self::try_write).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `n == u64::MAX` (even when full); `WouldBlock` only with `NONBLOCK`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let n = evfd::Notifier::new();
+    /// n.write(evfd::LIMIT).unwrap();
+    /// let n2 = n.clone();
+    /// let t = std::thread::spawn(move || n2.write(5)); // blocks until the read below
+    /// assert_eq!(n.read().unwrap(), evfd::LIMIT);
+    /// t.join().unwrap().unwrap();
+    /// assert_eq!(n.read().unwrap(), 5);
+    /// ```
+    pub fn write(&self, n: u64) -> io::Result<()> {
+        if self.inner.nonblock {
+            return self.try_write(n);
+        }
+        self.inner.block(Events::OUT, false, None, || match self.inner.try_write(n) {
+            Ok(()) => Some(Ok(())),
+            Err(WriteRefused::Invalid) => Some(Err(invalid_write())),
+            Err(WriteRefused::Full) => None,
+        })
+    }
+
+    /// `write(1)`: the doorbell.
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write).
+    ///
+    /// ```
+    /// let n = evfd::Notifier::new();
+    /// n.notify().unwrap();
+    /// n.notify().unwrap();
+    /// assert_eq!(n.read().unwrap(), 2);
+    /// ```
+    pub fn notify(&self) -> io::Result<()> {
+        self.write(1)
+    }
+
+    /// Take from the count without waiting: the whole count (Counter, AutoReset) or 1
+    /// (Semaphore).
+    ///
+    /// # Errors
+    ///
+    /// `WouldBlock` when the count is 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let n = evfd::Notifier::new();
+    /// n.write(7).unwrap();
+    /// assert_eq!(n.try_read().unwrap(), 7);
+    /// assert_eq!(n.try_read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    /// ```
+    pub fn try_read(&self) -> io::Result<u64> {
+        self.inner.try_read().ok_or_else(would_block)
+    }
+
+    /// Take from the count, waiting while it is 0. With `NONBLOCK`, behaves as
+    /// [`try_read`](Self::try_read).
+    ///
+    /// Blocked readers are woken in FIFO order, one per write (Counter, AutoReset) or one per
+    /// unit written (Semaphore); a thread that calls `read` while units are available may
+    /// take them before a sleeper wakes (no hand-off).
+    ///
+    /// # Errors
+    ///
+    /// `WouldBlock` only with `NONBLOCK`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let n = evfd::Notifier::new();
+    /// let n2 = n.clone();
+    /// let t = std::thread::spawn(move || n2.read().unwrap());
+    /// n.write(2).unwrap();
+    /// assert_eq!(t.join().unwrap(), 2);
+    /// ```
+    pub fn read(&self) -> io::Result<u64> {
+        if self.inner.nonblock {
+            return self.try_read();
+        }
+        self.inner.block(Events::IN, true, None, || self.inner.try_read().map(Ok))
+    }
+
+    /// As [`read`](Self::read), giving up after `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// `TimedOut` if the count stayed 0 for `timeout`; `WouldBlock` with `NONBLOCK`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let n = evfd::Notifier::new();
+    /// let e = n.read_timeout(Duration::from_millis(5)).unwrap_err();
+    /// assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+    /// n.write(1).unwrap();
+    /// assert_eq!(n.read_timeout(Duration::from_millis(5)).unwrap(), 1);
+    /// ```
+    pub fn read_timeout(&self, timeout: Duration) -> io::Result<u64> {
+        if self.inner.nonblock {
+            return self.try_read();
+        }
+        // An overflowing deadline means "forever".
+        let deadline = Instant::now().checked_add(timeout);
+        self.inner.block(Events::IN, true, deadline, || self.inner.try_read().map(Ok))
+    }
+
+    /// Readiness: the bits of `interest` that hold now, plus `ERR`/`HUP` if they hold
+    /// (they are always reported). `IN` iff the count is non-zero, `OUT` iff a write of 1
+    /// would not wait. A readiness check never consumes anything, in any mode.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::{Events, Notifier};
+    /// let n = Notifier::new();
+    /// assert_eq!(n.poll(Events::IN | Events::OUT), Events::OUT);
+    /// n.write(evfd::LIMIT).unwrap();
+    /// assert_eq!(n.poll(Events::IN | Events::OUT), Events::IN);
+    /// assert_eq!(n.poll(Events::OUT), Events::empty());
+    /// ```
+    pub fn poll(&self, interest: Events) -> Events {
+        self.inner.readiness() & (interest | Events::ERR | Events::HUP)
+    }
+}
+
+impl Inner {
+    pub(crate) fn readiness(&self) -> Events {
+        mode::readiness(self.count.load(SeqCst))
+    }
+
+    /// The lock-free write: one CAS loop, then wake readers if any entry wants `IN`.
+    #[inline]
+    pub(crate) fn try_write(&self, n: u64) -> Result<(), WriteRefused> {
+        let mut cur = self.count.load(SeqCst);
+        loop {
+            let next = mode::write(cur, n)?;
+            match self.count.compare_exchange_weak(cur, next, SeqCst, SeqCst) {
+                Ok(_) => break,
+                Err(seen) => cur = seen,
+            }
+        }
+        self.wake_readers(n);
+        Ok(())
+    }
+
+    /// After a successful write of `n`. Semaphore wakes one exclusive reader per unit.
+    #[inline]
+    pub(crate) fn wake_readers(&self, n: u64) {
+        let nr = match self.mode {
+            Mode::Semaphore => usize::try_from(n).unwrap_or(usize::MAX).max(1),
+            Mode::Counter | Mode::AutoReset => 1,
+        };
+        self.wq.wake(Events::IN, nr);
+    }
+
+    /// After a read or a delivery that changed the count: every waiting writer re-checks.
+    #[inline]
+    pub(crate) fn wake_writers(&self) {
+        self.wq.wake(Events::OUT, usize::MAX);
+    }
+
+    /// The lock-free read. `None` when the count is 0.
+    #[inline]
+    pub(crate) fn try_read(&self) -> Option<u64> {
+        let mut cur = self.count.load(SeqCst);
+        let got = loop {
+            let (got, next) = mode::read(self.mode, cur)?;
+            match self.count.compare_exchange_weak(cur, next, SeqCst, SeqCst) {
+                Ok(_) => break got,
+                Err(seen) => cur = seen,
+            }
+        };
+        self.wake_writers();
+        Some(got)
+    }
+
+    /// Deliver `IN` to a consumer (epoll harvest, async completion, fd-view consume):
+    /// AutoReset swaps the count to 0. Returns the readiness seen at delivery, so that a
+    /// reset and the report come from the same atomic step.
+    pub(crate) fn deliver(&self, interest: Events) -> Events {
+        if !interest.contains(Events::IN) {
+            return self.readiness();
+        }
+        let mut cur = self.count.load(SeqCst);
+        loop {
+            let next = mode::deliver(self.mode, cur);
+            if next == cur {
+                return mode::readiness(cur);
+            }
+            match self.count.compare_exchange_weak(cur, next, SeqCst, SeqCst) {
+                Ok(_) => break,
+                Err(seen) => cur = seen,
+            }
+        }
+        self.wake_writers();
+        // IN (and ERR) as seen before the reset, OUT as it is now.
+        mode::readiness(cur) | mode::readiness(0)
+    }
+
+    /// The blocking loop shared by `read`, `read_timeout` and `write`.
+    ///
+    /// `op` returns `None` while it would block. The waiter registers, re-checks, sleeps,
+    /// and always retries once after a wake or a timeout, so a wake racing a timeout is not
+    /// lost; a waiter that was woken and leaves while the notifier is still ready for `want`
+    /// hands the wake on.
+    pub(crate) fn block<R>(
+        &self,
+        want: Events,
+        exclusive: bool,
+        deadline: Option<Instant>,
+        mut op: impl FnMut() -> Option<io::Result<R>>,
+    ) -> io::Result<R> {
+        if let Some(r) = op() {
+            return r;
+        }
+        loop {
+            let waiter = Arc::new(ThreadWaiter::current());
+            let key = self.wq.add(want, exclusive, false, Target::Thread(Arc::clone(&waiter)));
+            // Re-check after publishing interest (the Dekker pair).
+            if let Some(r) = op() {
+                if !self.wq.remove(key) {
+                    self.hand_on(want, exclusive);
+                }
+                return r;
+            }
+            let notified = waiter.wait(deadline, 0);
+            let still_queued = !notified && self.wq.remove(key);
+            let r = op();
+            if !still_queued {
+                // We were woken: we owe the wake to someone if we leave it unused.
+                if r.is_some() {
+                    self.hand_on(want, exclusive);
+                }
+            }
+            if let Some(r) = r {
+                return r;
+            }
+            if still_queued {
+                // Genuinely timed out (the entry was never woken).
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "notifier read timed out"));
+            }
+        }
+    }
+
+    /// Pass an unused wake on to the next exclusive waiter, if the state still allows it.
+    pub(crate) fn hand_on(&self, want: Events, exclusive: bool) {
+        if exclusive && self.readiness().intersects(want) {
+            self.wq.wake(want, 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn send_sync_debug() {
+        fn assert<T: Send + Sync + fmt::Debug + Clone + 'static>() {}
+        assert::<Notifier>();
+        let n = Notifier::new();
+        assert!(format!("{n:?}").contains("Counter"));
+    }
+
+    #[test]
+    fn autoreset_deliver_resets_only_on_in() {
+        let n = Notifier::builder().mode(Mode::AutoReset).initial(3).build().unwrap();
+        assert_eq!(n.inner.deliver(Events::OUT), Events::IN | Events::OUT);
+        assert_eq!(n.count(), 3);
+        assert_eq!(n.inner.deliver(Events::IN), Events::IN | Events::OUT);
+        assert_eq!(n.count(), 0);
+        assert_eq!(n.inner.deliver(Events::IN), Events::OUT);
+    }
+
+    #[test]
+    fn counter_deliver_changes_nothing() {
+        let n = Notifier::builder().initial(3).build().unwrap();
+        assert_eq!(n.inner.deliver(Events::IN), Events::IN | Events::OUT);
+        assert_eq!(n.count(), 3);
+    }
+
+    #[test]
+    fn failed_calls_change_nothing() {
+        let n = Notifier::builder().initial(LIMIT - 1).build().unwrap();
+        assert!(n.try_write(2).is_err());
+        assert!(n.try_write(u64::MAX).is_err());
+        assert!(n.write(u64::MAX).is_err());
+        assert_eq!(n.count(), LIMIT - 1);
+    }
+
+    #[test]
+    fn blocked_reader_is_woken_and_queue_is_empty_after() {
+        let n = Notifier::new();
+        let n2 = n.clone();
+        let t = std::thread::spawn(move || n2.read().unwrap());
+        while n.inner.wq.len() == 0 {
+            std::thread::yield_now();
+        }
+        n.write(9).unwrap();
+        assert_eq!(t.join().unwrap(), 9);
+        assert_eq!(n.inner.wq.len(), 0);
+        assert_eq!(n.inner.wq.interest(), Events::empty());
+    }
+
+    #[test]
+    fn timeout_leaves_no_entry() {
+        let n = Notifier::new();
+        assert_eq!(n.read_timeout(Duration::from_millis(1)).unwrap_err().kind(), io::ErrorKind::TimedOut);
+        assert_eq!(n.inner.wq.len(), 0);
+    }
+}

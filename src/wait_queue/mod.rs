@@ -1,0 +1,333 @@
+//! The kernel's wait queue, in user space.
+//!
+//! A [`WaitQueue`] is a lock and a list of entries. An entry has an interest mask, an
+//! exclusive flag and a wake [`Target`]: a parked thread, a task [`Waker`], or a
+//! [`Callback`] (an epoll item's `ep_poll_callback`). [`WaitQueue::wake`] delivers a poll key
+//! (`IN`, `OUT`, …): it visits the entries whose mask intersects the key, head to tail, and
+//! stops after `nr_exclusive` exclusive entries accepted — `__wake_up_common` in
+//! `kernel/sched/wait.c`.
+//!
+//! # LOCKING
+//!
+//! ```text
+//! WaitQueue::list   Mutex   the entries, their masks and targets; nothing else.
+//!
+//! Order: a queue's lock may be taken while holding nothing, or from inside
+//!        Callback::wake (an epoll item) — never the other way round: nothing waits for a
+//!        WaitQueue lock while holding a lock that a Callback takes.
+//!        Two WaitQueue locks are never held at once: an epoll's callback defers the wake of
+//!        its own queues to after the source's lock is released (Deferred::Post).
+//! Foreign code (Waker::wake, Waker::drop, Thread::unpark) never runs under the lock:
+//!        it is collected into a WakeBatch and run after unlocking.
+//! ```
+//!
+//! # The lock-free fast paths
+//!
+//! `interest` mirrors the union of every entry's mask; it is written only with the lock held
+//! and read without it. An empty queue costs one atomic load; a key that no entry wants
+//! costs one atomic load and no lock.
+//!
+//! The lost-wakeup argument (a Dekker pair, both sides `SeqCst`):
+//!
+//! ```text
+//! waker:   change the state (SeqCst RMW)    ;  load `interest` (SeqCst) → skip if no bit
+//! waiter:  add entry, store `interest` (SeqCst, under the lock) ; re-check the state (SeqCst)
+//! ```
+//!
+//! In the single total order of `SeqCst` operations one of the two comes first: either the
+//! waker sees the new interest bit and takes the lock (and finds the entry, since the entry
+//! was linked before `interest` was published under the same lock), or the waiter's
+//! re-check sees the new state and does not sleep.
+
+mod list;
+mod waiter;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::task::Waker;
+
+use crate::loom::sync::atomic::{AtomicU32, Ordering::SeqCst};
+use crate::loom::sync::Mutex;
+use crate::Events;
+
+pub(crate) use list::Key;
+use list::{List, Visit};
+pub(crate) use waiter::ThreadWaiter;
+
+/// What an entry wakes.
+pub(crate) enum Target {
+    /// A thread parked in a blocking call. Woken entries are removed (`autoremove`).
+    Thread(Arc<ThreadWaiter>),
+    /// A task. Woken entries are removed.
+    Task(Waker),
+    /// An epoll item or another in-crate listener. Stays queued when woken.
+    Callback(Arc<dyn Callback>),
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Target::Thread(_) => "Thread",
+            Target::Task(_) => "Task",
+            Target::Callback(_) => "Callback",
+        })
+    }
+}
+
+/// An in-crate wake callback (the epoll item's `ep_poll_callback`).
+pub(crate) trait Callback: Send + Sync {
+    /// Called with the queue's lock held, for a key that intersects the entry's mask.
+    /// It must not run foreign code; wakes go into `batch`. Returns whether the wake was
+    /// accepted: for an exclusive entry, an accepted wake ends the walk.
+    fn wake(&self, key: Events, batch: &mut WakeBatch) -> bool;
+
+    /// The queue is going away (the kernel's `POLLFREE`): the entry has already been
+    /// removed. Called without the queue's lock.
+    fn detach(&self);
+}
+
+/// Work that must run after every lock is released.
+pub(crate) trait PostWake: Send + Sync {
+    /// Runs after the waking queue's lock is released.
+    fn post_wake(&self, key: Events);
+}
+
+enum Deferred {
+    Thread(Arc<ThreadWaiter>),
+    Task(Waker),
+    Post(Arc<dyn PostWake>, Events),
+}
+
+/// Wakes collected under a lock, run after it is released. If one wake panics (a foreign
+/// waker), the rest still run when the batch is dropped during unwinding.
+#[derive(Default)]
+pub(crate) struct WakeBatch {
+    items: VecDeque<Deferred>,
+}
+
+impl WakeBatch {
+    pub(crate) fn new() -> Self {
+        WakeBatch { items: VecDeque::new() }
+    }
+
+    pub(crate) fn push_post(&mut self, p: Arc<dyn PostWake>, key: Events) {
+        self.items.push_back(Deferred::Post(p, key));
+    }
+
+    /// Runs every collected wake, in the order collected. Must be called with no lock held.
+    pub(crate) fn run(mut self) {
+        self.run_all();
+    }
+
+    fn run_all(&mut self) {
+        // Pop one at a time so that a panic leaves the untouched remainder in `items`.
+        while let Some(d) = self.items.pop_front() {
+            match d {
+                Deferred::Thread(t) => t.unpark(),
+                Deferred::Task(w) => w.wake(),
+                Deferred::Post(p, key) => p.post_wake(key),
+            }
+        }
+    }
+}
+
+impl Drop for WakeBatch {
+    fn drop(&mut self) {
+        // Only non-empty if `run` was never called or a wake panicked: deliver the rest so
+        // that nothing owed is lost.
+        if !self.items.is_empty() {
+            self.run_all();
+        }
+    }
+}
+
+/// An entry: exclusive flag + target. The mask lives in the list (it feeds `interest`).
+#[derive(Debug)]
+struct Entry {
+    exclusive: bool,
+    target: Target,
+}
+
+/// The locked wait queue. See the module docs for the LOCKING rules.
+#[derive(Debug)]
+pub(crate) struct WaitQueue {
+    /// Union of every entry's mask. Written only with `list` locked (SeqCst store), read
+    /// lock-free by [`WaitQueue::wake`] (SeqCst load; pairs with the state change's SeqCst RMW).
+    interest: AtomicU32,
+    /// The entries. Guarded by itself.
+    list: Mutex<List<Entry>>,
+}
+
+impl Default for WaitQueue {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl WaitQueue {
+    pub(crate) fn new() -> Self {
+        WaitQueue { interest: AtomicU32::new(0), list: Mutex::new(List::new()) }
+    }
+
+    /// The union of the entries' masks (a snapshot).
+    pub(crate) fn interest(&self) -> Events {
+        Events::from_bits_retain(self.interest.load(SeqCst))
+    }
+
+    /// Must be called with `list` locked.
+    fn publish(&self, l: &List<Entry>) {
+        let u = l.union().bits();
+        if self.interest.load(SeqCst) != u {
+            self.interest.store(u, SeqCst);
+        }
+    }
+
+    /// Add an entry. `front` inserts at the head (the kernel's `add_wait_queue` for
+    /// non-exclusive entries, and epoll's LIFO sleepers); otherwise at the tail.
+    pub(crate) fn add(&self, mask: Events, exclusive: bool, front: bool, target: Target) -> Key {
+        let mut l = crate::loom::lock(&self.list);
+        let e = Entry { exclusive, target };
+        let k = if front { l.push_front(mask, e) } else { l.push_back(mask, e) };
+        // SeqCst store under the lock: the waiter half of the Dekker pair (module docs).
+        self.interest.fetch_or(mask.bits(), SeqCst);
+        k
+    }
+
+    /// Remove an entry. Returns `true` if it was still queued, `false` if it had already been
+    /// removed — for a thread or task entry, that means a wake removed it: it was notified.
+    pub(crate) fn remove(&self, key: Key) -> bool {
+        let removed = {
+            let mut l = crate::loom::lock(&self.list);
+            let r = l.remove(key);
+            if r.is_some() {
+                self.publish(&l);
+            }
+            r
+        };
+        // The target (a Waker, an Arc) is dropped here, after unlocking.
+        removed.is_some()
+    }
+
+    /// Change a live entry's mask. Returns `false` if the entry is gone.
+    pub(crate) fn set_mask(&self, key: Key, mask: Events) -> bool {
+        let mut l = crate::loom::lock(&self.list);
+        let ok = l.set_mask(key, mask);
+        if ok {
+            self.publish(&l);
+        }
+        ok
+    }
+
+    /// Replace a queued task entry's waker with `waker` (cloned by the caller before this
+    /// call, so no foreign `clone` runs under the lock). Returns `false` if the entry is gone
+    /// (it was woken). The old waker is dropped after unlocking.
+    pub(crate) fn update_waker(&self, key: Key, waker: Waker) -> bool {
+        let old;
+        {
+            let mut l = crate::loom::lock(&self.list);
+            match l.get_mut(key) {
+                Some(Entry { target: Target::Task(w), .. }) => old = std::mem::replace(w, waker),
+                Some(_) => unreachable!("update_waker on a non-task entry"),
+                None => return false,
+            }
+        }
+        drop(old);
+        true
+    }
+
+    /// Wake the entries whose mask intersects `key`, head to tail, stopping after
+    /// `nr_exclusive` exclusive entries accepted. Foreign wakes run after unlocking.
+    #[inline]
+    pub(crate) fn wake(&self, key: Events, nr_exclusive: usize) {
+        // Fast path: the SeqCst load pairs with the waiter's SeqCst store (module docs).
+        if self.interest.load(SeqCst) & key.bits() == 0 {
+            return;
+        }
+        self.wake_slow(key, nr_exclusive);
+    }
+
+    #[cold]
+    fn wake_slow(&self, key: Events, nr_exclusive: usize) {
+        let mut batch = WakeBatch::new();
+        self.wake_locked(key, nr_exclusive, &mut batch);
+        batch.run();
+    }
+
+    /// The walk, collecting into `batch`. Takes and releases the lock.
+    pub(crate) fn wake_locked(&self, key: Events, nr_exclusive: usize, batch: &mut WakeBatch) {
+        let mut nr = nr_exclusive;
+        let mut l = crate::loom::lock(&self.list);
+        let mut gone: Vec<Entry> = Vec::new();
+        l.walk(
+            |mask, e| {
+                if !mask.intersects(key) {
+                    return Visit::Keep;
+                }
+                // Threads and tasks always accept and are removed (autoremove_wake_function);
+                // a callback decides, and stays.
+                let (accepted, remove) = match &e.target {
+                    Target::Callback(cb) => (cb.wake(key, batch), false),
+                    Target::Thread(_) | Target::Task(_) => (true, true),
+                };
+                let stop = e.exclusive && accepted && {
+                    nr = nr.saturating_sub(1);
+                    nr == 0
+                };
+                match (remove, stop) {
+                    (false, false) => Visit::Keep,
+                    (false, true) => Visit::Stop,
+                    (true, false) => Visit::Remove,
+                    (true, true) => Visit::RemoveStop,
+                }
+            },
+            |e| gone.push(e),
+        );
+        if !gone.is_empty() {
+            self.publish(&l);
+            for e in gone {
+                match e.target {
+                    Target::Thread(t) => {
+                        // Under the lock, so a waiter that finds its entry gone also finds
+                        // the flag set.
+                        t.set_notified();
+                        batch.items.push_back(Deferred::Thread(t));
+                    }
+                    Target::Task(w) => batch.items.push_back(Deferred::Task(w)),
+                    Target::Callback(_) => unreachable!("callbacks are never auto-removed"),
+                }
+            }
+        }
+    }
+
+    /// Remove every entry (the source is going away) and tell callbacks so, after unlocking.
+    /// Threads and tasks still queued (there should be none: they hold the source alive) are
+    /// woken so that nobody sleeps forever.
+    pub(crate) fn detach_all(&self) {
+        let drained = {
+            let mut l = crate::loom::lock(&self.list);
+            let d = l.drain();
+            self.publish(&l);
+            d
+        };
+        let mut batch = WakeBatch::new();
+        for (_, e) in drained {
+            match e.target {
+                Target::Callback(cb) => cb.detach(),
+                Target::Thread(t) => {
+                    t.set_notified();
+                    batch.items.push_back(Deferred::Thread(t));
+                }
+                Target::Task(w) => batch.items.push_back(Deferred::Task(w)),
+            }
+        }
+        batch.run();
+    }
+
+    /// Number of entries (a snapshot, for tests and `Debug`).
+    pub(crate) fn len(&self) -> usize {
+        crate::loom::lock(&self.list).len()
+    }
+}
+
+#[cfg(test)]
+mod tests;
