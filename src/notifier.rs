@@ -53,10 +53,24 @@ pub(crate) struct Inner {
     pub(crate) wq: WaitQueue,
 }
 
-impl Drop for Inner {
+/// What the user's handles share. Epoll items hold the [`Inner`] itself (to poll it
+/// without upgrading a `Weak` on every event); the notifier counts as closed when the last
+/// handle goes, exactly like a file whose last descriptor is closed.
+pub(crate) struct Handle {
+    pub(crate) core: Arc<Inner>,
+}
+
+impl std::ops::Deref for Handle {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.core
+    }
+}
+
+impl Drop for Handle {
     fn drop(&mut self) {
         // Like a closed file: leave every epoll silently.
-        self.wq.detach_all();
+        self.core.wq.detach_all();
     }
 }
 
@@ -80,7 +94,7 @@ impl Drop for Inner {
 /// ```
 #[derive(Clone)]
 pub struct Notifier {
-    pub(crate) inner: Arc<Inner>,
+    pub(crate) inner: Arc<Handle>,
 }
 
 impl fmt::Debug for Notifier {
@@ -182,13 +196,15 @@ impl NotifierBuilder {
             ));
         }
         Ok(Notifier {
-            inner: Arc::new(Inner {
-                count: AtomicU64::new(self.initial),
-                mode: self.mode,
-                nonblock: self.nonblock,
-                cloexec: self.cloexec,
-                id: next_id(),
-                wq: WaitQueue::new(),
+            inner: Arc::new(Handle {
+                core: Arc::new(Inner {
+                    count: AtomicU64::new(self.initial),
+                    mode: self.mode,
+                    nonblock: self.nonblock,
+                    cloexec: self.cloexec,
+                    id: next_id(),
+                    wq: WaitQueue::new(),
+                }),
             }),
         })
     }
