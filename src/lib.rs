@@ -29,12 +29,14 @@
 #![deny(missing_docs)]
 #![doc(test(attr(deny(warnings))))]
 
+mod epoll;
 mod events;
 mod loom;
 mod mode;
 mod notifier;
 mod wait_queue;
 
+pub use epoll::{Epoll, Source};
 pub use events::{Event, Events};
 pub use mode::{flags, Mode, LIMIT};
 pub use notifier::{Notifier, NotifierBuilder};

@@ -1,0 +1,1 @@
+//! In-crate loom models (`--cfg evfd_loom`).
