@@ -42,13 +42,22 @@ fn kepoll() -> OwnedFd {
 fn kadd(ep: &OwnedFd, fd: &OwnedFd, flags: epoll::EventFlags, data: u64) {
     epoll::add(ep, fd, epoll::EventData::new_u64(data), flags).expect("epoll_ctl");
 }
-fn kwait(ep: &OwnedFd, buf: &mut [std::mem::MaybeUninit<epoll::Event>], timeout_ms: Option<u64>) -> Vec<(u32, u64)> {
-    let ts = timeout_ms.map(|ms| rustix::time::Timespec { tv_sec: (ms / 1000) as i64, tv_nsec: ((ms % 1000) * 1_000_000) as i64 });
+fn kwait(
+    ep: &OwnedFd,
+    buf: &mut [std::mem::MaybeUninit<epoll::Event>],
+    timeout_ms: Option<u64>,
+) -> Vec<(u32, u64)> {
+    let ts = timeout_ms.map(|ms| rustix::time::Timespec {
+        tv_sec: (ms / 1000) as i64,
+        tv_nsec: ((ms % 1000) * 1_000_000) as i64,
+    });
     let (got, _) = epoll::wait(ep, &mut *buf, ts.as_ref()).expect("epoll_wait");
-    got.iter().map(|e| {
-        let (f, d) = (e.flags, e.data);
-        (f.bits(), d.u64())
-    }).collect()
+    got.iter()
+        .map(|e| {
+            let (f, d) = (e.flags, e.data);
+            (f.bits(), d.u64())
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------- measurement helpers
@@ -123,13 +132,20 @@ impl Row {
 }
 
 /// Interleave evfd and twin `reps` times; medians and relative spread ((max-min)/median).
-fn interleaved(reps: usize, mut evfd: impl FnMut() -> f64, mut twin: impl FnMut() -> f64) -> (f64, f64, f64, f64) {
+fn interleaved(
+    reps: usize,
+    mut evfd: impl FnMut() -> f64,
+    mut twin: impl FnMut() -> f64,
+) -> (f64, f64, f64, f64) {
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for _ in 0..reps {
         a.push(evfd());
         b.push(twin());
     }
-    let spread = |v: &[f64], m: f64| (v.iter().cloned().fold(f64::MIN, f64::max) - v.iter().cloned().fold(f64::MAX, f64::min)) / m;
+    let spread = |v: &[f64], m: f64| {
+        (v.iter().cloned().fold(f64::MIN, f64::max) - v.iter().cloned().fold(f64::MAX, f64::min))
+            / m
+    };
     let ma = median(&mut a.clone());
     let mb = median(&mut b.clone());
     (ma, mb, spread(&a, ma), spread(&b, mb))
@@ -177,7 +193,17 @@ fn seed(cfg: &Cfg, name: &'static str, want: Events, rows: &mut Vec<Row>) {
             })
         };
         let (e, t, es, ts) = interleaved(cfg.reps, evfd_run, twin_run);
-        rows.push(Row { bench: name, variant: "write+read".into(), threads: n, evfd: e, twin: t, unit: "ops/ms", higher_better: true, evfd_spread: es, twin_spread: ts });
+        rows.push(Row {
+            bench: name,
+            variant: "write+read".into(),
+            threads: n,
+            evfd: e,
+            twin: t,
+            unit: "ops/ms",
+            higher_better: true,
+            evfd_spread: es,
+            twin_spread: ts,
+        });
         progress();
     }
 }
@@ -188,7 +214,9 @@ fn harvest(cfg: &Cfg, rows: &mut Vec<Row>) {
     let dur = cfg.dur;
     let evfd_run = || {
         let ep = Epoll::new();
-        let ns: Vec<Notifier> = (0..R).map(|_| Notifier::builder().initial(1).build().unwrap()).collect();
+        let ns: Vec<Notifier> = (0..R)
+            .map(|_| Notifier::builder().initial(1).build().unwrap())
+            .collect();
         for (i, x) in ns.iter().enumerate() {
             ep.add(x, Events::IN, i as u64).unwrap();
         }
@@ -224,7 +252,17 @@ fn harvest(cfg: &Cfg, rows: &mut Vec<Row>) {
         t0.elapsed().as_nanos() as f64 / evs as f64
     };
     let (e, t, es, ts) = interleaved(cfg.reps, evfd_run, twin_run);
-    rows.push(Row { bench: "harvest", variant: "200 LT".into(), threads: 1, evfd: e, twin: t, unit: "ns/event", higher_better: false, evfd_spread: es, twin_spread: ts });
+    rows.push(Row {
+        bench: "harvest",
+        variant: "200 LT".into(),
+        threads: 1,
+        evfd: e,
+        twin: t,
+        unit: "ns/event",
+        higher_better: false,
+        evfd_spread: es,
+        twin_spread: ts,
+    });
     progress();
 }
 
@@ -252,7 +290,17 @@ fn scale(cfg: &Cfg, rows: &mut Vec<Row>) {
     for r in [1_000usize, 100_000] {
         let dur = cfg.dur;
         let (e, t, es, ts) = interleaved(cfg.reps, || run(r, dur), || run(10, dur));
-        rows.push(Row { bench: "scale", variant: format!("R={r} vs R=10"), threads: 1, evfd: e, twin: t, unit: "ns/wait", higher_better: false, evfd_spread: es, twin_spread: ts });
+        rows.push(Row {
+            bench: "scale",
+            variant: format!("R={r} vs R=10"),
+            threads: 1,
+            evfd: e,
+            twin: t,
+            unit: "ns/wait",
+            higher_better: false,
+            evfd_spread: es,
+            twin_spread: ts,
+        });
         progress();
     }
 }
@@ -267,7 +315,10 @@ fn progress() {
 const BENCHES: &[&str] = &["seed_pri", "seed_in", "harvest", "scale"];
 
 fn usage() -> ! {
-    eprintln!("usage: stress_epoll [--quick] [--only <bench>]\n  benches: {}", BENCHES.join(", "));
+    eprintln!(
+        "usage: stress_epoll [--quick] [--only <bench>]\n  benches: {}",
+        BENCHES.join(", ")
+    );
     std::process::exit(2);
 }
 
@@ -286,7 +337,17 @@ fn main() {
             _ => usage(),
         }
     }
-    let cfg = if quick { Cfg { dur: Duration::from_millis(150), reps: 3 } } else { Cfg { dur: Duration::from_millis(700), reps: 5 } };
+    let cfg = if quick {
+        Cfg {
+            dur: Duration::from_millis(150),
+            reps: 3,
+        }
+    } else {
+        Cfg {
+            dur: Duration::from_millis(700),
+            reps: 5,
+        }
+    };
     let want = |b: &str| only.as_deref().is_none_or(|o| o == b);
     let mut rows = Vec::new();
     eprint!("running");
@@ -303,15 +364,35 @@ fn main() {
         scale(&cfg, &mut rows);
     }
     eprintln!(" done");
-    println!("{:<10} {:<18} {:>3} {:>14} {:>14} {:>9}  {:<9} {:>7} {:>7}", "bench", "variant", "thr", "evfd", "twin", "ratio", "unit", "±evfd", "±twin");
+    println!(
+        "{:<10} {:<18} {:>3} {:>14} {:>14} {:>9}  {:<9} {:>7} {:>7}",
+        "bench", "variant", "thr", "evfd", "twin", "ratio", "unit", "±evfd", "±twin"
+    );
     for r in &rows {
         println!(
             "{:<10} {:<18} {:>3} {:>14.1} {:>14.1} {:>8.2}x  {:<9} {:>6.0}% {:>6.0}%",
-            r.bench, r.variant, r.threads, r.evfd, r.twin, r.ratio(), r.unit, r.evfd_spread * 100.0, r.twin_spread * 100.0
+            r.bench,
+            r.variant,
+            r.threads,
+            r.evfd,
+            r.twin,
+            r.ratio(),
+            r.unit,
+            r.evfd_spread * 100.0,
+            r.twin_spread * 100.0
         );
     }
     println!();
     for r in &rows {
-        println!("row {} {} {} evfd={:.3} twin={:.3} ratio={:.3} {}", r.bench, r.variant.replace(' ', "_"), r.threads, r.evfd, r.twin, r.ratio(), r.unit);
+        println!(
+            "row {} {} {} evfd={:.3} twin={:.3} ratio={:.3} {}",
+            r.bench,
+            r.variant.replace(' ', "_"),
+            r.threads,
+            r.evfd,
+            r.twin,
+            r.ratio(),
+            r.unit
+        );
     }
 }

@@ -1,1 +1,2 @@
 //! In-crate loom models (`--cfg evfd_loom`).
+mod loom_epoll;

@@ -199,6 +199,8 @@ impl WaitQueue {
         };
         // SeqCst store under the lock: the waiter half of the Dekker pair (module docs).
         self.interest.fetch_or(mask.bits(), SeqCst);
+        drop(l);
+        crate::loom::dekker_fence();
         k
     }
 
@@ -224,6 +226,8 @@ impl WaitQueue {
         if ok {
             self.publish(&l);
         }
+        drop(l);
+        crate::loom::dekker_fence();
         ok
     }
 
@@ -252,6 +256,7 @@ impl WaitQueue {
     #[inline]
     pub(crate) fn wake(&self, key: Events, nr_exclusive: usize) {
         // Fast path: the SeqCst load pairs with the waiter's SeqCst store (module docs).
+        crate::loom::dekker_fence();
         if self.interest.load(SeqCst) & key.bits() == 0 {
             return;
         }
