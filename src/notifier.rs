@@ -573,7 +573,8 @@ impl Inner {
     /// AutoReset swaps the count to 0. Returns the readiness seen at delivery, so that a
     /// reset and the report come from the same atomic step.
     pub(crate) fn deliver(&self, interest: Events) -> Events {
-        if !interest.contains(Events::IN) {
+        if self.mode != Mode::AutoReset || !interest.contains(Events::IN) {
+            // Only AutoReset changes anything at delivery (mode::deliver).
             return self.readiness();
         }
         let mut cur = self.count.load(SeqCst);

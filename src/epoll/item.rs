@@ -5,17 +5,11 @@ use std::sync::{Arc, Weak};
 use super::source::SourceCore;
 use super::EpInner;
 use crate::loom::sync::atomic::{
-    AtomicBool, AtomicU32, AtomicU64, AtomicU8,
+    AtomicBool, AtomicU32, AtomicU64,
     Ordering::{Relaxed, SeqCst},
 };
 use crate::wait_queue::{Callback, WakeBatch};
 use crate::Events;
-
-/// `Item::qflags` bit: on the ready list or the harvester's private transfer list
-/// (`ep_is_linked`).
-pub(crate) const LINKED: u8 = 1;
-/// `Item::qflags` bit: chained on the overflow list (`epi->next != EP_UNACTIVE_PTR`).
-pub(crate) const OVF: u8 = 2;
 
 /// One registration of a source in an epoll.
 pub(crate) struct Item {
@@ -32,9 +26,13 @@ pub(crate) struct Item {
     pub(crate) events: AtomicU32,
     /// The user's data. Written and read with `ep.registry` held.
     pub(crate) data: AtomicU64,
-    /// `LINKED | OVF`. Guarded by `ep.ready`, except that while a scan is active (ovf on) the
-    /// harvester, holding `ep.registry`, owns the `LINKED` bit of items on its transfer list.
-    pub(crate) qflags: AtomicU8,
+    /// On the ready list or the harvester's transfer list (`ep_is_linked`). Guarded by
+    /// `ep.ready`, except that while a scan is active the harvester (holding `ep.registry`)
+    /// owns it for the items on its transfer list; callbacks then touch only `ovf`. Two
+    /// separate words, so that those two writers never share a read-modify-write.
+    pub(crate) linked: AtomicBool,
+    /// Chained on the overflow list (`epi->next != EP_UNACTIVE_PTR`). Guarded by `ep.ready`.
+    pub(crate) ovf: AtomicBool,
     /// The source was closed or the item deleted: skip it wherever it is met.
     pub(crate) dead: AtomicBool,
 }
@@ -44,16 +42,21 @@ impl Item {
         Events::from_bits_retain(self.events.load(SeqCst))
     }
 
-    pub(crate) fn flag(&self, f: u8) -> bool {
-        self.qflags.load(Relaxed) & f != 0
+    pub(crate) fn is_linked(&self) -> bool {
+        self.linked.load(Relaxed)
     }
 
-    pub(crate) fn set_flag(&self, f: u8, on: bool) {
-        if on {
-            self.qflags.fetch_or(f, Relaxed);
-        } else {
-            self.qflags.fetch_and(!f, Relaxed);
-        }
+    /// Plain store: see `linked` for who may write it when.
+    pub(crate) fn set_linked(&self, on: bool) {
+        self.linked.store(on, Relaxed);
+    }
+
+    pub(crate) fn is_ovf(&self) -> bool {
+        self.ovf.load(Relaxed)
+    }
+
+    pub(crate) fn set_ovf(&self, on: bool) {
+        self.ovf.store(on, Relaxed);
     }
 
     pub(crate) fn is_dead(&self) -> bool {

@@ -43,12 +43,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::loom::sync::atomic::{
-    fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::SeqCst,
+    fence, AtomicBool, AtomicU32, AtomicU64,
+    Ordering::{Relaxed, SeqCst},
 };
 use crate::loom::sync::Mutex;
 use crate::wait_queue::{Key, PostWake, Target, ThreadWaiter, WaitQueue, WakeBatch};
 use crate::{Event, Events};
-use item::{Item, LINKED};
+use item::Item;
 use ready::ReadyState;
 pub use source::Source;
 
@@ -323,7 +324,8 @@ impl Epoll {
                 src: sc.clone(),
                 events: AtomicU32::new(ev.bits()),
                 data: AtomicU64::new(data),
-                qflags: AtomicU8::new(0),
+                linked: AtomicBool::new(false),
+                ovf: AtomicBool::new(false),
                 dead: AtomicBool::new(false),
             });
             // Non-exclusive entries at the head, exclusive ones at the tail (as the kernel).
@@ -407,7 +409,7 @@ impl Epoll {
                 return Err(invalid("an item added with EXCLUSIVE cannot be modified"));
             }
             let ev = events | Events::ERR | Events::HUP;
-            r.item.data.store(data, SeqCst);
+            r.item.data.store(data, Relaxed);
             r.item.events.store(ev.bits(), SeqCst);
             sc.wait_queue().set_mask(r.key, ev & !Events::PRIVATE);
             // Seed 000's barrier: the new mask is visible before we poll; pairs with the
@@ -623,53 +625,63 @@ impl EpInner {
         };
         let mut requeue = std::mem::take(&mut reg.requeue);
         let mut n = 0;
+        let mut peek_first = None;
+        let mut it = tx.drain(..);
         match out {
             Some(out) => {
                 while n < out.len() {
-                    let Some(item) = tx.pop_front() else { break };
-                    // The harvester owns LINKED of transfer-list items (see Item::qflags).
-                    item.set_flag(LINKED, false);
+                    let Some(item) = it.next() else { break };
+                    // The harvester owns `linked` of transfer-list items (see Item::linked):
+                    // it stays set only for a level-triggered item requeued below.
                     if item.is_dead() {
+                        item.set_linked(false);
                         continue;
                     }
                     let ev = item.events();
-                    if (ev & !Events::PRIVATE).is_empty() {
-                        continue;
-                    }
                     let r = item.src.poll(ev, true) & ev & !Events::PRIVATE;
                     if r.is_empty() {
+                        // Not ready (or a disarmed ONESHOT): dropped, no slot used.
+                        item.set_linked(false);
                         continue;
                     }
                     out[n] = Event {
                         events: r,
-                        data: item.data.load(SeqCst),
+                        data: item.data.load(Relaxed),
                     };
                     n += 1;
-                    if ev.contains(Events::ONESHOT) {
-                        item.events.store((ev & Events::PRIVATE).bits(), SeqCst);
-                    } else if !ev.contains(Events::ET) {
-                        item.set_flag(LINKED, true);
+                    if !ev.intersects(Events::ONESHOT | Events::ET) {
                         requeue.push(item);
+                    } else {
+                        item.set_linked(false);
+                        if ev.contains(Events::ONESHOT) {
+                            item.events.store((ev & Events::PRIVATE).bits(), SeqCst);
+                        }
                     }
                 }
             }
             None => {
-                while let Some(item) = tx.front() {
+                // Stop at the first ready item and keep it; drop the not-ready ones before it.
+                let mut first = None;
+                for item in it.by_ref() {
                     let ev = item.events();
                     if !item.is_dead()
                         && !(item.src.poll(ev, false) & ev & !Events::PRIVATE).is_empty()
                     {
-                        n = 1;
+                        first = Some(item);
                         break;
                     }
-                    if let Some(it) = tx.pop_front() {
-                        it.set_flag(LINKED, false);
-                    }
+                    item.set_linked(false);
                 }
+                if first.is_some() {
+                    n = 1;
+                }
+                peek_first = first;
             }
         }
         let mut rd = crate::loom::lock(&self.ready);
-        rd.done_scan(tx, &mut requeue);
+        let any_left = peek_first.is_some() || it.len() > 0;
+        rd.done_scan(peek_first.into_iter().chain(it), any_left, &mut requeue);
+        rd.spare = tx;
         reg.requeue = requeue;
         if !rd.list.is_empty() && !self.waiters.interest().is_empty() {
             // The LT cascade: let the next sleeper look too.
