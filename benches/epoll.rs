@@ -37,7 +37,13 @@ fn seed(c: &mut Criterion) {
         });
         let kep = epoll::create(epoll::CreateFlags::CLOEXEC).unwrap();
         let fd = kfd(0);
-        epoll::add(&kep, &fd, epoll::EventData::new_u64(0), epoll::EventFlags::from_bits_retain(want.bits())).unwrap();
+        epoll::add(
+            &kep,
+            &fd,
+            epoll::EventData::new_u64(0),
+            epoll::EventFlags::from_bits_retain(want.bits()),
+        )
+        .unwrap();
         g.bench_function("kernel", |b| {
             b.iter(|| {
                 kwrite(&fd, 1);
@@ -52,19 +58,32 @@ fn harvest(c: &mut Criterion) {
     const R: usize = 200;
     let mut g = c.benchmark_group("harvest_200_lt");
     let ep = Epoll::new();
-    let ns: Vec<Notifier> = (0..R).map(|_| Notifier::builder().initial(1).build().unwrap()).collect();
+    let ns: Vec<Notifier> = (0..R)
+        .map(|_| Notifier::builder().initial(1).build().unwrap())
+        .collect();
     for (i, n) in ns.iter().enumerate() {
         ep.add(n, Events::IN, i as u64).unwrap();
     }
     let mut buf = vec![Event::default(); R];
-    g.bench_function("evfd", |b| b.iter(|| assert_eq!(ep.wait(&mut buf, Some(Duration::ZERO)).unwrap(), R)));
+    g.bench_function("evfd", |b| {
+        b.iter(|| assert_eq!(ep.wait(&mut buf, Some(Duration::ZERO)).unwrap(), R))
+    });
     let kep = epoll::create(epoll::CreateFlags::CLOEXEC).unwrap();
     let fds: Vec<OwnedFd> = (0..R).map(|_| kfd(1)).collect();
     for (i, fd) in fds.iter().enumerate() {
-        epoll::add(&kep, fd, epoll::EventData::new_u64(i as u64), epoll::EventFlags::IN).unwrap();
+        epoll::add(
+            &kep,
+            fd,
+            epoll::EventData::new_u64(i as u64),
+            epoll::EventFlags::IN,
+        )
+        .unwrap();
     }
     let mut kbuf = vec![MaybeUninit::<epoll::Event>::uninit(); R];
-    let zero = rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 };
+    let zero = rustix::time::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     g.bench_function("kernel", |b| {
         b.iter(|| {
             let (got, _) = epoll::wait(&kep, &mut kbuf[..], Some(&zero)).unwrap();

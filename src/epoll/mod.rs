@@ -36,6 +36,9 @@ mod ready;
 pub(crate) mod source;
 mod topology;
 
+#[cfg(all(test, not(evfd_loom)))]
+mod tests;
+
 use std::collections::HashMap;
 use std::fmt;
 use std::io;

@@ -158,6 +158,9 @@ pub(crate) struct WaitQueue {
     interest: AtomicU32,
     /// The entries. Guarded by itself.
     list: Mutex<List<Entry>>,
+    /// Test-only: how many wakes took the lock (the fast path did not answer).
+    #[cfg(test)]
+    pub(crate) slow_wakes: std::sync::atomic::AtomicUsize,
 }
 
 impl Default for WaitQueue {
@@ -171,6 +174,8 @@ impl WaitQueue {
         WaitQueue {
             interest: AtomicU32::new(0),
             list: Mutex::new(List::new()),
+            #[cfg(test)]
+            slow_wakes: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -265,6 +270,9 @@ impl WaitQueue {
 
     #[cold]
     fn wake_slow(&self, key: Events, nr_exclusive: usize) {
+        #[cfg(test)]
+        self.slow_wakes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut batch = WakeBatch::new();
         self.wake_locked(key, nr_exclusive, &mut batch);
         batch.run();
