@@ -90,9 +90,9 @@ pub(crate) const fn deliver(mode: Mode, count: u64) -> u64 {
 /// `IN` iff `count > 0`, `OUT` iff `count < LIMIT`, `ERR` iff `count == u64::MAX`.
 pub(crate) const fn readiness(count: u64) -> Events {
     // Branch-free: this runs once per event in every harvest.
-    let bits = (count != 0) as u32 * Events::IN.bits()
-        | (count < LIMIT) as u32 * Events::OUT.bits()
-        | (count == u64::MAX) as u32 * Events::ERR.bits();
+    let bits = ((count != 0) as u32 * Events::IN.bits())
+        | ((count < LIMIT) as u32 * Events::OUT.bits())
+        | ((count == u64::MAX) as u32 * Events::ERR.bits());
     Events::from_bits_retain(bits)
 }
 
