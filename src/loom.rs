@@ -13,8 +13,45 @@ pub(crate) mod sync {
 
 #[cfg(evfd_loom)]
 pub(crate) mod sync {
-    pub(crate) use loom::sync::atomic;
     pub(crate) use loom::sync::{Mutex, MutexGuard};
+
+    pub(crate) mod atomic {
+        pub(crate) use loom::sync::atomic::{AtomicBool, Ordering};
+
+        macro_rules! seq_cst_initialised {
+            ($($name:ident: $int:ty),*) => {$(
+                /// loom's atomic, whose initial value is re-published with a `SeqCst` store.
+                ///
+                /// loom records an atomic's initial value as a `Release` store and models
+                /// `SeqCst` accesses as `AcqRel` (loom README, "Unsupported features";
+                /// tokio-rs/loom#180): a `SeqCst` load may still return the initial value
+                /// after another thread's later `SeqCst` RMW. That breaks the Dekker pair
+                /// (count ⇄ wait-queue interest) in the model only — real `SeqCst` forbids
+                /// it — and shows up as a false lost wakeup. One `SeqCst` store of the same
+                /// value at construction makes the model's stores all `SeqCst`, so its
+                /// "no older `SeqCst` store after a newer one" rule applies from the start.
+                #[derive(Debug)]
+                pub(crate) struct $name(loom::sync::atomic::$name);
+
+                impl $name {
+                    pub(crate) fn new(v: $int) -> Self {
+                        let a = loom::sync::atomic::$name::new(v);
+                        a.store(v, Ordering::SeqCst);
+                        $name(a)
+                    }
+                }
+
+                impl std::ops::Deref for $name {
+                    type Target = loom::sync::atomic::$name;
+                    fn deref(&self) -> &Self::Target {
+                        &self.0
+                    }
+                }
+            )*};
+        }
+
+        seq_cst_initialised!(AtomicU32: u32, AtomicU64: u64);
+    }
 }
 
 #[cfg(not(evfd_loom))]
