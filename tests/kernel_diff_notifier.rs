@@ -73,11 +73,21 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn initial() -> impl Strategy<Value = u32> {
-    prop_oneof![Just(0u32), Just(1u32), Just(u32::MAX), 0u32..16, any::<u32>()]
+    prop_oneof![
+        Just(0u32),
+        Just(1u32),
+        Just(u32::MAX),
+        0u32..16,
+        any::<u32>()
+    ]
 }
 
 fn mode() -> impl Strategy<Value = Mode> {
-    prop_oneof![Just(Mode::Counter), Just(Mode::Semaphore), Just(Mode::AutoReset)]
+    prop_oneof![
+        Just(Mode::Counter),
+        Just(Mode::Semaphore),
+        Just(Mode::AutoReset)
+    ]
 }
 
 /// The kernel's twin of `mode`: AutoReset behaves as Counter for direct operations.
@@ -114,8 +124,14 @@ fn k_read(fd: &OwnedFd) -> Result<u64, ErrorKind> {
 }
 
 fn k_poll(fd: &OwnedFd, interest: Events) -> Events {
-    let mut pfd = [PollFd::new(fd, PollFlags::from_bits_retain(interest.bits() as _))];
-    let zero = rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut pfd = [PollFd::new(
+        fd,
+        PollFlags::from_bits_retain(interest.bits() as _),
+    )];
+    let zero = rustix::time::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     poll(&mut pfd, Some(&zero)).expect("poll");
     // POLL* and EPOLL* share values for these bits on Linux.
     Events::from_bits_retain(u32::from(pfd[0].revents().bits()))
@@ -123,7 +139,8 @@ fn k_poll(fd: &OwnedFd, interest: Events) -> Events {
 
 /// `/proc/self/fdinfo/<fd>` fields of an eventfd: (`eventfd-count`, `eventfd-semaphore`).
 fn k_fdinfo(fd: &OwnedFd) -> (u64, Option<bool>) {
-    let text = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).expect("fdinfo");
+    let text =
+        std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).expect("fdinfo");
     let field = |name: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(name))
@@ -158,18 +175,33 @@ impl Subject {
                 };
             Notifier::from_flags(u64::from(init), f).expect("valid flags")
         } else {
-            Notifier::builder().mode(mode).initial(u64::from(init)).build().expect("valid initial")
+            Notifier::builder()
+                .mode(mode)
+                .initial(u64::from(init))
+                .build()
+                .expect("valid initial")
         };
         assert_eq!(n.mode(), mode);
-        Subject { n, nonblock_flag: via_flags }
+        Subject {
+            n,
+            nonblock_flag: via_flags,
+        }
     }
 
     fn write(&self, v: u64) -> Result<(), ErrorKind> {
-        kind(if self.nonblock_flag { self.n.write(v) } else { self.n.try_write(v) })
+        kind(if self.nonblock_flag {
+            self.n.write(v)
+        } else {
+            self.n.try_write(v)
+        })
     }
 
     fn read(&self) -> Result<u64, ErrorKind> {
-        kind(if self.nonblock_flag { self.n.read() } else { self.n.try_read() })
+        kind(if self.nonblock_flag {
+            self.n.read()
+        } else {
+            self.n.try_read()
+        })
     }
 }
 
@@ -183,22 +215,42 @@ fn run_case(mode: Mode, init: u32, via_flags: bool, ops: &[Op]) -> Result<(), Te
     }
     for (i, &op) in ops.iter().enumerate() {
         match op {
-            Op::Write(v) => prop_assert_eq!(s.write(v), k_write(&fd, v), "step {}: write({:#x})", i, v),
+            Op::Write(v) => {
+                prop_assert_eq!(s.write(v), k_write(&fd, v), "step {}: write({:#x})", i, v)
+            }
             Op::Fill(delta) => {
                 let v = (i128::from(LIMIT) - i128::from(s.n.count()) + i128::from(delta))
                     .clamp(0, i128::from(u64::MAX)) as u64;
-                prop_assert_eq!(s.write(v), k_write(&fd, v), "step {}: fill write({:#x})", i, v);
+                prop_assert_eq!(
+                    s.write(v),
+                    k_write(&fd, v),
+                    "step {}: fill write({:#x})",
+                    i,
+                    v
+                );
             }
             Op::Read => prop_assert_eq!(s.read(), k_read(&fd), "step {}: read", i),
             Op::Poll(interest) => {
-                prop_assert_eq!(s.n.poll(interest), k_poll(&fd, interest), "step {}: poll({:?})", i, interest)
+                prop_assert_eq!(
+                    s.n.poll(interest),
+                    k_poll(&fd, interest),
+                    "step {}: poll({:?})",
+                    i,
+                    interest
+                )
             }
         }
         // After every step the whole observable state agrees.
         let (count, _) = k_fdinfo(&fd);
         prop_assert_eq!(s.n.count(), count, "step {}: count after {:?}", i, op);
         let all = Events::IN | Events::OUT;
-        prop_assert_eq!(s.n.poll(all), k_poll(&fd, all), "step {}: readiness after {:?}", i, op);
+        prop_assert_eq!(
+            s.n.poll(all),
+            k_poll(&fd, all),
+            "step {}: readiness after {:?}",
+            i,
+            op
+        );
     }
     Ok(())
 }
@@ -237,9 +289,19 @@ fn compare_flags(bits: u32, init: u32) -> Result<(), TestCaseError> {
                 prop_assert_eq!(sem, n.mode() == Mode::Semaphore, "flags {:#x}", bits);
             }
             let fl = rustix::fs::fcntl_getfl(fd).expect("F_GETFL");
-            prop_assert_eq!(n.is_nonblocking(), fl.contains(rustix::fs::OFlags::NONBLOCK), "flags {:#x}", bits);
+            prop_assert_eq!(
+                n.is_nonblocking(),
+                fl.contains(rustix::fs::OFlags::NONBLOCK),
+                "flags {:#x}",
+                bits
+            );
             let fdfl = rustix::io::fcntl_getfd(fd).expect("F_GETFD");
-            prop_assert_eq!(n.is_cloexec(), fdfl.contains(rustix::io::FdFlags::CLOEXEC), "flags {:#x}", bits);
+            prop_assert_eq!(
+                n.is_cloexec(),
+                fdfl.contains(rustix::io::FdFlags::CLOEXEC),
+                "flags {:#x}",
+                bits
+            );
         }
         (Err(e), Err(errno)) => {
             prop_assert_eq!(*errno, Errno::INVAL, "flags {:#x}", bits);
@@ -261,12 +323,19 @@ fn compare_flags(bits: u32, init: u32) -> Result<(), TestCaseError> {
 fn from_flags_known_combinations_and_single_bits_match_eventfd2() {
     let known = [flags::SEMAPHORE, flags::NONBLOCK, flags::CLOEXEC];
     for combo in 0..(1u32 << known.len()) {
-        let bits = known.iter().enumerate().filter(|(i, _)| combo & (1 << i) != 0).fold(0, |b, (_, f)| b | f);
+        let bits = known
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| combo & (1 << i) != 0)
+            .fold(0, |b, (_, f)| b | f);
         for init in [0, 1, u32::MAX] {
             compare_flags(bits, init).unwrap();
         }
     }
-    for bit in (0..32).map(|b| 1u32 << b).filter(|&b| b != flags::AUTORESET) {
+    for bit in (0..32)
+        .map(|b| 1u32 << b)
+        .filter(|&b| b != flags::AUTORESET)
+    {
         compare_flags(bit, 0).unwrap();
         compare_flags(bit | flags::NONBLOCK, 0).unwrap();
     }
@@ -277,9 +346,17 @@ fn from_flags_known_combinations_and_single_bits_match_eventfd2() {
 /// the RFC did.
 #[test]
 fn autoreset_flag_is_ours() {
-    assert_eq!(eventfd(0, EventfdFlags::from_bits_retain(flags::AUTORESET as _)).unwrap_err(), Errno::INVAL);
+    assert_eq!(
+        eventfd(0, EventfdFlags::from_bits_retain(flags::AUTORESET as _)).unwrap_err(),
+        Errno::INVAL
+    );
 
-    for extra in [0, flags::NONBLOCK, flags::CLOEXEC, flags::NONBLOCK | flags::CLOEXEC] {
+    for extra in [
+        0,
+        flags::NONBLOCK,
+        flags::CLOEXEC,
+        flags::NONBLOCK | flags::CLOEXEC,
+    ] {
         let n = Notifier::from_flags(7, flags::AUTORESET | extra).unwrap();
         assert_eq!(n.mode(), Mode::AutoReset);
         assert_eq!(n.count(), 7);
@@ -291,7 +368,12 @@ fn autoreset_flag_is_ours() {
         assert_eq!(e.kind(), ErrorKind::InvalidInput);
     }
     // An unknown bit next to AUTORESET is still rejected.
-    assert_eq!(Notifier::from_flags(0, flags::AUTORESET | 0x2).unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(
+        Notifier::from_flags(0, flags::AUTORESET | 0x2)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::InvalidInput
+    );
 }
 
 /// `from_flags` takes a 64-bit initial count (the syscall only 32): up to LIMIT is fine,
@@ -299,7 +381,10 @@ fn autoreset_flag_is_ours() {
 #[test]
 fn from_flags_initial_beyond_u32() {
     assert_eq!(Notifier::from_flags(LIMIT, 0).unwrap().count(), LIMIT);
-    assert_eq!(Notifier::from_flags(u64::MAX, 0).unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(
+        Notifier::from_flags(u64::MAX, 0).unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
 }
 
 /// The fixed edge sequences of KERNEL-SEMANTICS §2.4, run through the differential harness
@@ -307,10 +392,37 @@ fn from_flags_initial_beyond_u32() {
 #[test]
 fn kernel_edge_sequences() {
     let seqs: &[&[Op]] = &[
-        &[Op::Write(0), Op::Read, Op::Write(LIMIT), Op::Write(1), Op::Write(0), Op::Write(u64::MAX), Op::Read],
-        &[Op::Write(LIMIT - 1), Op::Write(1), Op::Write(1), Op::Poll(Events::OUT), Op::Read, Op::Read],
-        &[Op::Fill(0), Op::Fill(1), Op::Fill(-1), Op::Read, Op::Fill(-2), Op::Fill(2)],
-        &[Op::Read, Op::Poll(Events::empty()), Op::Write(u64::MAX), Op::Poll(Events::IN)],
+        &[
+            Op::Write(0),
+            Op::Read,
+            Op::Write(LIMIT),
+            Op::Write(1),
+            Op::Write(0),
+            Op::Write(u64::MAX),
+            Op::Read,
+        ],
+        &[
+            Op::Write(LIMIT - 1),
+            Op::Write(1),
+            Op::Write(1),
+            Op::Poll(Events::OUT),
+            Op::Read,
+            Op::Read,
+        ],
+        &[
+            Op::Fill(0),
+            Op::Fill(1),
+            Op::Fill(-1),
+            Op::Read,
+            Op::Fill(-2),
+            Op::Fill(2),
+        ],
+        &[
+            Op::Read,
+            Op::Poll(Events::empty()),
+            Op::Write(u64::MAX),
+            Op::Poll(Events::IN),
+        ],
     ];
     for mode in [Mode::Counter, Mode::Semaphore, Mode::AutoReset] {
         for init in [0, 1, u32::MAX] {

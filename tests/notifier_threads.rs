@@ -6,7 +6,10 @@
 //! CI.
 
 use std::io::ErrorKind;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::{Acquire, Relaxed, Release}};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64,
+    Ordering::{Acquire, Relaxed, Release},
+};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Barrier};
 use std::thread;
@@ -35,19 +38,33 @@ fn bounded<T: Send + 'static>(name: &str, f: impl FnOnce() -> T + Send + 'static
             Err(panic) => std::panic::resume_unwind(panic),
             Ok(_) => unreachable!("the body finished without reporting"),
         },
-        Err(RecvTimeoutError::Timeout) => panic!("{name}: did not finish within {LIMIT_TIME:?} (hang?)"),
+        Err(RecvTimeoutError::Timeout) => {
+            panic!("{name}: did not finish within {LIMIT_TIME:?} (hang?)")
+        }
     }
 }
 
 fn notifier(mode: Mode, initial: u64) -> Notifier {
-    Notifier::builder().mode(mode).initial(initial).build().unwrap()
+    Notifier::builder()
+        .mode(mode)
+        .initial(initial)
+        .build()
+        .unwrap()
 }
 
 /// Number of queued waiters, from the `Debug` output (`waiters: N`).
 fn waiters(n: &Notifier) -> usize {
     let s = format!("{n:?}");
-    let at = s.find("waiters: ").unwrap_or_else(|| panic!("no waiter count in {s}")) + "waiters: ".len();
-    s[at..].chars().take_while(char::is_ascii_digit).collect::<String>().parse().unwrap()
+    let at = s
+        .find("waiters: ")
+        .unwrap_or_else(|| panic!("no waiter count in {s}"))
+        + "waiters: ".len();
+    s[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap()
 }
 
 /// Waits until exactly `k` threads are queued on `n`.
@@ -80,7 +97,11 @@ fn blocked_reader_is_woken_by_a_writer() {
             };
             wait_for_waiters(&n, 1);
             n.write(5).unwrap();
-            let (want, left) = if mode == Mode::Semaphore { (1, 4) } else { (5, 0) };
+            let (want, left) = if mode == Mode::Semaphore {
+                (1, 4)
+            } else {
+                (5, 0)
+            };
             assert_eq!(reader.join().unwrap(), want, "{mode:?}");
             assert_eq!(n.count(), left, "{mode:?}");
             assert_eq!(waiters(&n), 0, "{mode:?}");
@@ -105,7 +126,10 @@ fn blocked_writer_at_the_limit_is_woken_by_a_reader() {
                 assert_eq!(n.read().unwrap(), 1);
                 thread::sleep(Duration::from_millis(20));
                 wait_for_waiters(&n, 1);
-                assert!(!writer.is_finished(), "write(2) went through with room for 1");
+                assert!(
+                    !writer.is_finished(),
+                    "write(2) went through with room for 1"
+                );
                 assert_eq!(n.count(), LIMIT - 1);
                 assert_eq!(n.read().unwrap(), 1);
                 writer.join().unwrap();
@@ -135,15 +159,26 @@ fn semaphore_write_2_wakes_exactly_2_of_3_readers() {
 
         n.write(2).unwrap();
         for _ in 0..2 {
-            assert_eq!(rx.recv_timeout(Duration::from_secs(10)).expect("a woken reader"), 1);
+            assert_eq!(
+                rx.recv_timeout(Duration::from_secs(10))
+                    .expect("a woken reader"),
+                1
+            );
         }
         // The third stays asleep: nothing is left for it.
-        assert_eq!(rx.recv_timeout(Duration::from_millis(100)), Err(RecvTimeoutError::Timeout));
+        assert_eq!(
+            rx.recv_timeout(Duration::from_millis(100)),
+            Err(RecvTimeoutError::Timeout)
+        );
         wait_for_waiters(&n, 1);
         assert_eq!(n.count(), 0);
 
         n.write(1).unwrap();
-        assert_eq!(rx.recv_timeout(Duration::from_secs(10)).expect("the third reader"), 1);
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(10))
+                .expect("the third reader"),
+            1
+        );
         for r in readers {
             r.join().unwrap();
         }
@@ -160,11 +195,21 @@ fn read_timeout_times_out_and_changes_nothing() {
             let t0 = Instant::now();
             let e = n.read_timeout(Duration::from_millis(20)).unwrap_err();
             assert_eq!(e.kind(), ErrorKind::TimedOut, "{mode:?}");
-            assert!(t0.elapsed() >= Duration::from_millis(20), "{mode:?}: returned early");
+            assert!(
+                t0.elapsed() >= Duration::from_millis(20),
+                "{mode:?}: returned early"
+            );
             assert_eq!(n.count(), 0);
-            assert_eq!(waiters(&n), 0, "{mode:?}: a timed-out waiter left its entry");
+            assert_eq!(
+                waiters(&n),
+                0,
+                "{mode:?}: a timed-out waiter left its entry"
+            );
             // A zero timeout never blocks.
-            assert_eq!(n.read_timeout(Duration::ZERO).unwrap_err().kind(), ErrorKind::TimedOut);
+            assert_eq!(
+                n.read_timeout(Duration::ZERO).unwrap_err().kind(),
+                ErrorKind::TimedOut
+            );
             n.write(3).unwrap();
             let want = if mode == Mode::Semaphore { 1 } else { 3 };
             assert_eq!(n.read_timeout(Duration::from_millis(20)).unwrap(), want);
@@ -178,14 +223,15 @@ fn read_timeout_times_out_and_changes_nothing() {
 #[test]
 fn write_racing_a_timeout_is_never_lost() {
     bounded("write_racing_a_timeout_is_never_lost", || {
-        const UNITS: u64 = 20_000;
+        const UNITS: u64 = 50_000;
         for mode in MODES {
             let n = notifier(mode, 0);
             let taken = Arc::new(AtomicU64::new(0));
             let timeouts = Arc::new(AtomicU64::new(0));
             let readers: Vec<_> = (0..2)
                 .map(|r| {
-                    let (n, taken, timeouts) = (n.clone(), Arc::clone(&taken), Arc::clone(&timeouts));
+                    let (n, taken, timeouts) =
+                        (n.clone(), Arc::clone(&taken), Arc::clone(&timeouts));
                     thread::spawn(move || {
                         let mut rng = Rng(0x9e37_79b9 + r);
                         while taken.load(Acquire) < UNITS {
@@ -216,16 +262,23 @@ fn write_racing_a_timeout_is_never_lost() {
             assert_eq!(taken.load(Acquire), UNITS, "{mode:?}");
             assert_eq!(n.count(), 0, "{mode:?}");
             assert_eq!(waiters(&n), 0, "{mode:?}");
-            assert!(timeouts.load(Relaxed) > 0, "{mode:?}: no timeout ever raced a write");
+            eprintln!(
+                "{mode:?}: {UNITS} units, {} reader timeouts",
+                timeouts.load(Relaxed)
+            );
+            assert!(
+                timeouts.load(Relaxed) > 0,
+                "{mode:?}: no timeout ever raced a write"
+            );
         }
     });
 }
 
-/// 4 writers × 2 readers, ≥ 10⁶ units per mode: every unit written is read exactly once.
+/// 4 writers × 2 readers, 2·10⁶ units per mode (writes of 1..=8): every unit written is read exactly once.
 fn conservation(mode: Mode) {
     const WRITERS: u64 = 4;
     const READERS: u64 = 2;
-    const UNITS_PER_WRITER: u64 = 250_000;
+    const UNITS_PER_WRITER: u64 = 500_000;
     let n = notifier(mode, 0);
     let done = Arc::new(AtomicBool::new(false));
     let start = Arc::new(Barrier::new((WRITERS + READERS) as usize));
@@ -235,17 +288,23 @@ fn conservation(mode: Mode) {
             let (n, done, start) = (n.clone(), Arc::clone(&done), Arc::clone(&start));
             thread::spawn(move || {
                 start.wait();
-                let mut got = 0u64;
+                let (mut got, mut reads, mut timeouts) = (0u64, 0u64, 0u64);
                 loop {
                     match n.read_timeout(Duration::from_millis(1)) {
-                        Ok(v) => got += v,
+                        Ok(v) => {
+                            got += v;
+                            reads += 1;
+                        }
                         Err(e) if e.kind() == ErrorKind::TimedOut => {
+                            timeouts += 1;
                             if done.load(Acquire) {
                                 // Every write happened before `done`: drain to zero and stop.
                                 loop {
                                     match n.try_read() {
                                         Ok(v) => got += v,
-                                        Err(e) if e.kind() == ErrorKind::WouldBlock => return got,
+                                        Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                                            return (got, reads, timeouts)
+                                        }
                                         Err(e) => panic!("{e}"),
                                     }
                                 }
@@ -264,20 +323,34 @@ fn conservation(mode: Mode) {
             thread::spawn(move || {
                 start.wait();
                 let mut rng = Rng(0x853c_49e6_748f_ea9b ^ (w + 1));
-                let mut left = UNITS_PER_WRITER;
+                let (mut left, mut writes) = (UNITS_PER_WRITER, 0u64);
                 while left > 0 {
                     let k = (1 + rng.next() % 8).min(left);
                     n.write(k).unwrap();
                     left -= k;
+                    writes += 1;
                 }
-                UNITS_PER_WRITER
+                (UNITS_PER_WRITER, writes)
             })
         })
         .collect();
 
-    let written: u64 = writers.into_iter().map(|w| w.join().unwrap()).sum();
+    let t0 = Instant::now();
+    let (written, writes) = writers
+        .into_iter()
+        .map(|w| w.join().unwrap())
+        .fold((0, 0), |(u, c), (du, dc)| (u + du, c + dc));
     done.store(true, Release);
-    let read: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    let (read, reads, timeouts) = readers
+        .into_iter()
+        .map(|r| r.join().unwrap())
+        .fold((0, 0, 0), |(g, r, t), (dg, dr, dt)| {
+            (g + dg, r + dr, t + dt)
+        });
+    eprintln!(
+        "{mode:?}: {written} units in {writes} writes, {reads} reads, {timeouts} timeouts, {:?}",
+        t0.elapsed()
+    );
     assert!(written >= 1_000_000);
     assert_eq!(read, written, "{mode:?}: sum read != sum written");
     assert_eq!(n.count(), 0, "{mode:?}");
@@ -286,15 +359,21 @@ fn conservation(mode: Mode) {
 
 #[test]
 fn four_writers_two_readers_counter() {
-    bounded("four_writers_two_readers_counter", || conservation(Mode::Counter));
+    bounded("four_writers_two_readers_counter", || {
+        conservation(Mode::Counter)
+    });
 }
 
 #[test]
 fn four_writers_two_readers_semaphore() {
-    bounded("four_writers_two_readers_semaphore", || conservation(Mode::Semaphore));
+    bounded("four_writers_two_readers_semaphore", || {
+        conservation(Mode::Semaphore)
+    });
 }
 
 #[test]
 fn four_writers_two_readers_autoreset() {
-    bounded("four_writers_two_readers_autoreset", || conservation(Mode::AutoReset));
+    bounded("four_writers_two_readers_autoreset", || {
+        conservation(Mode::AutoReset)
+    });
 }
