@@ -329,6 +329,13 @@ fn conservation(mode: Mode) {
                     n.write(k).unwrap();
                     left -= k;
                     writes += 1;
+                    // A short random pause now and then lets the readers drain the count and
+                    // go to sleep, so the wake paths run, not just the lock-free ones.
+                    if rng.next() % 4 == 0 {
+                        for _ in 0..rng.next() % 256 {
+                            std::hint::spin_loop();
+                        }
+                    }
                 }
                 (UNITS_PER_WRITER, writes)
             })
