@@ -305,6 +305,9 @@ fn scale(cfg: &Cfg, rows: &mut Vec<Row>) {
     }
 }
 
+/// CPUs for (the timing thread, the echo thread); `None` = unpinned.
+type Placement = (Option<usize>, Option<usize>);
+
 fn pin(cpu: Option<usize>) {
     if let Some(c) = cpu {
         let mut set = rustix::thread::CpuSet::new();
@@ -428,11 +431,7 @@ fn stress(cfg: &Cfg, rows: &mut Vec<Row>) {
 /// Round trips/s between two threads, each waiting on its own notifier through its own
 /// epoll. `spin`: evfd's spin-before-park; the twin is kernel epoll, blocking or busy
 /// (`epoll_wait(0)` in a loop). Also returns p50/p99 of one round trip in µs.
-fn pingpong_evfd(
-    dur: Duration,
-    spin: bool,
-    cpus: (Option<usize>, Option<usize>),
-) -> (f64, f64, f64) {
+fn pingpong_evfd(dur: Duration, spin: bool, cpus: Placement) -> (f64, f64, f64) {
     let (a, b) = (Notifier::new(), Notifier::new());
     let (ea, eb) = (Epoll::new(), Epoll::new());
     ea.add(&a, Events::IN, 0).unwrap();
@@ -475,11 +474,7 @@ fn pingpong_evfd(
     (rt, lat[lat.len() / 2], lat[lat.len() * 99 / 100])
 }
 
-fn pingpong_kernel(
-    dur: Duration,
-    busy: bool,
-    cpus: (Option<usize>, Option<usize>),
-) -> (f64, f64, f64) {
+fn pingpong_kernel(dur: Duration, busy: bool, cpus: Placement) -> (f64, f64, f64) {
     let (a, b) = (Arc::new(kfd()), Arc::new(kfd()));
     let (ea, eb) = (kepoll(), Arc::new(kepoll()));
     kadd(&ea, &a, epoll::EventFlags::IN, 0);
@@ -523,7 +518,7 @@ fn pingpong(cfg: &Cfg, rows: &mut Vec<Row>) {
     let cross = (Some(0), Some(1));
     let same = (Some(0), Some(0));
     // (variant, evfd spin, kernel busy, placement)
-    let cases: [(&str, bool, bool, (Option<usize>, Option<usize>)); 4] = [
+    let cases: [(&str, bool, bool, Placement); 4] = [
         ("block-cross", false, false, cross),
         ("block-same", false, false, same),
         ("spin-cross_vs_kblock", true, false, cross),
@@ -836,7 +831,7 @@ fn main() {
             reps: 5,
         }
     };
-    let want = |b: &str| only.as_deref().is_none_or(|o| o == b);
+    let want = |b: &str| only.as_deref().map_or(true, |o| o == b);
     let mut rows = Vec::new();
     eprint!("running");
     if want("seed_pri") {
