@@ -6,7 +6,7 @@ use super::source::SourceCore;
 use super::EpInner;
 use crate::loom::sync::atomic::{
     AtomicBool, AtomicU32, AtomicU64,
-    Ordering::{Relaxed, SeqCst},
+    Ordering::{Acquire, Relaxed, SeqCst},
 };
 use crate::wait_queue::{Callback, WakeBatch};
 use crate::Events;
@@ -90,6 +90,19 @@ impl Callback for Item {
             return !exclusive;
         }
         let ep = &self.ep;
+        // Lock-free coalescing: the item already sits on the ready list, no scan is running,
+        // and nobody waits on or polls this epoll, so queueing again would change nothing.
+        // `scanning` is read first (SeqCst, after the source's state change: the Dekker pair
+        // with the harvester, which sets `scanning` and then polls the source), and `linked`
+        // after it: if the scan already ended, its `linked = false` is visible here.
+        if !exclusive
+            && !ep.scanning.load(SeqCst)
+            && self.linked.load(Acquire)
+            && ep.waiters.interest().is_empty()
+            && ep.pollers.interest().is_empty()
+        {
+            return true;
+        }
         let (sleeper, post) = {
             let mut rd = crate::loom::lock(&ep.ready);
             rd.queue(self);

@@ -89,6 +89,9 @@ pub(crate) struct EpInner {
     spin_ns: AtomicU64,
     /// Set by `close`; a closed epoll is skipped by topology walks.
     closed: AtomicBool,
+    /// Mirrors `ReadyState::ovf_active` (written with `ready` held), readable without it:
+    /// see `Item::wake`'s coalescing fast path.
+    pub(crate) scanning: AtomicBool,
 }
 
 /// The LT cascade's deferred wake: one more `wait`er.
@@ -195,6 +198,7 @@ impl Epoll {
                     pollers: WaitQueue::new(),
                     spin_ns: AtomicU64::new(0),
                     closed: AtomicBool::new(false),
+                    scanning: AtomicBool::new(false),
                 }),
             }),
         }
@@ -624,8 +628,12 @@ impl EpInner {
             if rd.list.is_empty() {
                 return 0;
             }
+            // Published before any source is polled (SeqCst store, then SeqCst loads of the
+            // sources): pairs with Item::wake's lock-free coalescing check.
+            self.scanning.store(true, SeqCst);
             rd.start_scan()
         };
+        crate::loom::dekker_fence();
         let mut requeue = std::mem::take(&mut reg.requeue);
         let mut n = 0;
         let mut peek_first = None;
@@ -684,6 +692,8 @@ impl EpInner {
         let mut rd = crate::loom::lock(&self.ready);
         let any_left = peek_first.is_some() || it.len() > 0;
         rd.done_scan(peek_first.into_iter().chain(it), any_left, &mut requeue);
+        // After every `linked = false` of this scan (release by SeqCst).
+        self.scanning.store(false, SeqCst);
         rd.spare = tx;
         reg.requeue = requeue;
         if !rd.list.is_empty() && !self.waiters.interest().is_empty() {
