@@ -15,8 +15,12 @@
 //! Order: a queue's lock may be taken while holding nothing, or from inside
 //!        Callback::wake (an epoll item) — never the other way round: nothing waits for a
 //!        WaitQueue lock while holding a lock that a Callback takes.
-//!        Two WaitQueue locks are never held at once: an epoll's callback defers the wake of
-//!        its own queues to after the source's lock is released (Deferred::Post).
+//!        Two WaitQueue locks are held at once only going up an epoll chain: an epoll item's
+//!        callback wakes its epoll's `pollers` queue inline (the kernel's ep_poll_safewake
+//!        from ep_poll_callback), so an outer epoll's item runs under the inner's queue
+//!        lock, and so on upward. The epoll topology is acyclic at every instant (an item
+//!        whose callback runs cannot be removed, so its link exists), hence so is this
+//!        lock order. The epoll's `waiters` queue is woken later (Deferred::Post).
 //! Foreign code (Waker::wake, Waker::drop, Thread::unpark) never runs under the lock:
 //!        it is collected into a WakeBatch and run after unlocking.
 //! ```
