@@ -606,6 +606,63 @@ fn autoreset_delivery_of_out_only_does_not_reset() {
     assert_eq!(wait(&ep, 8), vec![(OUT, 2)]);
 }
 
+/// The shapes where the kernel differential cannot emulate AutoReset (a `read(2)` after the
+/// kernel's harvest is not a reset during it), pinned here against DESIGN.md: the reset is
+/// part of the delivery, and its `OUT` wake is an ordinary wake arriving during the harvest.
+#[test]
+fn autoreset_reset_wakes_its_own_et_out_item_ahead_of_lt_requeues() {
+    let ep = Epoll::new();
+    let lt = notifier(Mode::Counter, 1);
+    let x = notifier(Mode::AutoReset, 1);
+    ep.add(&lt, IN, 1).unwrap();
+    ep.add(&x, IN | OUT | ET, 2).unwrap();
+    // Harvest: lt (requeued at the tail), then x: IN delivered, count reset, and the reset's
+    // OUT wake is a new edge for x, arriving during the harvest (overflow list: ahead of the
+    // level-triggered requeue).
+    assert_eq!(wait(&ep, 8), vec![(IN, 1), (IN | OUT, 2)]);
+    assert_eq!(x.count(), 0);
+    assert_eq!(wait(&ep, 8), vec![(OUT, 2), (IN, 1)]);
+    assert_eq!(wait(&ep, 8), vec![(IN, 1)]);
+}
+
+#[test]
+fn autoreset_is_delivered_once_across_nested_registrations() {
+    let outer = Epoll::new();
+    let inner = Epoll::new();
+    let x = notifier(Mode::AutoReset, 0);
+    inner.add(&x, IN, 1).unwrap();
+    outer.add(&inner, IN, 2).unwrap();
+    outer.add(&x, IN, 3).unwrap();
+    // x's queue: outer's entry (added last, at the head), then inner's. The write queues
+    // [x, inner] on the outer epoll.
+    x.notify().unwrap();
+    // The outer harvest delivers x (reset), then polls the inner epoll: x is no longer
+    // ready there, so the inner epoll is not reported.
+    assert_eq!(wait(&outer, 8), vec![(IN, 3)]);
+    assert_eq!(x.count(), 0);
+    assert_eq!(wait(&inner, 8), vec![]);
+    assert_eq!(wait(&outer, 8), vec![]);
+}
+
+#[test]
+fn autoreset_oneshot_is_disarmed_after_its_delivery() {
+    let ep = Epoll::new();
+    let x = notifier(Mode::AutoReset, 1);
+    ep.add(&x, IN | OUT | ONESHOT, 1).unwrap();
+    assert_eq!(wait(&ep, 8), vec![(IN | OUT, 1)]);
+    assert_eq!(x.count(), 0);
+    // The reset's OUT wake met the item before it was disarmed; the queued entry is found
+    // disarmed at the next harvest and dropped.
+    assert_eq!(wait(&ep, 8), vec![]);
+    assert!(ep.poll(IN).is_empty());
+    x.notify().unwrap();
+    assert_eq!(wait(&ep, 8), vec![]);
+    assert_eq!(x.count(), 1, "nothing delivered, nothing reset");
+    ep.modify(&x, IN | ONESHOT, 2).unwrap();
+    assert_eq!(wait(&ep, 8), vec![(IN, 2)]);
+    assert_eq!(x.count(), 0);
+}
+
 // ---------------------------------------------------------------------------------------
 // §4.10 closing
 

@@ -542,3 +542,110 @@ fn stress_producers_and_pollers_et() {
 fn stress_producers_and_pollers_et_semaphore_with_spin() {
     stress(Some(Duration::from_micros(50)), Mode::Semaphore);
 }
+
+// ---------------------------------------------------------------------------------------
+// Known divergences from the kernel (ignored until fixed; run with `--ignored`)
+
+/// How many of two epolls — each with one thread blocked in `wait`, each holding the
+/// notifier with `EXCLUSIVE` — wake for one event. The event is a `write(2)` (IN), or, with
+/// `out`, a read of a full counter (OUT). Returns `(kernel, evfd)`.
+fn exclusive_wakes(semaphore: bool, out: bool) -> (usize, usize) {
+    use rustix::event::{epoll, eventfd, EventfdFlags, Timespec};
+    let timeout = Duration::from_millis(800);
+    let kernel = {
+        let mut f = EventfdFlags::NONBLOCK;
+        if semaphore {
+            f |= EventfdFlags::SEMAPHORE;
+        }
+        let n = eventfd(0, f).unwrap();
+        if out {
+            rustix::io::write(&n, &evfd::LIMIT.to_ne_bytes()).unwrap();
+        }
+        let (tx, rx) = mpsc::channel();
+        let bit = if out {
+            epoll::EventFlags::OUT
+        } else {
+            epoll::EventFlags::IN
+        };
+        for _ in 0..2 {
+            let ep = epoll::create(epoll::CreateFlags::CLOEXEC).unwrap();
+            epoll::add(
+                &ep,
+                &n,
+                epoll::EventData::new_u64(0),
+                bit | epoll::EventFlags::EXCLUSIVE,
+            )
+            .unwrap();
+            let tx = tx.clone();
+            thread::spawn(move || {
+                let mut buf = [epoll::Event {
+                    flags: epoll::EventFlags::empty(),
+                    data: epoll::EventData::new_u64(0),
+                }; 4];
+                let ts = Timespec {
+                    tv_sec: 0,
+                    tv_nsec: timeout.as_nanos() as i64,
+                };
+                tx.send(epoll::wait(&ep, &mut buf[..], Some(&ts)).unwrap())
+                    .unwrap();
+            });
+        }
+        thread::sleep(Duration::from_millis(200));
+        if out {
+            rustix::io::read(&n, &mut [0u8; 8]).unwrap();
+        } else {
+            rustix::io::write(&n, &2u64.to_ne_bytes()).unwrap();
+        }
+        rx.recv().unwrap() + rx.recv().unwrap()
+    };
+    let ours = {
+        let mode = if semaphore {
+            Mode::Semaphore
+        } else {
+            Mode::Counter
+        };
+        let n = Notifier::builder().mode(mode).build().unwrap();
+        if out {
+            n.write(evfd::LIMIT).unwrap();
+        }
+        let (tx, rx) = mpsc::channel();
+        let bit = if out { Events::OUT } else { Events::IN };
+        for _ in 0..2 {
+            let ep = Epoll::new();
+            ep.add(&n, bit | Events::EXCLUSIVE, 0).unwrap();
+            let tx = tx.clone();
+            thread::spawn(move || tx.send(wait_n(&ep, 4, Some(timeout)).len()).unwrap());
+        }
+        thread::sleep(Duration::from_millis(200));
+        if out {
+            n.try_read().unwrap();
+        } else {
+            n.write(2).unwrap();
+        }
+        rx.recv().unwrap() + rx.recv().unwrap()
+    };
+    (kernel, ours)
+}
+
+#[test]
+fn exclusive_counter_write_wakes_one_epoll_like_the_kernel() {
+    bounded(|| assert_eq!(exclusive_wakes(false, false), (1, 1)));
+}
+
+/// Known divergence: a Semaphore `write(n)` wakes up to `n` exclusive entries (so that each
+/// unit can go to one of evfd's exclusive blocked readers); `EXCLUSIVE` epoll items share
+/// that budget, so `write(2)` wakes two epolls. eventfd wakes with `nr_exclusive = 1`
+/// always (its blocked readers are not exclusive): one epoll.
+#[test]
+#[ignore = "known divergence: Semaphore write(n) wakes n EXCLUSIVE epolls (kernel: 1)"]
+fn exclusive_semaphore_write_wakes_one_epoll_like_the_kernel() {
+    bounded(|| assert_eq!(exclusive_wakes(true, false), (1, 1)));
+}
+
+/// Known divergence: a read's `OUT` wake is sent with `nr_exclusive = usize::MAX`, so every
+/// `EXCLUSIVE|OUT` epoll with a sleeper wakes; eventfd's read wakes with `nr_exclusive = 1`.
+#[test]
+#[ignore = "known divergence: a read's OUT wake wakes every EXCLUSIVE|OUT epoll (kernel: 1)"]
+fn exclusive_out_wake_of_a_read_wakes_one_epoll_like_the_kernel() {
+    bounded(|| assert_eq!(exclusive_wakes(false, true), (1, 1)));
+}
