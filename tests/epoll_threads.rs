@@ -544,7 +544,7 @@ fn stress_producers_and_pollers_et_semaphore_with_spin() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Known divergences from the kernel (ignored until fixed; run with `--ignored`)
+// EXCLUSIVE against the kernel: one epoll per event, whatever the notifier's own wake budget
 
 /// How many of two epolls — each with one thread blocked in `wait`, each holding the
 /// notifier with `EXCLUSIVE` — wake for one event. The event is a `write(2)` (IN), or, with
@@ -632,20 +632,19 @@ fn exclusive_counter_write_wakes_one_epoll_like_the_kernel() {
     bounded(|| assert_eq!(exclusive_wakes(false, false), (1, 1)));
 }
 
-/// Known divergence: a Semaphore `write(n)` wakes up to `n` exclusive entries (so that each
-/// unit can go to one of evfd's exclusive blocked readers); `EXCLUSIVE` epoll items share
-/// that budget, so `write(2)` wakes two epolls. eventfd wakes with `nr_exclusive = 1`
-/// always (its blocked readers are not exclusive): one epoll.
+/// Regression: a Semaphore `write(n)` wakes up to `n` exclusive entries (so that each unit
+/// can go to one of evfd's exclusive blocked readers); `EXCLUSIVE` epoll items used to share
+/// that budget, so `write(2)` woke two epolls. eventfd wakes with `nr_exclusive = 1` always
+/// (its blocked readers are not exclusive): one epoll.
 #[test]
-#[ignore = "known divergence: Semaphore write(n) wakes n EXCLUSIVE epolls (kernel: 1)"]
 fn exclusive_semaphore_write_wakes_one_epoll_like_the_kernel() {
     bounded(|| assert_eq!(exclusive_wakes(true, false), (1, 1)));
 }
 
-/// Known divergence: a read's `OUT` wake is sent with `nr_exclusive = usize::MAX`, so every
-/// `EXCLUSIVE|OUT` epoll with a sleeper wakes; eventfd's read wakes with `nr_exclusive = 1`.
+/// Regression: a read's `OUT` wake is sent with `nr_exclusive = usize::MAX` (every blocked
+/// writer re-checks), so every `EXCLUSIVE|OUT` epoll with a sleeper used to wake; eventfd's
+/// read wakes with `nr_exclusive = 1`: one epoll.
 #[test]
-#[ignore = "known divergence: a read's OUT wake wakes every EXCLUSIVE|OUT epoll (kernel: 1)"]
 fn exclusive_out_wake_of_a_read_wakes_one_epoll_like_the_kernel() {
     bounded(|| assert_eq!(exclusive_wakes(false, true), (1, 1)));
 }

@@ -252,7 +252,12 @@ impl WaitQueue {
     }
 
     /// Wake the entries whose mask intersects `key`, head to tail, stopping after
-    /// `nr_exclusive` exclusive entries accepted. Foreign wakes run after unlocking.
+    /// `nr_exclusive` exclusive entries accepted. At most one exclusive *callback* (an
+    /// `EXCLUSIVE` epoll item) accepts per wake, whatever `nr_exclusive` is: the kernel wakes
+    /// an eventfd's queue with `nr_exclusive = 1`; evfd's larger budgets (a Semaphore
+    /// `write(n)`, a read waking every writer) exist for its own exclusive blocked readers
+    /// and must not wake a second `EXCLUSIVE` epoll (KERNEL-SEMANTICS.md §4.8). Foreign wakes
+    /// run after unlocking.
     #[inline]
     pub(crate) fn wake(&self, key: Events, nr_exclusive: usize) {
         // Fast path: the SeqCst load pairs with the waiter's SeqCst store (module docs).
@@ -272,6 +277,9 @@ impl WaitQueue {
     /// The walk, collecting into `batch`. Takes and releases the lock.
     pub(crate) fn wake_locked(&self, key: Events, nr_exclusive: usize, batch: &mut WakeBatch) {
         let mut nr = nr_exclusive;
+        // An exclusive callback accepted this wake: later exclusive callbacks are skipped,
+        // as if the kernel's walk had stopped there (see `wake`).
+        let mut callback_taken = false;
         let mut l = crate::loom::lock(&self.list);
         let mut gone: Vec<Entry> = Vec::new();
         l.walk(
@@ -282,7 +290,12 @@ impl WaitQueue {
                 // Threads and tasks always accept and are removed (autoremove_wake_function);
                 // a callback decides, and stays.
                 let (accepted, remove) = match &e.target {
-                    Target::Callback(cb) => (cb.wake(key, batch), false),
+                    Target::Callback(_) if e.exclusive && callback_taken => return Visit::Keep,
+                    Target::Callback(cb) => {
+                        let accepted = cb.wake(key, batch);
+                        callback_taken |= e.exclusive && accepted;
+                        (accepted, false)
+                    }
                     Target::Thread(_) | Target::Task(_) => (true, true),
                 };
                 let stop = e.exclusive && accepted && {
