@@ -222,7 +222,8 @@ fn a_sixth_nesting_level_is_refused_with_a_message_saying_so() {
     let err = e[5].add(&e[0], IN, 5).unwrap_err();
     assert_eq!(err.kind(), eloop());
     assert!(err.to_string().contains("5 levels"), "{err}");
-    // ... or in the middle (e[5] holding a chain of one under e[3]: 4 + 1 + ... ).
+    // ... or in the middle: e[5] ⊃ f hung under e[3] makes e[0] ⊃ … ⊃ e[3] ⊃ e[5] ⊃ f,
+    // 3 + 1 + 1 = 5 links.
     let f = Epoll::new();
     e[5].add(&f, IN, 0).unwrap();
     assert_eq!(kind(e[3].add(&e[5], IN, 0)), eloop());

@@ -5,7 +5,8 @@
 //! real kernel objects (`eventfd(2)` + `epoll(7)`, every wait with timeout 0) and once on
 //! evfd. Every result must agree: return values, error kinds (errno mapped through
 //! `io::Error::from`), each event's mask and data, and the order of the events. After every
-//! `wait` (and at the end) the counters are compared too (the kernel's through
+//! `wait` (and at the end) the counters are compared too, and after every op that can change
+//! an interest set its size (`Epoll::len` against the `tfd:` lines of the kernel's
 //! `/proc/self/fdinfo`).
 //!
 //! The kernel keys items by fd, evfd by object; each evfd object has a kernel twin. The
@@ -352,6 +353,13 @@ impl Kernel {
         u64::from_str_radix(line["eventfd-count:".len()..].trim(), 16).ok()
     }
 
+    /// Number of items registered in epoll `j` (the `tfd:` lines of its fdinfo).
+    fn registered(&self, j: usize) -> Option<usize> {
+        let fd = self.e[j].as_ref()?;
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()?;
+        Some(info.lines().filter(|l| l.starts_with("tfd:")).count())
+    }
+
     /// Epolls nested (transitively) below `ep`.
     fn descendants(&self, ep: usize) -> Vec<usize> {
         let mut out = Vec::new();
@@ -648,6 +656,16 @@ fn check_counts(k: &Kernel, e: &Evfd, at: usize) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// The interest-set sizes: what close, delete and failed operations left behind.
+fn check_registered(k: &Kernel, e: &Evfd, at: usize) -> Result<(), TestCaseError> {
+    for j in 0..k.e.len() {
+        if let (Some(kl), Some(ep)) = (k.registered(j), e.e[j].as_ref()) {
+            prop_assert_eq!(kl, ep.len(), "items in epoll {} after op #{}", j, at);
+        }
+    }
+    Ok(())
+}
+
 /// Run `p` on both sides in lockstep; the first disagreement fails the case.
 fn diff(p: &Program) -> Result<(), TestCaseError> {
     diff_outputs(p).map(drop)
@@ -675,6 +693,9 @@ fn diff_outputs(p: &Program) -> Result<Vec<Out>, TestCaseError> {
             i,
             op
         );
+        if !matches!(ko, Out::Skipped | Out::Read(_) | Out::Poll(_)) {
+            check_registered(&k, &e, i)?;
+        }
         STATS.ops.fetch_add(1, Relaxed);
         match &ko {
             Out::Events(v) => {
