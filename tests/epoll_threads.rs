@@ -648,3 +648,123 @@ fn exclusive_semaphore_write_wakes_one_epoll_like_the_kernel() {
 fn exclusive_out_wake_of_a_read_wakes_one_epoll_like_the_kernel() {
     bounded(|| assert_eq!(exclusive_wakes(false, true), (1, 1)));
 }
+
+/// Wakes propagating up nested epolls (inline, under the source's queue lock) while another
+/// thread churns the outer epoll's interest set and AutoReset deliveries wake writers during
+/// harvests: no deadlock, no lost unit.
+#[test]
+fn nested_stress_with_churn() {
+    bounded(|| {
+        const WRITES: u64 = 20_000;
+        let outer = Epoll::new();
+        let inners: Vec<Epoll> = (0..2).map(|_| Epoll::new()).collect();
+        // Notifiers 0..4 counted (two per inner epoll, ET); 4 AutoReset doorbells (IN|OUT|ET,
+        // one per inner epoll and one directly in the outer) only make harvest-time wakes.
+        let counted: Arc<Vec<Notifier>> = Arc::new((0..4).map(|_| Notifier::new()).collect());
+        let bells: Arc<Vec<Notifier>> = Arc::new(
+            (0..3)
+                .map(|_| Notifier::builder().mode(Mode::AutoReset).build().unwrap())
+                .collect(),
+        );
+        for (i, n) in counted.iter().enumerate() {
+            inners[i / 2]
+                .add(n, Events::IN | Events::ET, i as u64)
+                .unwrap();
+        }
+        for (j, inner) in inners.iter().enumerate() {
+            inner
+                .add(
+                    &bells[j],
+                    Events::IN | Events::OUT | Events::ET,
+                    100 + j as u64,
+                )
+                .unwrap();
+            outer.add(inner, Events::IN, 10 + j as u64).unwrap();
+        }
+        outer
+            .add(&bells[2], Events::IN | Events::OUT | Events::ET, 102)
+            .unwrap();
+        let stop = Notifier::new();
+        outer.add(&stop, Events::IN, u64::MAX).unwrap();
+        let read = Arc::new(AtomicU64::new(0));
+        let consumer = {
+            let (outer, inners, counted, read) = (
+                outer.clone(),
+                inners.clone(),
+                Arc::clone(&counted),
+                Arc::clone(&read),
+            );
+            thread::spawn(move || loop {
+                for e in wait_n(&outer, 8, Some(Duration::from_millis(20))) {
+                    match e.data {
+                        u64::MAX => return,
+                        10 | 11 => {
+                            let inner = &inners[(e.data - 10) as usize];
+                            for ie in wait_n(inner, 8, Some(Duration::ZERO)) {
+                                if ie.data < 4 {
+                                    while let Ok(v) = counted[ie.data as usize].try_read() {
+                                        read.fetch_add(v, SeqCst);
+                                    }
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            })
+        };
+        let churn = {
+            let (outer, inners) = (outer.clone(), inners.clone());
+            thread::spawn(move || {
+                for k in 0..3000u64 {
+                    let inner = &inners[(k % 2) as usize];
+                    let data = 10 + k % 2;
+                    match k % 3 {
+                        0 => outer.modify(inner, Events::IN | Events::ET, data).unwrap(),
+                        1 => outer.modify(inner, Events::IN, data).unwrap(),
+                        _ => {
+                            outer.delete(inner).unwrap();
+                            outer.add(inner, Events::IN, data).unwrap();
+                        }
+                    }
+                    thread::yield_now();
+                }
+                for (j, inner) in inners.iter().enumerate() {
+                    outer.modify(inner, Events::IN, 10 + j as u64).unwrap();
+                }
+            })
+        };
+        let producers: Vec<_> = (0..2)
+            .map(|p| {
+                let (counted, bells) = (Arc::clone(&counted), Arc::clone(&bells));
+                thread::spawn(move || {
+                    for i in 0..WRITES {
+                        counted[2 * p + (i as usize % 2)].write(1).unwrap();
+                        bells[(i as usize + p) % 3].notify().unwrap();
+                        if i % 32 == 0 {
+                            thread::yield_now();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for p in producers {
+            p.join().unwrap();
+        }
+        churn.join().unwrap();
+        let want = 2 * WRITES;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while read.load(SeqCst) < want {
+            assert!(
+                Instant::now() < deadline,
+                "read {} of {want}; counts {:?}",
+                read.load(SeqCst),
+                counted.iter().map(Notifier::count).collect::<Vec<_>>()
+            );
+            thread::sleep(Duration::from_millis(1));
+        }
+        stop.write(1).unwrap();
+        consumer.join().unwrap();
+        assert_eq!(read.load(SeqCst), want);
+    });
+}
