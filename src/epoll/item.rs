@@ -103,19 +103,34 @@ impl Callback for Item {
         {
             return true;
         }
-        let (sleeper, post) = {
+        let (sleeper, pollers) = {
             let mut rd = crate::loom::lock(&ep.ready);
-            rd.queue(self);
+            // Sleepers and pollers are woken even if the item was queued already.
+            let _ = rd.queue(self);
             // Read under `ep.ready`: a waiter publishes its interest before it takes
             // `ep.ready` to look at the list, so either it sees the item or we see it.
-            let sleeper = !ep.waiters.interest().is_empty();
-            (sleeper, sleeper || !ep.pollers.interest().is_empty())
+            (
+                !ep.waiters.interest().is_empty(),
+                ep.pollers.interest().intersects(Events::IN),
+            )
         };
-        if post {
+        if sleeper {
+            // One `wait`er, after every lock is released (an empty key: waiters only).
             batch.push_post(
                 Arc::clone(ep) as Arc<dyn crate::wait_queue::PostWake>,
-                Events::IN,
+                Events::empty(),
             );
+        }
+        if pollers {
+            // The pollers of this epoll (outer epolls' items) are woken now, still under the
+            // source's lock, as the kernel's `ep_poll_safewake` does from inside
+            // `ep_poll_callback`: an outer epoll must see "inner became ready" in the middle
+            // of the source's wake walk, before the source's later entries run. Otherwise an
+            // outer epoll that watches both the source and the inner epoll queues them in
+            // the other order. Only callbacks run here; threads and tasks go into `batch`.
+            // Lock order: source queue → epoll ready → epoll pollers → outer ready → ...,
+            // always upward along the (acyclic) epoll topology.
+            ep.pollers.wake_locked(Events::IN, usize::MAX, batch);
         }
         if !exclusive {
             return true;

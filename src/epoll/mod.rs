@@ -19,8 +19,12 @@
 //!                                  source is polled.
 //!   4) EpInner::graveyard,  leaf Mutexes: ids of items whose source closed; topology links.
 //!      EpInner::links
-//!   EpInner::waiters / EpInner::pollers are WaitQueues taken on their own: their wakes are
-//!   deferred (WakeBatch) until every lock above is released.
+//!   EpInner::waiters    a WaitQueue taken on its own: its wakes are deferred (WakeBatch)
+//!                       until every lock above is released.
+//!   EpInner::pollers    a WaitQueue; Item::wake takes it after releasing (3), still under
+//!                       the source's (2), and runs the outer epolls' item callbacks inline
+//!                       (kernel order: an outer epoll sees the inner one become ready in
+//!                       the middle of the source's wake walk). Chains upward only.
 //! ```
 //!
 //! Foreign code (wakers, unpark) runs only after all of these are released. Dropping a
@@ -104,10 +108,13 @@ impl PostWake for WakeOneWaiter {
 }
 
 impl PostWake for EpInner {
-    /// After an item was queued: wake one `wait`er (LIFO) and every poller.
-    fn post_wake(&self, _key: Events) {
+    /// After an item was queued: wake one `wait`er (LIFO) and, unless `key` is empty, every
+    /// poller with `key`. (The wake callback wakes the pollers itself and posts an empty key.)
+    fn post_wake(&self, key: Events) {
         self.waiters.wake(Events::IN, 1);
-        self.pollers.wake(Events::IN, usize::MAX);
+        if !key.is_empty() {
+            self.pollers.wake(key, usize::MAX);
+        }
     }
 }
 
@@ -588,6 +595,11 @@ impl EpInner {
 
     /// `add`/`modify`'s poll: queue the item if the source is ready for `ev` (a pure check:
     /// nothing is consumed). Must be called with `registry` held.
+    ///
+    /// As `ep_insert`/`ep_modify`: waiters and pollers are woken only if the item was newly
+    /// queued. A `modify` of an item that is still on the ready list wakes nobody (unlike the
+    /// wake callback, which wakes them even then), so an outer epoll watching this one is
+    /// not re-queued by it.
     fn queue_if_ready(&self, item: &Item, ev: Events, batch: &mut WakeBatch) {
         let r = item.src.poll(ev, false) & ev & !Events::PRIVATE;
         if r.is_empty() {
@@ -595,8 +607,8 @@ impl EpInner {
         }
         let post = {
             let mut rd = crate::loom::lock(&self.ready);
-            rd.queue(item);
-            !self.waiters.interest().is_empty() || !self.pollers.interest().is_empty()
+            rd.queue(item)
+                && (!self.waiters.interest().is_empty() || !self.pollers.interest().is_empty())
         };
         if post {
             batch.push_post(Arc::clone(&item.ep) as Arc<dyn PostWake>, Events::IN);

@@ -18,9 +18,10 @@ pub(crate) struct ReadyState {
 
 impl ReadyState {
     /// Queue `item` (the callback's step 4): on the overflow list while a scan is active,
-    /// else at the tail of the ready list, unless it is already there. Must be called with
+    /// else at the tail of the ready list, unless it is already there. Returns whether the
+    /// item was newly put on the ready list (not the overflow list). Must be called with
     /// `EpInner::ready` held.
-    pub(crate) fn queue(&mut self, item: &Item) {
+    pub(crate) fn queue(&mut self, item: &Item) -> bool {
         if self.ovf_active {
             if !item.is_ovf() {
                 if let Some(me) = item.me.upgrade() {
@@ -32,8 +33,10 @@ impl ReadyState {
             if let Some(me) = item.me.upgrade() {
                 item.set_linked(true);
                 self.list.push(me);
+                return true;
             }
         }
+        false
     }
 
     /// `ep_start_scan`: hand the ready list to the harvester, turn the overflow list on.

@@ -111,3 +111,37 @@ fn exclusive_item_return_value_matches_locked_path() {
     assert_eq!(wait0(&e1), vec![(1, 1)]);
     assert_eq!(wait0(&e2), vec![(1, 2)]);
 }
+
+mod stored_mask {
+
+    use super::*;
+    use crate::Notifier;
+
+    /// The mask stored for `n` in `ep` (not observable through the public API while no
+    /// source raises `ERR`/`HUP`).
+    fn stored(ep: &Epoll, n: &Notifier) -> Events {
+        let reg = crate::loom::lock(&ep.inner.registry);
+        reg.items[&n.inner.core.id].item.events()
+    }
+
+    #[test]
+    fn err_hup_are_forced_undefined_bits_stored_oneshot_keeps_control_bits() {
+        let ep = Epoll::new();
+        let n = Notifier::new();
+        ep.add(&n, Events::empty(), 0).unwrap();
+        assert_eq!(stored(&ep, &n), Events::ERR | Events::HUP);
+        let undefined = Events::from_bits_retain(0x00f0_0000);
+        ep.modify(&n, undefined | Events::IN, 0).unwrap();
+        assert_eq!(
+            stored(&ep, &n),
+            undefined | Events::IN | Events::ERR | Events::HUP
+        );
+        ep.modify(&n, Events::IN | Events::ONESHOT | Events::ET, 0)
+            .unwrap();
+        n.notify().unwrap();
+        let mut evs = [Event::default(); 2];
+        assert_eq!(ep.wait(&mut evs, Some(Duration::ZERO)).unwrap(), 1);
+        // Disarmed: only the control bits are left (fdinfo shows the same on Linux).
+        assert_eq!(stored(&ep, &n), Events::ONESHOT | Events::ET);
+    }
+}
