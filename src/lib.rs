@@ -30,14 +30,20 @@
 #![doc(test(attr(deny(warnings))))]
 
 mod events;
+mod future;
 mod loom;
 mod mode;
 mod notifier;
+#[cfg(feature = "futures")]
+mod stream;
 mod wait_queue;
 
 pub use events::{Event, Events};
+pub use future::{OwnedReadFuture, OwnedWriteFuture, ReadFuture, WriteFuture};
 pub use mode::{flags, Mode, LIMIT};
 pub use notifier::{Notifier, NotifierBuilder};
+#[cfg(feature = "futures")]
+pub use stream::NotifierStream;
 
 #[cfg(all(test, evfd_loom))]
 mod tests;

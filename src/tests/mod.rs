@@ -1,0 +1,3 @@
+//! In-crate tests that need internals: loom models (`--cfg evfd_loom`).
+
+mod loom_async;
