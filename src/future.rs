@@ -99,22 +99,20 @@ impl TaskWait {
             self.finish(wq);
             return Poll::Ready(r);
         }
-        let mut front = false;
-        if let Some(key) = self.key {
-            // Foreign code (`clone`) runs here, before the lock; it may re-enter the
-            // notifier, and may even wake our entry — `update_waker` then reports it gone.
-            let waker = cx.waker().clone();
-            if wq.update_waker(key, waker) {
+        // Foreign code (`clone`) runs here, before any lock; it may re-enter the notifier,
+        // and may even wake our own entry — `update_waker` then reports it gone.
+        let waker = cx.waker().clone();
+        let (waker, front) = match self.key {
+            None => (waker, false),
+            Some(key) => match wq.update_waker(key, waker) {
                 // Still queued, now with the current waker. `op` failed after our interest was
                 // published, so any later state change will wake this entry.
-                return Poll::Pending;
-            }
-            // Woken, but `op` failed: a barging caller took what the wake announced, or the
-            // wake was spurious. Keep our turn: go back in at the head.
-            self.key = None;
-            front = true;
-        }
-        let waker = cx.waker().clone();
+                Ok(()) => return Poll::Pending,
+                // Woken, but `op` failed: a barging caller took what the wake announced, or
+                // the wake was spurious. Keep our turn: go back in at the head.
+                Err(waker) => (waker, true),
+            },
+        };
         self.key = Some(wq.add(self.mask, self.exclusive, front, Target::Task(waker)));
         // Re-check after publishing interest (the Dekker pair; see the module docs).
         if let Some(r) = op() {
