@@ -45,3 +45,17 @@ pub(crate) fn lock<T>(m: &sync::Mutex<T>) -> sync::MutexGuard<'_, T> {
         m.lock().unwrap()
     }
 }
+
+/// Marks each side of the Dekker pair between a state change and `WaitQueue::interest`
+/// (see `wait_queue`): "RMW the state, then load `interest`" against "RMW `interest`, then
+/// load the state". The pair is correct because all four accesses are `SeqCst` and so sit in
+/// one total order. loom models `SeqCst` accesses as `AcqRel` (its README, "Unsupported
+/// features") and would report the store-buffering outcome — a lost wakeup that cannot
+/// happen — while it does model `fence(SeqCst)`. So under loom, and only there, this is a
+/// `SeqCst` fence, which restores exactly the ordering the real `SeqCst` accesses give.
+/// Outside loom it is a no-op and costs nothing.
+#[inline(always)]
+pub(crate) fn dekker_fence() {
+    #[cfg(evfd_loom)]
+    loom::sync::atomic::fence(loom::sync::atomic::Ordering::SeqCst);
+}

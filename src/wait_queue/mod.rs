@@ -190,6 +190,7 @@ impl WaitQueue {
         let k = if front { l.push_front(mask, e) } else { l.push_back(mask, e) };
         // SeqCst store under the lock: the waiter half of the Dekker pair (module docs).
         self.interest.fetch_or(mask.bits(), SeqCst);
+        crate::loom::dekker_fence();
         k
     }
 
@@ -241,6 +242,7 @@ impl WaitQueue {
     #[inline]
     pub(crate) fn wake(&self, key: Events, nr_exclusive: usize) {
         // Fast path: the SeqCst load pairs with the waiter's SeqCst store (module docs).
+        crate::loom::dekker_fence();
         if self.interest.load(SeqCst) & key.bits() == 0 {
             return;
         }
