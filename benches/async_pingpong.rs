@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rustix::event::{eventfd, EventfdFlags};
 use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 use tokio::runtime::Runtime;
 use tokio::sync::Notify;
 
@@ -89,7 +90,10 @@ fn tokio_notify(rt: &Runtime, iters: u64) -> Duration {
 
 fn kernel_eventfd() -> Arc<AsyncFd<OwnedFd>> {
     let fd = eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC).unwrap();
-    Arc::new(AsyncFd::new(fd).unwrap())
+    // SAFETY: an `OwnedFd` owns its fd: it is open and `as_raw_fd` returns that same fd until
+    // the `AsyncFd` drops it.
+    let afd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
+    Arc::new(afd.map_err(|e| e.into_parts().1).unwrap())
 }
 
 fn efd_write(fd: &AsyncFd<OwnedFd>) {

@@ -267,12 +267,14 @@ fn future_moved_between_tasks_wakes_the_new_task() {
         rt.block_on(async {
             let n = Notifier::new();
             let mut f = n.read_owned();
-            let f = tokio::spawn(async move {
+            // Registered by one task (handed back in a tuple: the future is the payload)...
+            let (f,) = tokio::spawn(async move {
                 assert!(poll_once(&mut f).await.is_pending());
-                f
+                (f,)
             })
             .await
             .unwrap();
+            // ...and completed by another.
             let t = write_later(&n, 6, Duration::from_millis(20));
             assert_eq!(tokio::spawn(f).await.unwrap().unwrap(), 6);
             t.join().unwrap();
