@@ -26,6 +26,7 @@ use tokio::sync::Notify;
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .enable_io()
         .build()
         .unwrap()
 }

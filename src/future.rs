@@ -104,6 +104,8 @@ impl TaskWait {
         let waker = cx.waker().clone();
         let (waker, front) = match self.key {
             None => (waker, false),
+            // No interest in our bits: our entry was woken (see `unlink`); skip the lock.
+            Some(_) if !wq.interest().intersects(self.mask) => (waker, true),
             Some(key) => match wq.update_waker(key, waker) {
                 // Still queued, now with the current waker. `op` failed after our interest was
                 // published, so any later state change will wake this entry.
@@ -122,10 +124,24 @@ impl TaskWait {
         Poll::Pending
     }
 
+    /// Remove our entry if it is still queued; `true` if it was (not woken).
+    ///
+    /// Lock-free shortcut: if `interest` has none of our mask's bits, our entry is not linked
+    /// — it was woken — and the lock is not taken. Sound because `interest` is only written
+    /// under the queue lock, by our own `add` (a `fetch_or` of our mask) and by `publish`
+    /// (the exact union of the linked entries' masks); so every value that follows our `add`
+    /// in its modification order includes our mask for as long as our entry is linked, and
+    /// by coherence our load (after our `add`, in program order or through the executor's
+    /// hand-over of the future) sees one of those values. The shortcut saves the lock on the
+    /// common path: woken, sole waiter for that event, and then done.
+    fn unlink(&self, key: Key, wq: &WaitQueue) -> bool {
+        wq.interest().intersects(self.mask) && wq.remove(key)
+    }
+
     /// `op` succeeded: unregister. A wake that had removed the entry was used by the success.
     fn finish(&mut self, wq: &WaitQueue) {
         if let Some(key) = self.key.take() {
-            wq.remove(key);
+            self.unlink(key, wq);
         }
     }
 
@@ -133,7 +149,7 @@ impl TaskWait {
     /// by a wake, that wake was spent on us and not used: run `hand_on`.
     pub(crate) fn cancel(&mut self, wq: &WaitQueue, hand_on: impl FnOnce()) {
         if let Some(key) = self.key.take() {
-            if !wq.remove(key) {
+            if !self.unlink(key, wq) {
                 hand_on();
             }
         }
