@@ -49,9 +49,12 @@ use crate::{Events, Notifier};
 /// The protocol, for any operation `op` (returns `None` while it would wait) and any
 /// `hand_on` (passes on a wake that this waiter won but does not use):
 ///
-/// * [`poll`](Self::poll) tries `op`; if it would wait, it registers a `Target::Task` entry
-///   with a clone of the task's waker and tries `op` again (lost-wakeup rule). A re-poll while
-///   still queued swaps the stored waker for the current one (`update_waker`).
+/// * [`poll`](Self::poll) tries `op`. The first time it would wait while no entry in the
+///   queue wants the same event, it yields once instead of registering: it wakes its own task
+///   and returns `Pending` (see "Yield once" below).
+/// * Otherwise, if it would wait, it registers a `Target::Task` entry with a clone of the
+///   task's waker and tries `op` again (lost-wakeup rule). A re-poll while still queued swaps
+///   the stored waker for the current one (`update_waker`).
 /// * A wake removes the entry (autoremove). A poll that then finds its entry gone and `op`
 ///   still failing lost the wake to a barging caller or was woken for nothing: it registers
 ///   again, at the head of the queue, so it keeps its turn.
@@ -61,6 +64,18 @@ use crate::{Events, Notifier};
 ///   waiter for nothing.
 /// * [`cancel`](Self::cancel) (the owner is dropped) removes the entry; if it was already gone,
 ///   a wake was spent on this waiter and not used: `hand_on` runs so that it is not lost.
+///
+/// # Yield once
+///
+/// The async form of spin-then-park (`ThreadWaiter::wait` spins before parking): a wait that
+/// is not satisfied at once goes round the executor's run queue one time before it pays for
+/// the queue lock (waker clone, `add`, and on wake `remove` + `wake` on the writer's side).
+/// When the other side of a hand-off is another task of the same runtime — the typical
+/// producer/consumer or ping-pong — it has usually run by then, and the second poll takes the
+/// count lock-free. The cost is one extra poll per wait that does block. Nothing can be lost
+/// meanwhile: the task has woken itself, so it will be polled again and will either take the
+/// count or register and re-check. It is skipped when another entry already waits for the
+/// same event, so a newcomer never jumps a queued waiter by yielding.
 #[derive(Debug)]
 pub(crate) struct TaskWait {
     /// The interest mask of the entry (`IN` for readers, `OUT` for writers).
@@ -69,6 +84,9 @@ pub(crate) struct TaskWait {
     exclusive: bool,
     /// The entry, while registered. A stale key (entry woken and removed) is harmless.
     key: Option<Key>,
+    /// This wait already yielded once instead of registering (reset on success, so a
+    /// stream yields at most once per item).
+    yielded: bool,
 }
 
 impl TaskWait {
@@ -78,6 +96,7 @@ impl TaskWait {
             mask,
             exclusive,
             key: None,
+            yielded: false,
         }
     }
 
@@ -97,7 +116,14 @@ impl TaskWait {
     ) -> Poll<R> {
         if let Some(r) = op() {
             self.finish(wq);
+            self.yielded = false;
             return Poll::Ready(r);
+        }
+        if self.key.is_none() && !self.yielded && !wq.interest().intersects(self.mask) {
+            // Yield once (type docs). `wake_by_ref` is foreign code: no lock is held.
+            self.yielded = true;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
         }
         // Foreign code (`clone`) runs here, before any lock; it may re-enter the notifier,
         // and may even wake our own entry — `update_waker` then reports it gone.
@@ -119,6 +145,7 @@ impl TaskWait {
         // Re-check after publishing interest (the Dekker pair; see the module docs).
         if let Some(r) = op() {
             self.finish(wq);
+            self.yielded = false;
             return Poll::Ready(r);
         }
         Poll::Pending
@@ -347,6 +374,16 @@ impl Notifier {
     /// waiter runs (barging). A woken future that finds nothing left goes back to the head of
     /// the queue, keeping its turn.
     ///
+    /// # Implementation notes
+    ///
+    /// No fd, no syscall, no allocation of its own: a pending future is an entry (with a
+    /// clone of the task's `Waker`) in the notifier's wait queue. A future that would wait
+    /// while nobody else waits first yields once — it wakes its own task and returns
+    /// `Pending` — and registers only if the count is still 0 at the next poll: the async
+    /// twin of spin-then-park, which keeps task-to-task hand-offs off the queue's lock. It
+    /// costs one extra poll per wait that does block; its place in the FIFO queue is taken
+    /// when it registers.
+    ///
     /// # Cancel safety
     ///
     /// Cancel-safe: a future dropped before it returned `Ready` has consumed nothing. A wake
@@ -470,6 +507,13 @@ mod tests {
     #[derive(Default)]
     struct Count(AtomicUsize);
 
+    impl Count {
+        /// Wakes since the last `take`.
+        fn take(&self) -> usize {
+            self.0.swap(0, SeqCst)
+        }
+    }
+
     impl Wake for Count {
         fn wake(self: Arc<Self>) {
             self.0.fetch_add(1, SeqCst);
@@ -481,8 +525,22 @@ mod tests {
         (c.clone(), Waker::from(c))
     }
 
-    fn poll<F: Future>(f: Pin<&mut F>, w: &Waker) -> Poll<F::Output> {
-        f.poll(&mut Context::from_waker(w))
+    fn poll<F: Future + Unpin>(f: &mut F, w: &Waker) -> Poll<F::Output> {
+        Pin::new(f).poll(&mut Context::from_waker(w))
+    }
+
+    /// Poll `f` until it has an entry in `n`'s queue (its first poll may yield instead:
+    /// "Yield once"); then forget the wakes seen so far.
+    fn park<F: Future + Unpin>(n: &Notifier, f: &mut F, (c, w): &(Arc<Count>, Waker)) {
+        let before = n.inner.wq.len();
+        for _ in 0..2 {
+            assert!(poll(f, w).is_pending());
+            if n.inner.wq.len() > before {
+                c.take();
+                return;
+            }
+        }
+        panic!("not registered after two polls");
     }
 
     fn sem() -> Notifier {
@@ -506,32 +564,60 @@ mod tests {
         let n = Notifier::builder().initial(3).build().unwrap();
         let (c, w) = waker();
         let mut f = pin!(n.read_async());
-        assert_eq!(poll(f.as_mut(), &w).map(|r| r.unwrap()), Poll::Ready(3));
+        assert_eq!(poll(&mut f, &w).map(|r| r.unwrap()), Poll::Ready(3));
         assert_eq!(n.inner.wq.len(), 0);
-        assert_eq!(c.0.load(SeqCst), 0);
+        assert_eq!(c.take(), 0);
         // Fused: a second poll is an error, and reads nothing.
         n.write(1).unwrap();
         assert!(
-            matches!(poll(f.as_mut(), &w), Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Other)
+            matches!(poll(&mut f, &w), Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Other)
         );
         assert_eq!(n.count(), 1);
     }
 
     #[test]
-    fn pending_then_write_wakes_and_completes() {
+    fn first_wait_yields_once_then_registers() {
         let n = Notifier::new();
         let (c, w) = waker();
+        let mut f = n.read_async();
+        assert!(poll(&mut f, &w).is_pending());
+        assert_eq!(
+            (c.take(), n.inner.wq.len()),
+            (1, 0),
+            "yielded: woke itself, no entry"
+        );
+        assert!(poll(&mut f, &w).is_pending());
+        assert_eq!((c.take(), n.inner.wq.len()), (0, 1), "then registered");
+        // A write while it yields is simply taken by the next poll.
+        let mut g = n.read_async();
+        let mut h = n.read_async();
+        drop(f);
+        assert!(poll(&mut g, &w).is_pending());
+        n.write(2).unwrap();
+        assert_eq!(poll(&mut g, &w).map(|r| r.unwrap()), Poll::Ready(2));
+        // A newcomer does not yield while another waits: it queues behind it at once.
+        let (_, w2) = waker();
+        let mut k = n.read_async();
+        park(&n, &mut k, &waker());
+        assert!(poll(&mut h, &w2).is_pending());
+        assert_eq!(n.inner.wq.len(), 2);
+    }
+
+    #[test]
+    fn pending_then_write_wakes_and_completes() {
+        let n = Notifier::new();
+        let cw = waker();
         let mut f = pin!(n.read_async());
-        assert!(poll(f.as_mut(), &w).is_pending());
-        assert_eq!(n.inner.wq.len(), 1);
+        park(&n, &mut f, &cw);
+        let (c, w) = &cw;
         assert!(
-            poll(f.as_mut(), &w).is_pending(),
+            poll(&mut f, w).is_pending(),
             "spurious re-poll stays pending"
         );
         assert_eq!(n.inner.wq.len(), 1);
         n.write(7).unwrap();
-        assert_eq!(c.0.load(SeqCst), 1);
-        assert_eq!(poll(f.as_mut(), &w).map(|r| r.unwrap()), Poll::Ready(7));
+        assert_eq!(c.take(), 1);
+        assert_eq!(poll(&mut f, w).map(|r| r.unwrap()), Poll::Ready(7));
         assert_eq!(n.inner.wq.len(), 0);
         assert_eq!(n.inner.wq.interest(), Events::empty());
     }
@@ -539,10 +625,10 @@ mod tests {
     #[test]
     fn drop_pending_consumes_nothing() {
         let n = Notifier::new();
-        let (_, w) = waker();
+        let cw = waker();
         {
             let mut f = pin!(n.read_async());
-            assert!(poll(f.as_mut(), &w).is_pending());
+            park(&n, &mut f, &cw);
             n.write(2).unwrap(); // wakes it; it is dropped without being polled
         }
         assert_eq!(n.inner.wq.len(), 0);
@@ -554,22 +640,22 @@ mod tests {
         let n = sem();
         let ws: Vec<_> = (0..3).map(|_| waker()).collect();
         let mut fs: Vec<_> = (0..3).map(|_| n.read_async()).collect();
-        for (f, (_, w)) in fs.iter_mut().zip(&ws) {
-            assert!(poll(Pin::new(f), w).is_pending());
+        for (f, cw) in fs.iter_mut().zip(&ws) {
+            park(&n, f, cw);
         }
         n.write(2).unwrap();
-        let woken: Vec<usize> = ws.iter().map(|(c, _)| c.0.load(SeqCst)).collect();
+        let woken: Vec<usize> = ws.iter().map(|(c, _)| c.take()).collect();
         assert_eq!(woken, vec![1, 1, 0], "FIFO: the first two are woken");
         let done: Vec<bool> = fs
             .iter_mut()
             .zip(&ws)
-            .map(|(f, (_, w))| poll(Pin::new(f), w).is_ready())
+            .map(|(f, (_, w))| poll(f, w).is_ready())
             .collect();
         assert_eq!(done, vec![true, true, false]);
         n.write(1).unwrap();
-        assert_eq!(ws[2].0 .0.load(SeqCst), 1);
+        assert_eq!(ws[2].0.take(), 1, "no spurious wake before that write");
         assert_eq!(
-            poll(Pin::new(&mut fs[2]), &ws[2].1).map(|r| r.unwrap()),
+            poll(&mut fs[2], &ws[2].1).map(|r| r.unwrap()),
             Poll::Ready(1)
         );
         assert_eq!(n.count(), 0);
@@ -579,67 +665,62 @@ mod tests {
     #[test]
     fn repoll_with_new_waker_uses_it() {
         let n = Notifier::new();
-        let (c1, w1) = waker();
+        let cw1 = waker();
         let (c2, w2) = waker();
         let mut f = pin!(n.read_async());
-        assert!(poll(f.as_mut(), &w1).is_pending());
-        assert!(poll(f.as_mut(), &w2).is_pending());
+        park(&n, &mut f, &cw1);
+        assert!(poll(&mut f, &w2).is_pending());
         assert_eq!(n.inner.wq.len(), 1, "the entry is reused, not duplicated");
         n.write(1).unwrap();
-        assert_eq!((c1.0.load(SeqCst), c2.0.load(SeqCst)), (0, 1));
-        assert!(poll(f.as_mut(), &w2).is_ready());
+        assert_eq!((cw1.0.take(), c2.take()), (0, 1));
+        assert!(poll(&mut f, &w2).is_ready());
     }
 
     #[test]
     fn dropped_winner_hands_its_wake_on() {
         let n = sem();
-        let (ca, wa) = waker();
-        let (cb, wb) = waker();
+        let (cwa, cwb) = (waker(), waker());
         let mut a = n.read_async();
         let mut b = n.read_async();
-        assert!(poll(Pin::new(&mut a), &wa).is_pending());
-        assert!(poll(Pin::new(&mut b), &wb).is_pending());
+        park(&n, &mut a, &cwa);
+        park(&n, &mut b, &cwb);
         n.write(1).unwrap();
-        assert_eq!((ca.0.load(SeqCst), cb.0.load(SeqCst)), (1, 0));
+        assert_eq!((cwa.0.take(), cwb.0.take()), (1, 0));
         drop(a); // won the wake, never used it
-        assert_eq!(cb.0.load(SeqCst), 1, "the wake went to b");
-        assert_eq!(
-            poll(Pin::new(&mut b), &wb).map(|r| r.unwrap()),
-            Poll::Ready(1)
-        );
+        assert_eq!(cwb.0.take(), 1, "the wake went to b");
+        assert_eq!(poll(&mut b, &cwb.1).map(|r| r.unwrap()), Poll::Ready(1));
         assert_eq!(n.inner.wq.len(), 0);
     }
 
     #[test]
     fn barged_waiter_keeps_its_turn() {
         let n = sem();
-        let (ca, wa) = waker();
-        let (_, wb) = waker();
+        let (cwa, cwb) = (waker(), waker());
         let mut a = n.read_async();
         let mut b = n.read_async();
-        assert!(poll(Pin::new(&mut a), &wa).is_pending());
-        assert!(poll(Pin::new(&mut b), &wb).is_pending());
+        park(&n, &mut a, &cwa);
+        park(&n, &mut b, &cwb);
         n.write(1).unwrap();
         assert_eq!(n.try_read().unwrap(), 1, "barging");
         assert!(
-            poll(Pin::new(&mut a), &wa).is_pending(),
+            poll(&mut a, &cwa.1).is_pending(),
             "woken for nothing: waits again"
         );
         n.write(1).unwrap();
-        assert_eq!(ca.0.load(SeqCst), 2, "a went back in at the head");
-        assert!(poll(Pin::new(&mut a), &wa).is_ready());
-        assert!(poll(Pin::new(&mut b), &wb).is_pending());
+        assert_eq!(cwa.0.take(), 2, "a went back in at the head");
+        assert!(poll(&mut a, &cwa.1).is_ready());
+        assert!(poll(&mut b, &cwb.1).is_pending());
     }
 
     #[test]
     fn autoreset_read_is_the_delivery() {
         let n = Notifier::builder().mode(Mode::AutoReset).build().unwrap();
-        let (_, w) = waker();
+        let cw = waker();
         let mut f = pin!(n.read_async());
-        assert!(poll(f.as_mut(), &w).is_pending());
+        park(&n, &mut f, &cw);
         n.write(2).unwrap();
         n.write(3).unwrap();
-        assert_eq!(poll(f.as_mut(), &w).map(|r| r.unwrap()), Poll::Ready(5));
+        assert_eq!(poll(&mut f, &cw.1).map(|r| r.unwrap()), Poll::Ready(5));
         assert_eq!(n.count(), 0);
     }
 
@@ -648,13 +729,13 @@ mod tests {
         let n = Notifier::builder().initial(crate::LIMIT).build().unwrap();
         let (c, w) = waker();
         let mut f = pin!(n.write_async(2));
-        assert!(poll(f.as_mut(), &w).is_pending());
+        park(&n, &mut f, &(c.clone(), w.clone()));
         assert_eq!(n.count(), crate::LIMIT);
         assert_eq!(n.try_read().unwrap(), crate::LIMIT);
-        assert_eq!(c.0.load(SeqCst), 1);
-        assert!(matches!(poll(f.as_mut(), &w), Poll::Ready(Ok(()))));
+        assert_eq!(c.take(), 1);
+        assert!(matches!(poll(&mut f, &w), Poll::Ready(Ok(()))));
         assert_eq!(n.count(), 2);
-        assert!(poll(f.as_mut(), &w).is_ready(), "fused");
+        assert!(poll(&mut f, &w).is_ready(), "fused");
         assert_eq!(n.count(), 2, "a poll after completion writes nothing");
     }
 
@@ -663,7 +744,7 @@ mod tests {
         let n = Notifier::builder().initial(crate::LIMIT).build().unwrap();
         let (_, w) = waker();
         let mut f = pin!(n.write_async(u64::MAX));
-        match poll(f.as_mut(), &w) {
+        match poll(&mut f, &w) {
             Poll::Ready(Err(e)) => assert_eq!(e.kind(), io::ErrorKind::InvalidInput),
             other => panic!("{other:?}"),
         }
@@ -673,10 +754,9 @@ mod tests {
     #[test]
     fn dropped_write_writes_nothing() {
         let n = Notifier::builder().initial(crate::LIMIT).build().unwrap();
-        let (_, w) = waker();
         {
             let mut f = pin!(n.write_owned(1));
-            assert!(poll(f.as_mut(), &w).is_pending());
+            park(&n, &mut f, &waker());
         }
         assert_eq!(n.count(), crate::LIMIT);
         assert_eq!(n.inner.wq.len(), 0);
@@ -687,12 +767,12 @@ mod tests {
         let n = sem();
         let (c, w) = waker();
         let mut f = pin!(n.read_async());
-        assert!(poll(f.as_mut(), &w).is_pending());
+        park(&n, &mut f, &(c.clone(), w.clone()));
         let n2 = n.clone();
         std::thread::spawn(move || n2.write(1).unwrap())
             .join()
             .unwrap();
-        assert_eq!(c.0.load(SeqCst), 1);
-        assert_eq!(poll(f.as_mut(), &w).map(|r| r.unwrap()), Poll::Ready(1));
+        assert_eq!(c.take(), 1);
+        assert_eq!(poll(&mut f, &w).map(|r| r.unwrap()), Poll::Ready(1));
     }
 }

@@ -86,6 +86,42 @@ async fn poll_once<F: Future + Unpin>(f: &mut F) -> Poll<F::Output> {
     std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *f).poll(cx))).await
 }
 
+/// How many entries wait in `n`'s queue (from its `Debug`).
+fn waiters(n: &Notifier) -> usize {
+    let d = format!("{n:?}");
+    let tail = &d[d.find("waiters: ").expect("Debug shows waiters") + 9..];
+    tail[..tail
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(tail.len())]
+        .parse()
+        .unwrap()
+}
+
+/// Poll a wait future with the current task until it has an entry in `n`'s queue: its first
+/// poll may yield once instead of registering (see `TaskWait`'s "Yield once").
+async fn park<F: Future + Unpin>(n: &Notifier, f: &mut F) {
+    let before = waiters(n);
+    for _ in 0..2 {
+        assert!(poll_once(f).await.is_pending());
+        if waiters(n) > before {
+            return;
+        }
+    }
+    panic!("not registered after two polls");
+}
+
+/// As [`park`], with a given waker, outside any executor.
+fn park_with<F: Future + Unpin>(n: &Notifier, f: &mut F, w: &Waker) {
+    let before = waiters(n);
+    for _ in 0..2 {
+        assert!(poll_with(f, w).is_pending());
+        if waiters(n) > before {
+            return;
+        }
+    }
+    panic!("not registered after two polls");
+}
+
 // ---------------------------------------------------------------------------------------------
 // The evidence of issue 4, on each executor.
 
@@ -113,8 +149,8 @@ fn dropped_pending_read_leaves_the_count_readable() {
             let n = sem();
             let mut a = n.read_async();
             let mut b = n.read_owned();
-            assert!(poll_once(&mut a).await.is_pending());
-            assert!(poll_once(&mut b).await.is_pending());
+            park(&n, &mut a).await;
+            park(&n, &mut b).await;
             // The write wakes `a` (FIFO); `a` is dropped without using it.
             write_later(&n, 1, Duration::ZERO).join().unwrap();
             drop(a);
@@ -123,7 +159,7 @@ fn dropped_pending_read_leaves_the_count_readable() {
 
             // And with nobody else waiting, the unit simply stays in the count.
             let mut c = n.read_async();
-            assert!(poll_once(&mut c).await.is_pending());
+            park(&n, &mut c).await;
             write_later(&n, 2, Duration::ZERO).join().unwrap();
             drop(c);
             assert_eq!(n.count(), 2, "{exec:?}");
@@ -227,10 +263,12 @@ fn two_wakers_the_last_one_is_woken() {
         let (c1, w1) = counting();
         let (c2, w2) = counting();
         let mut f = pin!(n.read_async());
-        assert!(f.as_mut().poll(&mut Context::from_waker(&w1)).is_pending());
+        park_with(&n, &mut f, &w1);
+        let c1_before = c1.0.load(SeqCst);
         assert!(f.as_mut().poll(&mut Context::from_waker(&w2)).is_pending());
+        assert_eq!(waiters(&n), 1, "the entry is reused");
         write_later(&n, 1, Duration::ZERO).join().unwrap();
-        assert_eq!((c1.0.load(SeqCst), c2.0.load(SeqCst)), (0, 1));
+        assert_eq!((c1.0.load(SeqCst) - c1_before, c2.0.load(SeqCst)), (0, 1));
         assert!(f.as_mut().poll(&mut Context::from_waker(&w2)).is_ready());
     });
 }
@@ -243,15 +281,14 @@ fn future_moved_between_tasks_wakes_the_new_task() {
             let mut f = n.read_owned();
             // Registered with a counting waker (think: polled by a task that then gave it up).
             let (c1, w1) = counting();
-            assert!(Pin::new(&mut f)
-                .poll(&mut Context::from_waker(&w1))
-                .is_pending());
+            park_with(&n, &mut f, &w1);
+            let c1_before = c1.0.load(SeqCst);
             // Now awaited by this task: its waker must replace the first.
             let t = write_later(&n, 4, Duration::from_millis(20));
             assert_eq!(f.await.unwrap(), 4);
             t.join().unwrap();
             assert_eq!(
-                c1.0.load(SeqCst),
+                c1.0.load(SeqCst) - c1_before,
                 0,
                 "{exec:?}: the old waker was not woken"
             );
@@ -267,9 +304,10 @@ fn future_moved_between_tasks_wakes_the_new_task() {
         rt.block_on(async {
             let n = Notifier::new();
             let mut f = n.read_owned();
+            let n2 = n.clone();
             // Registered by one task (handed back in a tuple: the future is the payload)...
             let (f,) = tokio::spawn(async move {
-                assert!(poll_once(&mut f).await.is_pending());
+                park(&n2, &mut f).await;
                 (f,)
             })
             .await
@@ -492,16 +530,17 @@ fn waker_clone_that_writes_does_not_deadlock() {
     bounded(|| {
         let n = Notifier::new();
         let (h, w) = hooked(&n, |n| n.write(1).unwrap(), noop, noop);
-        // First poll: the read fails, the clone (before any lock) writes 1, the re-check
-        // after registering reads it.
+        // First poll: yields once (no clone). Second: the read fails, the clone (before any
+        // lock) writes 1, the re-check after registering reads it.
         let mut f = n.read_async();
+        assert!(poll_with(&mut f, &w).is_pending());
         assert_eq!(poll_with(&mut f, &w).map(Result::unwrap), Poll::Ready(1));
         // Re-poll path: register with a plain waker, re-poll with the writing one. Its clone
         // writes and so wakes our own entry: update_waker finds it gone; we re-register and
         // take the count.
         let (_, plain) = counting();
         let mut g = n.read_async();
-        assert!(poll_with(&mut g, &plain).is_pending());
+        park_with(&n, &mut g, &plain);
         assert_eq!(poll_with(&mut g, &w).map(Result::unwrap), Poll::Ready(1));
         drop(w);
         assert_eq!(n.count(), 0);
@@ -525,19 +564,23 @@ fn waker_clone_that_writes_and_reads_does_not_deadlock() {
             noop,
         );
         let mut f = n.read_async();
+        // First poll: yields once (wakes itself, no clone).
+        assert!(poll_with(&mut f, &w).is_pending());
+        assert_eq!(h.wakes.load(SeqCst), 1);
         // Register path: the clone runs before `add`.
         assert!(poll_with(&mut f, &w).is_pending());
+        assert_eq!(waiters(&n), 1);
         // Update path: the clone's write wakes our own entry; update_waker finds it gone and
         // we re-register (at the head) without a second clone.
         assert!(poll_with(&mut f, &w).is_pending());
         assert_eq!(
             h.wakes.load(SeqCst),
-            1,
+            2,
             "the clone's write woke the registered waker"
         );
         assert_eq!(n.count(), 0);
         n.write(1).unwrap();
-        assert_eq!(h.wakes.load(SeqCst), 2, "the re-registered entry is woken");
+        assert_eq!(h.wakes.load(SeqCst), 3, "the re-registered entry is woken");
         assert_eq!(poll_with(&mut f, &w).map(Result::unwrap), Poll::Ready(1));
         drop(w);
         assert_eq!(n.count(), 0);
@@ -555,8 +598,11 @@ fn waker_wake_that_reenters_does_not_deadlock() {
         let (cb, wb) = counting();
         let mut a = n.read_async();
         let mut b = n.read_async();
+        // Register `a` with a plain waker (its first poll wakes itself), then swap in `wa`.
+        park_with(&n, &mut a, &counting().1);
         assert!(poll_with(&mut a, &wa).is_pending());
-        assert!(poll_with(&mut b, &wb).is_pending());
+        park_with(&n, &mut b, &wb);
+        assert_eq!(cb.0.load(SeqCst), 0);
         n.write(1).unwrap(); // wakes a, whose wake writes 1, which wakes b
         assert_eq!(ha.wakes.load(SeqCst), 1);
         assert_eq!(cb.0.load(SeqCst), 1);
@@ -578,9 +624,10 @@ fn waker_wake_that_reenters_does_not_deadlock() {
             noop,
         );
         let mut c = n.read_async();
+        park_with(&n, &mut c, &counting().1);
         assert!(poll_with(&mut c, &wc).is_pending());
         n.write(1).unwrap();
-        // The wake's try_read took the unit; the nested future registered and was dropped.
+        // The wake's try_read took the unit; the nested future was polled and dropped.
         assert_eq!(n.count(), 0);
         assert!(poll_with(&mut c, &wc).is_pending());
     });
@@ -594,7 +641,7 @@ fn waker_drop_that_reenters_does_not_deadlock() {
         // waker only after unlocking.
         let (_, w) = hooked(&n, noop, noop, |n| n.write(1).unwrap());
         let mut f = n.read_async();
-        assert!(poll_with(&mut f, &w).is_pending());
+        park_with(&n, &mut f, &w);
         let (_, plain) = counting();
         // update_waker drops the old (hooked) waker after unlocking: it writes 1, which wakes
         // our entry (now with `plain`).
@@ -604,7 +651,7 @@ fn waker_drop_that_reenters_does_not_deadlock() {
         assert!(poll_with(&mut f, &plain).is_ready());
         let mut g = n.read_async();
         let (_, w2) = hooked(&n, noop, noop, |n| drop(n.try_read()));
-        assert!(poll_with(&mut g, &w2).is_pending());
+        park_with(&n, &mut g, &w2);
         drop(g); // remove drops the waker after unlocking
         drop(w2);
         drop(w); // the test's own copy writes 1 more
@@ -629,8 +676,11 @@ fn waker_panic_in_wake_leaves_the_queue_consistent() {
         let (cb, wb) = counting();
         let mut a = n.read_async();
         let mut b = n.read_async();
+        // Register `a` with a plain waker (its first poll wakes itself), then swap in `wp`.
+        park_with(&n, &mut a, &counting().1);
         assert!(poll_with(&mut a, &wp).is_pending());
-        assert!(poll_with(&mut b, &wb).is_pending());
+        park_with(&n, &mut b, &wb);
+        assert_eq!(cb.0.load(SeqCst), 0);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| n.write(2)));
         assert!(r.is_err(), "the panic reached the writer");
         // The write happened, and b's wake (collected in the same batch) was still delivered.
