@@ -46,16 +46,18 @@ pub(crate) fn lock<T>(m: &sync::Mutex<T>) -> sync::MutexGuard<'_, T> {
     }
 }
 
-/// Marks each side of the Dekker pair between a state change and `WaitQueue::interest`
-/// (see `wait_queue`): "RMW the state, then load `interest`" against "RMW `interest`, then
-/// load the state". The pair is correct because all four accesses are `SeqCst` and so sit in
-/// one total order. loom models `SeqCst` accesses as `AcqRel` (its README, "Unsupported
-/// features") and would report the store-buffering outcome — a lost wakeup that cannot
-/// happen — while it does model `fence(SeqCst)`. So under loom, and only there, this is a
-/// `SeqCst` fence, which restores exactly the ordering the real `SeqCst` accesses give.
-/// Outside loom it is a no-op and costs nothing.
+/// The store-load (Dekker) barrier between "change the state" and "look at the other side",
+/// for loom only.
+///
+/// Every such pair in this crate uses `SeqCst` accesses on both sides (an RMW or store, then a
+/// load), which the C11 model makes sufficient: all `SeqCst` operations form one total order.
+/// On x86 that is a `lock`-prefixed RMW followed by a plain `mov`, with no extra fence. loom
+/// models `SeqCst` *accesses* as `AcqRel` (its README, "Unsupported features"), which would
+/// report the pattern as a lost wakeup; it does model `fence(SeqCst)`. So under
+/// `--cfg evfd_loom` this is that fence, making the same argument explicit, and in normal
+/// builds it is nothing.
 #[inline(always)]
 pub(crate) fn dekker_fence() {
     #[cfg(evfd_loom)]
-    loom::sync::atomic::fence(loom::sync::atomic::Ordering::SeqCst);
+    sync::atomic::fence(sync::atomic::Ordering::SeqCst);
 }
