@@ -31,15 +31,21 @@
 
 mod epoll;
 mod events;
+mod future;
 mod loom;
 mod mode;
 mod notifier;
+#[cfg(feature = "futures")]
+mod stream;
 mod wait_queue;
 
 pub use epoll::{Epoll, Source};
 pub use events::{Event, Events};
+pub use future::{OwnedReadFuture, OwnedWriteFuture, ReadFuture, WriteFuture};
 pub use mode::{flags, Mode, LIMIT};
 pub use notifier::{Notifier, NotifierBuilder};
+#[cfg(feature = "futures")]
+pub use stream::NotifierStream;
 
 #[cfg(all(test, evfd_loom))]
 mod tests;

@@ -220,7 +220,7 @@ fn would_block() -> io::Error {
     io::Error::from(io::ErrorKind::WouldBlock)
 }
 
-fn invalid_write() -> io::Error {
+pub(crate) fn invalid_write() -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidInput,
         "write of u64::MAX (0xffffffffffffffff) is not allowed: the largest count is 0xfffffffffffffffe",

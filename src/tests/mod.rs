@@ -8,5 +8,6 @@
 //! They live inside the crate so they can reach the wait queue and the notifier's internals.
 //! One scenario per `#[test]`, two or three threads each.
 
+mod loom_async;
 mod loom_epoll;
 mod loom_notifier;

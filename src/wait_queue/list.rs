@@ -59,6 +59,7 @@ impl<T> List<T> {
         self.len
     }
 
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }

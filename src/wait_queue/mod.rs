@@ -241,9 +241,10 @@ impl WaitQueue {
     }
 
     /// Replace a queued task entry's waker with `waker` (cloned by the caller before this
-    /// call, so no foreign `clone` runs under the lock). Returns `false` if the entry is gone
-    /// (it was woken). The old waker is dropped after unlocking.
-    pub(crate) fn update_waker(&self, key: Key, waker: Waker) -> bool {
+    /// call, so no foreign `clone` runs under the lock). Returns `Err(waker)` if the entry is
+    /// gone (it was woken), so that the caller can re-register with it instead of cloning
+    /// again. The old waker is dropped after unlocking.
+    pub(crate) fn update_waker(&self, key: Key, waker: Waker) -> Result<(), Waker> {
         let old;
         {
             let mut l = crate::loom::lock(&self.list);
@@ -253,11 +254,11 @@ impl WaitQueue {
                     ..
                 }) => old = std::mem::replace(w, waker),
                 Some(_) => unreachable!("update_waker on a non-task entry"),
-                None => return false,
+                None => return Err(waker),
             }
         }
         drop(old);
-        true
+        Ok(())
     }
 
     /// Wake the entries whose mask intersects `key`, head to tail, stopping after

@@ -291,7 +291,7 @@ fn update_waker_replaces_and_drops_the_old_waker() {
     );
     assert_eq!(Arc::strong_count(&old), 2);
 
-    assert!(wq.update_waker(key, Waker::from(Arc::clone(&new))));
+    assert!(wq.update_waker(key, Waker::from(Arc::clone(&new))).is_ok());
     assert_eq!(Arc::strong_count(&old), 1, "the replaced waker was dropped");
 
     wq.wake(Events::IN, 1);
@@ -301,7 +301,7 @@ fn update_waker_replaces_and_drops_the_old_waker() {
     assert_eq!(wq.len(), 0);
 
     let again = Arc::new(CountWaker::default());
-    assert!(!wq.update_waker(key, Waker::from(Arc::clone(&again))));
+    assert!(wq.update_waker(key, Waker::from(Arc::clone(&again))).is_err());
     assert_eq!(
         Arc::strong_count(&again),
         1,
