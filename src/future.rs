@@ -42,7 +42,7 @@ use std::task::{ready, Context, Poll};
 use crate::mode::WriteRefused;
 use crate::notifier::{invalid_write, Inner};
 use crate::wait_queue::{Key, Target, WaitQueue};
-use crate::{Events, Notifier};
+use crate::{Epoll, Event, Events, Notifier};
 
 /// A task's place in a [`WaitQueue`]: at most one entry, registered on demand.
 ///
@@ -489,6 +489,119 @@ impl Notifier {
         OwnedWriteFuture {
             notifier: self.clone(),
             op: WriteOp::new(n),
+        }
+    }
+}
+
+/// The future returned by [`Epoll::wait_async`].
+///
+/// Resolves to what [`Epoll::wait`] with no timeout would return: the number of events
+/// written to the buffer (at least 1), or `InvalidInput` for an empty buffer. A pending
+/// future is a task entry in the epoll's waiter queue; no thread blocks and no syscall is
+/// made.
+///
+/// # Cancel safety
+///
+/// Dropping it before it returned `Ready` delivers nothing: events are harvested (and
+/// AutoReset notifiers reset) only in the poll that returns them. A wake it had already won
+/// is handed on to another waiter of the epoll if events are still queued.
+#[must_use = "futures do nothing unless you .await or poll them"]
+pub struct EpollWaitFuture<'a> {
+    ep: &'a Epoll,
+    buf: &'a mut [Event],
+    wait: TaskWait,
+    done: bool,
+}
+
+impl Future for EpollWaitFuture<'_> {
+    type Output = io::Result<usize>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Ready(Err(polled_after_completion()));
+        }
+        if this.buf.is_empty() {
+            this.done = true;
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the event buffer is empty (maxevents must be at least 1)",
+            )));
+        }
+        let core = &this.ep.inner.core;
+        let buf = &mut *this.buf;
+        let n = ready!(this.wait.poll(&core.waiters, cx, || {
+            let n = core.harvest_now(buf);
+            (n > 0).then_some(n)
+        }));
+        this.done = true;
+        Poll::Ready(Ok(n))
+    }
+}
+
+impl Drop for EpollWaitFuture<'_> {
+    fn drop(&mut self) {
+        let core = &self.ep.inner.core;
+        self.wait.cancel(&core.waiters, || {
+            if core.has_ready() {
+                core.waiters.wake(Events::IN, 1);
+            }
+        });
+    }
+}
+
+impl fmt::Debug for EpollWaitFuture<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EpollWaitFuture")
+            .field("epoll", &self.ep)
+            .field("registered", &self.wait.is_registered())
+            .field("done", &self.done)
+            .finish()
+    }
+}
+
+#[cfg(feature = "futures")]
+impl futures_core::FusedFuture for EpollWaitFuture<'_> {
+    fn is_terminated(&self) -> bool {
+        self.done
+    }
+}
+
+impl Epoll {
+    /// Wait asynchronously for events and fill `events` with up to `events.len()` of them:
+    /// [`wait`](Self::wait) with no timeout, on any executor (wrap it in your runtime's
+    /// timeout for one). The semantics are `wait`'s: re-poll at delivery, LT requeue, ET,
+    /// ONESHOT, AutoReset reset by the delivery.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` if `events` is empty.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: dropped before completion, it has delivered nothing (see
+    /// [`EpollWaitFuture`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::{Epoll, Event, Events, Notifier};
+    /// let ep = Epoll::new();
+    /// let n = Notifier::new();
+    /// ep.add(&n, Events::IN, 9)?;
+    /// let n2 = n.clone();
+    /// std::thread::spawn(move || n2.write(1).unwrap());
+    /// let mut evs = [Event::default(); 4];
+    /// let got = futures::executor::block_on(ep.wait_async(&mut evs))?;
+    /// assert_eq!(&evs[..got], &[Event { events: Events::IN, data: 9 }]);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn wait_async<'a>(&'a self, events: &'a mut [Event]) -> EpollWaitFuture<'a> {
+        EpollWaitFuture {
+            ep: self,
+            buf: events,
+            wait: TaskWait::new(Events::IN, true),
+            done: false,
         }
     }
 }

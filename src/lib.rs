@@ -41,11 +41,11 @@ mod wait_queue;
 
 pub use epoll::{Epoll, Source};
 pub use events::{Event, Events};
-pub use future::{OwnedReadFuture, OwnedWriteFuture, ReadFuture, WriteFuture};
+pub use future::{EpollWaitFuture, OwnedReadFuture, OwnedWriteFuture, ReadFuture, WriteFuture};
 pub use mode::{flags, Mode, LIMIT};
 pub use notifier::{Notifier, NotifierBuilder};
 #[cfg(feature = "futures")]
-pub use stream::NotifierStream;
+pub use stream::{EpollStream, NotifierStream};
 
 #[cfg(all(test, evfd_loom))]
 mod tests;

@@ -588,7 +588,7 @@ impl EpInner {
     }
 
     /// Is the ready list non-empty or a harvest running?
-    fn has_ready(&self) -> bool {
+    pub(crate) fn has_ready(&self) -> bool {
         let rd = crate::loom::lock(&self.ready);
         !rd.list.is_empty() || rd.ovf_active
     }
@@ -616,7 +616,7 @@ impl EpInner {
     }
 
     /// One harvest; its deferred wakes run before returning, with no lock held.
-    fn harvest_now(self: &Arc<Self>, out: &mut [Event]) -> usize {
+    pub(crate) fn harvest_now(self: &Arc<Self>, out: &mut [Event]) -> usize {
         let mut batch = WakeBatch::new();
         let n = {
             let mut reg = crate::loom::lock(&self.registry);

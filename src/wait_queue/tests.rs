@@ -301,7 +301,9 @@ fn update_waker_replaces_and_drops_the_old_waker() {
     assert_eq!(wq.len(), 0);
 
     let again = Arc::new(CountWaker::default());
-    assert!(wq.update_waker(key, Waker::from(Arc::clone(&again))).is_err());
+    assert!(wq
+        .update_waker(key, Waker::from(Arc::clone(&again)))
+        .is_err());
     assert_eq!(
         Arc::strong_count(&again),
         1,
