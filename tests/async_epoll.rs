@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Wake, Waker};
 use std::time::Duration;
 
 use evfd::{Epoll, Event, Events, Mode, Notifier};
