@@ -30,14 +30,26 @@
 #![doc(test(attr(deny(warnings))))]
 
 mod events;
+mod fd;
+mod kernel;
 mod loom;
 mod mode;
 mod notifier;
+mod sys;
+#[cfg(feature = "tokio")]
+mod tokio_fd;
 mod wait_queue;
 
 pub use events::{Event, Events};
+pub use fd::FdView;
+pub use kernel::{KernelNotifier, KernelNotifierBuilder};
 pub use mode::{flags, Mode, LIMIT};
 pub use notifier::{Notifier, NotifierBuilder};
+#[doc(hidden)]
+pub use sys::doorbell_stats;
+pub use sys::DoorbellStats;
+#[cfg(feature = "tokio")]
+pub use tokio_fd::AsyncFdNotifier;
 
 #[cfg(all(test, evfd_loom))]
 mod tests;

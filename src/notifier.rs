@@ -34,6 +34,12 @@ use crate::Events;
 
 static NEXT_ID: IdCounter = IdCounter::new(1);
 
+/// A wake-key-only bit (never a readiness or interest bit, never reported; `EPOLL*` leaves
+/// bit 26 unused) that rides with `OUT` when a consumption (a read, an AutoReset delivery)
+/// left the count at 0. Entries that do not ask for it are unaffected: an epoll item's mask
+/// filter and blocked writers look at `OUT`.
+pub(crate) const KEY_EMPTIED: Events = Events::from_bits_retain(1 << 26);
+
 pub(crate) fn next_id() -> u64 {
     NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
@@ -178,7 +184,10 @@ impl NotifierBuilder {
         if self.initial > LIMIT {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("initial count {:#x} is above the limit {LIMIT:#x}", self.initial),
+                format!(
+                    "initial count {:#x} is above the limit {LIMIT:#x}",
+                    self.initial
+                ),
             ));
         }
         Ok(Notifier {
@@ -214,7 +223,9 @@ impl Notifier {
     /// assert_eq!(n.mode(), evfd::Mode::Counter);
     /// ```
     pub fn new() -> Notifier {
-        NotifierBuilder::default().build().expect("count 0 is valid")
+        NotifierBuilder::default()
+            .build()
+            .expect("count 0 is valid")
     }
 
     /// A builder for a notifier with another mode, initial count or flags.
@@ -381,11 +392,12 @@ impl Notifier {
         if self.inner.nonblock {
             return self.try_write(n);
         }
-        self.inner.block(Events::OUT, false, None, || match self.inner.try_write(n) {
-            Ok(()) => Some(Ok(())),
-            Err(WriteRefused::Invalid) => Some(Err(invalid_write())),
-            Err(WriteRefused::Full) => None,
-        })
+        self.inner
+            .block(Events::OUT, false, None, || match self.inner.try_write(n) {
+                Ok(()) => Some(Ok(())),
+                Err(WriteRefused::Invalid) => Some(Err(invalid_write())),
+                Err(WriteRefused::Full) => None,
+            })
     }
 
     /// `write(1)`: the doorbell.
@@ -447,7 +459,8 @@ impl Notifier {
         if self.inner.nonblock {
             return self.try_read();
         }
-        self.inner.block(Events::IN, true, None, || self.inner.try_read().map(Ok))
+        self.inner
+            .block(Events::IN, true, None, || self.inner.try_read().map(Ok))
     }
 
     /// As [`read`](Self::read), giving up after `timeout`.
@@ -472,7 +485,8 @@ impl Notifier {
         }
         // An overflowing deadline means "forever".
         let deadline = Instant::now().checked_add(timeout);
-        self.inner.block(Events::IN, true, deadline, || self.inner.try_read().map(Ok))
+        self.inner
+            .block(Events::IN, true, deadline, || self.inner.try_read().map(Ok))
     }
 
     /// Readiness: the bits of `interest` that hold now, plus `ERR`/`HUP` if they hold
@@ -530,18 +544,31 @@ impl Inner {
         self.wq.wake(Events::OUT, usize::MAX);
     }
 
+    /// As [`wake_writers`](Self::wake_writers), after a consumption that left the count at
+    /// `left`: a consumption that emptied the notifier adds [`KEY_EMPTIED`] to the key, so
+    /// that fd views can give edge-triggered pollers a fresh edge when a write refills it
+    /// concurrently (see `crate::fd`).
+    #[inline]
+    pub(crate) fn wake_after_consume(&self, left: u64) {
+        if left == 0 {
+            self.wq.wake(Events::OUT | KEY_EMPTIED, usize::MAX);
+        } else {
+            self.wake_writers();
+        }
+    }
+
     /// The lock-free read. `None` when the count is 0.
     #[inline]
     pub(crate) fn try_read(&self) -> Option<u64> {
         let mut cur = self.count.load(SeqCst);
-        let got = loop {
+        let (got, left) = loop {
             let (got, next) = mode::read(self.mode, cur)?;
             match self.count.compare_exchange_weak(cur, next, SeqCst, SeqCst) {
-                Ok(_) => break got,
+                Ok(_) => break (got, next),
                 Err(seen) => cur = seen,
             }
         };
-        self.wake_writers();
+        self.wake_after_consume(left);
         Some(got)
     }
 
@@ -553,17 +580,17 @@ impl Inner {
             return self.readiness();
         }
         let mut cur = self.count.load(SeqCst);
-        loop {
+        let left = loop {
             let next = mode::deliver(self.mode, cur);
             if next == cur {
                 return mode::readiness(cur);
             }
             match self.count.compare_exchange_weak(cur, next, SeqCst, SeqCst) {
-                Ok(_) => break,
+                Ok(_) => break next,
                 Err(seen) => cur = seen,
             }
-        }
-        self.wake_writers();
+        };
+        self.wake_after_consume(left);
         // IN (and ERR) as seen before the reset, OUT as it is now.
         mode::readiness(cur) | mode::readiness(0)
     }
@@ -586,7 +613,9 @@ impl Inner {
         }
         loop {
             let waiter = Arc::new(ThreadWaiter::current());
-            let key = self.wq.add(want, exclusive, false, Target::Thread(Arc::clone(&waiter)));
+            let key = self
+                .wq
+                .add(want, exclusive, false, Target::Thread(Arc::clone(&waiter)));
             // Re-check after publishing interest (the Dekker pair).
             if let Some(r) = op() {
                 if !self.wq.remove(key) {
@@ -608,7 +637,10 @@ impl Inner {
             }
             if still_queued {
                 // Genuinely timed out (the entry was never woken).
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "notifier read timed out"));
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "notifier read timed out",
+                ));
             }
         }
     }
@@ -635,7 +667,11 @@ mod tests {
 
     #[test]
     fn autoreset_deliver_resets_only_on_in() {
-        let n = Notifier::builder().mode(Mode::AutoReset).initial(3).build().unwrap();
+        let n = Notifier::builder()
+            .mode(Mode::AutoReset)
+            .initial(3)
+            .build()
+            .unwrap();
         assert_eq!(n.inner.deliver(Events::OUT), Events::IN | Events::OUT);
         assert_eq!(n.count(), 3);
         assert_eq!(n.inner.deliver(Events::IN), Events::IN | Events::OUT);
@@ -676,7 +712,10 @@ mod tests {
     #[test]
     fn timeout_leaves_no_entry() {
         let n = Notifier::new();
-        assert_eq!(n.read_timeout(Duration::from_millis(1)).unwrap_err().kind(), io::ErrorKind::TimedOut);
+        assert_eq!(
+            n.read_timeout(Duration::from_millis(1)).unwrap_err().kind(),
+            io::ErrorKind::TimedOut
+        );
         assert_eq!(n.inner.wq.len(), 0);
     }
 }

@@ -2,7 +2,10 @@
 
 use std::time::Instant;
 
-use crate::loom::sync::atomic::{AtomicBool, Ordering::{Acquire, Release}};
+use crate::loom::sync::atomic::{
+    AtomicBool,
+    Ordering::{Acquire, Release},
+};
 use crate::loom::thread::{self, Thread};
 
 /// A thread waiting in a blocking call. The waker sets `notified` (with the queue's lock
@@ -19,7 +22,10 @@ pub(crate) struct ThreadWaiter {
 impl ThreadWaiter {
     /// A waiter for the calling thread.
     pub(crate) fn current() -> Self {
-        ThreadWaiter { notified: AtomicBool::new(false), thread: thread::current() }
+        ThreadWaiter {
+            notified: AtomicBool::new(false),
+            thread: thread::current(),
+        }
     }
 
     pub(crate) fn set_notified(&self) {
