@@ -184,10 +184,7 @@ impl NotifierBuilder {
         if self.initial > LIMIT {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!(
-                    "initial count {:#x} is above the limit {LIMIT:#x}",
-                    self.initial
-                ),
+                format!("initial count {:#x} is above the limit {LIMIT:#x}", self.initial),
             ));
         }
         Ok(Notifier {
@@ -223,9 +220,7 @@ impl Notifier {
     /// assert_eq!(n.mode(), evfd::Mode::Counter);
     /// ```
     pub fn new() -> Notifier {
-        NotifierBuilder::default()
-            .build()
-            .expect("count 0 is valid")
+        NotifierBuilder::default().build().expect("count 0 is valid")
     }
 
     /// A builder for a notifier with another mode, initial count or flags.
@@ -392,12 +387,11 @@ impl Notifier {
         if self.inner.nonblock {
             return self.try_write(n);
         }
-        self.inner
-            .block(Events::OUT, false, None, || match self.inner.try_write(n) {
-                Ok(()) => Some(Ok(())),
-                Err(WriteRefused::Invalid) => Some(Err(invalid_write())),
-                Err(WriteRefused::Full) => None,
-            })
+        self.inner.block(Events::OUT, false, None, || match self.inner.try_write(n) {
+            Ok(()) => Some(Ok(())),
+            Err(WriteRefused::Invalid) => Some(Err(invalid_write())),
+            Err(WriteRefused::Full) => None,
+        })
     }
 
     /// `write(1)`: the doorbell.
@@ -459,8 +453,7 @@ impl Notifier {
         if self.inner.nonblock {
             return self.try_read();
         }
-        self.inner
-            .block(Events::IN, true, None, || self.inner.try_read().map(Ok))
+        self.inner.block(Events::IN, true, None, || self.inner.try_read().map(Ok))
     }
 
     /// As [`read`](Self::read), giving up after `timeout`.
@@ -485,8 +478,7 @@ impl Notifier {
         }
         // An overflowing deadline means "forever".
         let deadline = Instant::now().checked_add(timeout);
-        self.inner
-            .block(Events::IN, true, deadline, || self.inner.try_read().map(Ok))
+        self.inner.block(Events::IN, true, deadline, || self.inner.try_read().map(Ok))
     }
 
     /// Readiness: the bits of `interest` that hold now, plus `ERR`/`HUP` if they hold
@@ -613,9 +605,7 @@ impl Inner {
         }
         loop {
             let waiter = Arc::new(ThreadWaiter::current());
-            let key = self
-                .wq
-                .add(want, exclusive, false, Target::Thread(Arc::clone(&waiter)));
+            let key = self.wq.add(want, exclusive, false, Target::Thread(Arc::clone(&waiter)));
             // Re-check after publishing interest (the Dekker pair).
             if let Some(r) = op() {
                 if !self.wq.remove(key) {
@@ -637,10 +627,7 @@ impl Inner {
             }
             if still_queued {
                 // Genuinely timed out (the entry was never woken).
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "notifier read timed out",
-                ));
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "notifier read timed out"));
             }
         }
     }
@@ -667,11 +654,7 @@ mod tests {
 
     #[test]
     fn autoreset_deliver_resets_only_on_in() {
-        let n = Notifier::builder()
-            .mode(Mode::AutoReset)
-            .initial(3)
-            .build()
-            .unwrap();
+        let n = Notifier::builder().mode(Mode::AutoReset).initial(3).build().unwrap();
         assert_eq!(n.inner.deliver(Events::OUT), Events::IN | Events::OUT);
         assert_eq!(n.count(), 3);
         assert_eq!(n.inner.deliver(Events::IN), Events::IN | Events::OUT);
@@ -712,10 +695,7 @@ mod tests {
     #[test]
     fn timeout_leaves_no_entry() {
         let n = Notifier::new();
-        assert_eq!(
-            n.read_timeout(Duration::from_millis(1)).unwrap_err().kind(),
-            io::ErrorKind::TimedOut
-        );
+        assert_eq!(n.read_timeout(Duration::from_millis(1)).unwrap_err().kind(), io::ErrorKind::TimedOut);
         assert_eq!(n.inner.wq.len(), 0);
     }
 }

@@ -107,9 +107,7 @@ pub(crate) struct WakeBatch {
 
 impl WakeBatch {
     pub(crate) fn new() -> Self {
-        WakeBatch {
-            items: VecDeque::new(),
-        }
+        WakeBatch { items: VecDeque::new() }
     }
 
     pub(crate) fn push_post(&mut self, p: Arc<dyn PostWake>, key: Events) {
@@ -168,10 +166,7 @@ impl Default for WaitQueue {
 
 impl WaitQueue {
     pub(crate) fn new() -> Self {
-        WaitQueue {
-            interest: AtomicU32::new(0),
-            list: Mutex::new(List::new()),
-        }
+        WaitQueue { interest: AtomicU32::new(0), list: Mutex::new(List::new()) }
     }
 
     /// The union of the entries' masks (a snapshot).
@@ -192,11 +187,7 @@ impl WaitQueue {
     pub(crate) fn add(&self, mask: Events, exclusive: bool, front: bool, target: Target) -> Key {
         let mut l = crate::loom::lock(&self.list);
         let e = Entry { exclusive, target };
-        let k = if front {
-            l.push_front(mask, e)
-        } else {
-            l.push_back(mask, e)
-        };
+        let k = if front { l.push_front(mask, e) } else { l.push_back(mask, e) };
         // SeqCst store under the lock: the waiter half of the Dekker pair (module docs).
         self.interest.fetch_or(mask.bits(), SeqCst);
         k
@@ -235,10 +226,7 @@ impl WaitQueue {
         {
             let mut l = crate::loom::lock(&self.list);
             match l.get_mut(key) {
-                Some(Entry {
-                    target: Target::Task(w),
-                    ..
-                }) => old = std::mem::replace(w, waker),
+                Some(Entry { target: Target::Task(w), .. }) => old = std::mem::replace(w, waker),
                 Some(_) => unreachable!("update_waker on a non-task entry"),
                 None => return false,
             }

@@ -2,10 +2,7 @@
 
 use std::time::Instant;
 
-use crate::loom::sync::atomic::{
-    AtomicBool,
-    Ordering::{Acquire, Release},
-};
+use crate::loom::sync::atomic::{AtomicBool, Ordering::{Acquire, Release}};
 use crate::loom::thread::{self, Thread};
 
 /// A thread waiting in a blocking call. The waker sets `notified` (with the queue's lock
@@ -22,10 +19,7 @@ pub(crate) struct ThreadWaiter {
 impl ThreadWaiter {
     /// A waiter for the calling thread.
     pub(crate) fn current() -> Self {
-        ThreadWaiter {
-            notified: AtomicBool::new(false),
-            thread: thread::current(),
-        }
+        ThreadWaiter { notified: AtomicBool::new(false), thread: thread::current() }
     }
 
     pub(crate) fn set_notified(&self) {
