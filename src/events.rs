@@ -65,8 +65,7 @@ impl Events {
     /// use evfd::Events;
     /// assert_eq!(Events::PRIVATE.bits(), 0xF000_0000);
     /// ```
-    pub const PRIVATE: Events =
-        Events::from_bits_retain(0xF000_0000);
+    pub const PRIVATE: Events = Events::from_bits_retain(0xF000_0000);
 
     /// The bits allowed together with [`Events::EXCLUSIVE`]: `IN|OUT|ERR|HUP|WAKEUP|ET|EXCLUSIVE`.
     ///

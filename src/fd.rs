@@ -106,7 +106,7 @@ use std::sync::Arc;
 
 use crate::loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use crate::loom::sync::Mutex;
-use crate::notifier::{Inner, KEY_EMPTIED};
+use crate::notifier::{Handle, KEY_EMPTIED};
 use crate::sys::{Bell, Doorbell, DoorbellStats};
 use crate::wait_queue::{Callback, Key, PostWake, Target, WaitQueue, WakeBatch};
 use crate::{Events, Notifier};
@@ -139,7 +139,9 @@ pub(crate) trait ViewSource: Send + Sync + 'static {
     fn cloexec(&self) -> bool;
 }
 
-impl ViewSource for Inner {
+/// A notifier's user-level handle: a view keeps the notifier open (epoll items stay), as an
+/// fd referring to a file does.
+impl ViewSource for Handle {
     fn wait_queue(&self) -> &WaitQueue {
         &self.wq
     }
@@ -149,7 +151,7 @@ impl ViewSource for Inner {
     }
 
     fn deliver(&self) -> Events {
-        Inner::deliver(self, Events::IN)
+        self.core.deliver(Events::IN)
     }
 
     fn cloexec(&self) -> bool {
@@ -161,7 +163,9 @@ impl ViewSource for Inner {
 pub(crate) struct Core {
     /// The source. The queue entry holds this `Core`, and so the source holds itself alive
     /// through its own queue while a view exists; [`Registration`]'s `Drop` removes the
-    /// entry, which breaks the cycle.
+    /// entry, which breaks the cycle. (The `SeqCst` pairs are marked with
+    /// `loom::dekker_fence`, a no-op outside loom, which models `SeqCst` accesses as
+    /// `AcqRel`.)
     source: Arc<dyn ViewSource>,
     /// `*rung`, stored only with `rung` held; the fast path's lock-free read.
     mirror: AtomicBool,
@@ -176,6 +180,8 @@ impl Core {
     /// `mirror` disagrees with the source. Both loads `SeqCst`.
     #[inline]
     fn can_skip(&self, key: Events) -> bool {
+        // The change this check follows (a SeqCst RMW) is one side of the store-buffer pair.
+        crate::loom::dekker_fence();
         !key.contains(KEY_EMPTIED) && self.mirror.load(SeqCst) == self.source.is_readable()
     }
 
@@ -204,6 +210,7 @@ impl Core {
                     // Publish, then re-load the state at the top of the loop (the
                     // store-buffer pair with the check, module docs).
                     self.mirror.store(want, SeqCst);
+                    crate::loom::dekker_fence();
                 }
                 r
             } else if want && force {

@@ -29,6 +29,7 @@
 #![deny(missing_docs)]
 #![doc(test(attr(deny(warnings))))]
 
+mod epoll;
 mod events;
 mod fd;
 mod kernel;
@@ -40,6 +41,7 @@ mod sys;
 mod tokio_fd;
 mod wait_queue;
 
+pub use epoll::{Epoll, Source};
 pub use events::{Event, Events};
 pub use fd::FdView;
 pub use kernel::{KernelNotifier, KernelNotifierBuilder};

@@ -45,3 +45,19 @@ pub(crate) fn lock<T>(m: &sync::Mutex<T>) -> sync::MutexGuard<'_, T> {
         m.lock().unwrap()
     }
 }
+
+/// The store-load (Dekker) barrier between "change the state" and "look at the other side",
+/// for loom only.
+///
+/// Every such pair in this crate uses `SeqCst` accesses on both sides (an RMW or store, then a
+/// load), which the C11 model makes sufficient: all `SeqCst` operations form one total order.
+/// On x86 that is a `lock`-prefixed RMW followed by a plain `mov`, with no extra fence. loom
+/// models `SeqCst` *accesses* as `AcqRel` (its README, "Unsupported features"), which would
+/// report the pattern as a lost wakeup; it does model `fence(SeqCst)`. So under
+/// `--cfg evfd_loom` this is that fence, making the same argument explicit, and in normal
+/// builds it is nothing.
+#[inline(always)]
+pub(crate) fn dekker_fence() {
+    #[cfg(evfd_loom)]
+    sync::atomic::fence(sync::atomic::Ordering::SeqCst);
+}

@@ -59,10 +59,24 @@ pub(crate) struct Inner {
     pub(crate) wq: WaitQueue,
 }
 
-impl Drop for Inner {
+/// What the user's handles share. Epoll items hold the [`Inner`] itself (to poll it
+/// without upgrading a `Weak` on every event); the notifier counts as closed when the last
+/// handle goes, exactly like a file whose last descriptor is closed.
+pub(crate) struct Handle {
+    pub(crate) core: Arc<Inner>,
+}
+
+impl std::ops::Deref for Handle {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.core
+    }
+}
+
+impl Drop for Handle {
     fn drop(&mut self) {
         // Like a closed file: leave every epoll silently.
-        self.wq.detach_all();
+        self.core.wq.detach_all();
     }
 }
 
@@ -86,7 +100,7 @@ impl Drop for Inner {
 /// ```
 #[derive(Clone)]
 pub struct Notifier {
-    pub(crate) inner: Arc<Inner>,
+    pub(crate) inner: Arc<Handle>,
 }
 
 impl fmt::Debug for Notifier {
@@ -184,17 +198,22 @@ impl NotifierBuilder {
         if self.initial > LIMIT {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("initial count {:#x} is above the limit {LIMIT:#x}", self.initial),
+                format!(
+                    "initial count {:#x} is above the limit {LIMIT:#x}",
+                    self.initial
+                ),
             ));
         }
         Ok(Notifier {
-            inner: Arc::new(Inner {
-                count: AtomicU64::new(self.initial),
-                mode: self.mode,
-                nonblock: self.nonblock,
-                cloexec: self.cloexec,
-                id: next_id(),
-                wq: WaitQueue::new(),
+            inner: Arc::new(Handle {
+                core: Arc::new(Inner {
+                    count: AtomicU64::new(self.initial),
+                    mode: self.mode,
+                    nonblock: self.nonblock,
+                    cloexec: self.cloexec,
+                    id: next_id(),
+                    wq: WaitQueue::new(),
+                }),
             }),
         })
     }
@@ -220,7 +239,9 @@ impl Notifier {
     /// assert_eq!(n.mode(), evfd::Mode::Counter);
     /// ```
     pub fn new() -> Notifier {
-        NotifierBuilder::default().build().expect("count 0 is valid")
+        NotifierBuilder::default()
+            .build()
+            .expect("count 0 is valid")
     }
 
     /// A builder for a notifier with another mode, initial count or flags.
@@ -387,11 +408,12 @@ impl Notifier {
         if self.inner.nonblock {
             return self.try_write(n);
         }
-        self.inner.block(Events::OUT, false, None, || match self.inner.try_write(n) {
-            Ok(()) => Some(Ok(())),
-            Err(WriteRefused::Invalid) => Some(Err(invalid_write())),
-            Err(WriteRefused::Full) => None,
-        })
+        self.inner
+            .block(Events::OUT, false, None, || match self.inner.try_write(n) {
+                Ok(()) => Some(Ok(())),
+                Err(WriteRefused::Invalid) => Some(Err(invalid_write())),
+                Err(WriteRefused::Full) => None,
+            })
     }
 
     /// `write(1)`: the doorbell.
@@ -453,7 +475,8 @@ impl Notifier {
         if self.inner.nonblock {
             return self.try_read();
         }
-        self.inner.block(Events::IN, true, None, || self.inner.try_read().map(Ok))
+        self.inner
+            .block(Events::IN, true, None, || self.inner.try_read().map(Ok))
     }
 
     /// As [`read`](Self::read), giving up after `timeout`.
@@ -478,7 +501,8 @@ impl Notifier {
         }
         // An overflowing deadline means "forever".
         let deadline = Instant::now().checked_add(timeout);
-        self.inner.block(Events::IN, true, deadline, || self.inner.try_read().map(Ok))
+        self.inner
+            .block(Events::IN, true, deadline, || self.inner.try_read().map(Ok))
     }
 
     /// Readiness: the bits of `interest` that hold now, plus `ERR`/`HUP` if they hold
@@ -605,7 +629,9 @@ impl Inner {
         }
         loop {
             let waiter = Arc::new(ThreadWaiter::current());
-            let key = self.wq.add(want, exclusive, false, Target::Thread(Arc::clone(&waiter)));
+            let key = self
+                .wq
+                .add(want, exclusive, false, Target::Thread(Arc::clone(&waiter)));
             // Re-check after publishing interest (the Dekker pair).
             if let Some(r) = op() {
                 if !self.wq.remove(key) {
@@ -613,7 +639,7 @@ impl Inner {
                 }
                 return r;
             }
-            let notified = waiter.wait(deadline, 0);
+            let notified = waiter.wait(deadline, Duration::ZERO);
             let still_queued = !notified && self.wq.remove(key);
             let r = op();
             if !still_queued {
@@ -627,7 +653,10 @@ impl Inner {
             }
             if still_queued {
                 // Genuinely timed out (the entry was never woken).
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "notifier read timed out"));
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "notifier read timed out",
+                ));
             }
         }
     }
@@ -654,7 +683,11 @@ mod tests {
 
     #[test]
     fn autoreset_deliver_resets_only_on_in() {
-        let n = Notifier::builder().mode(Mode::AutoReset).initial(3).build().unwrap();
+        let n = Notifier::builder()
+            .mode(Mode::AutoReset)
+            .initial(3)
+            .build()
+            .unwrap();
         assert_eq!(n.inner.deliver(Events::OUT), Events::IN | Events::OUT);
         assert_eq!(n.count(), 3);
         assert_eq!(n.inner.deliver(Events::IN), Events::IN | Events::OUT);
@@ -695,7 +728,10 @@ mod tests {
     #[test]
     fn timeout_leaves_no_entry() {
         let n = Notifier::new();
-        assert_eq!(n.read_timeout(Duration::from_millis(1)).unwrap_err().kind(), io::ErrorKind::TimedOut);
+        assert_eq!(
+            n.read_timeout(Duration::from_millis(1)).unwrap_err().kind(),
+            io::ErrorKind::TimedOut
+        );
         assert_eq!(n.inner.wq.len(), 0);
     }
 }

@@ -1,1 +1,3 @@
+//! In-crate loom models (`--cfg evfd_loom`).
+mod loom_epoll;
 mod loom_fd;

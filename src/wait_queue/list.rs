@@ -45,7 +45,14 @@ impl<T> Default for List<T> {
 
 impl<T> List<T> {
     pub(crate) const fn new() -> Self {
-        List { nodes: Vec::new(), free: Vec::new(), head: NIL, tail: NIL, len: 0, bit_count: [0; 32] }
+        List {
+            nodes: Vec::new(),
+            free: Vec::new(),
+            head: NIL,
+            tail: NIL,
+            len: 0,
+            bit_count: [0; 32],
+        }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -88,9 +95,15 @@ impl<T> List<T> {
             n.val = Some((mask, val));
             i
         } else {
-            let i = u32::try_from(self.nodes.len()).expect("wait queue holds fewer than 2^32 entries");
+            let i =
+                u32::try_from(self.nodes.len()).expect("wait queue holds fewer than 2^32 entries");
             assert!(i != NIL, "wait queue holds fewer than 2^32 - 1 entries");
-            self.nodes.push(Node { prev: NIL, next: NIL, gen: 0, val: Some((mask, val)) });
+            self.nodes.push(Node {
+                prev: NIL,
+                next: NIL,
+                gen: 0,
+                val: Some((mask, val)),
+            });
             i
         }
     }
@@ -110,7 +123,10 @@ impl<T> List<T> {
             self.nodes[tail as usize].next = i;
         }
         self.tail = i;
-        Key { idx: i, gen: self.nodes[i as usize].gen }
+        Key {
+            idx: i,
+            gen: self.nodes[i as usize].gen,
+        }
     }
 
     /// Insert at the head.
@@ -128,11 +144,16 @@ impl<T> List<T> {
             self.nodes[head as usize].prev = i;
         }
         self.head = i;
-        Key { idx: i, gen: self.nodes[i as usize].gen }
+        Key {
+            idx: i,
+            gen: self.nodes[i as usize].gen,
+        }
     }
 
     fn live(&self, k: Key) -> bool {
-        self.nodes.get(k.idx as usize).is_some_and(|n| n.gen == k.gen && n.val.is_some())
+        self.nodes
+            .get(k.idx as usize)
+            .is_some_and(|n| n.gen == k.gen && n.val.is_some())
     }
 
     /// Remove an entry; `None` if the key is stale (already removed).
@@ -182,7 +203,11 @@ impl<T> List<T> {
         if !self.live(k) {
             return false;
         }
-        let old = self.nodes[k.idx as usize].val.as_ref().map(|(m, _)| *m).unwrap_or_default();
+        let old = self.nodes[k.idx as usize]
+            .val
+            .as_ref()
+            .map(|(m, _)| *m)
+            .unwrap_or_default();
         self.count_bits(old, false);
         self.count_bits(mask, true);
         if let Some((m, _)) = self.nodes[k.idx as usize].val.as_mut() {
@@ -203,7 +228,10 @@ impl<T> List<T> {
         while i != NIL {
             let next = self.nodes[i as usize].next;
             let visit = {
-                let (mask, val) = self.nodes[i as usize].val.as_mut().expect("linked node is live");
+                let (mask, val) = self.nodes[i as usize]
+                    .val
+                    .as_mut()
+                    .expect("linked node is live");
                 f(*mask, val)
             };
             match visit {

@@ -107,7 +107,9 @@ pub(crate) struct WakeBatch {
 
 impl WakeBatch {
     pub(crate) fn new() -> Self {
-        WakeBatch { items: VecDeque::new() }
+        WakeBatch {
+            items: VecDeque::new(),
+        }
     }
 
     pub(crate) fn push_post(&mut self, p: Arc<dyn PostWake>, key: Events) {
@@ -166,7 +168,10 @@ impl Default for WaitQueue {
 
 impl WaitQueue {
     pub(crate) fn new() -> Self {
-        WaitQueue { interest: AtomicU32::new(0), list: Mutex::new(List::new()) }
+        WaitQueue {
+            interest: AtomicU32::new(0),
+            list: Mutex::new(List::new()),
+        }
     }
 
     /// The union of the entries' masks (a snapshot).
@@ -187,9 +192,15 @@ impl WaitQueue {
     pub(crate) fn add(&self, mask: Events, exclusive: bool, front: bool, target: Target) -> Key {
         let mut l = crate::loom::lock(&self.list);
         let e = Entry { exclusive, target };
-        let k = if front { l.push_front(mask, e) } else { l.push_back(mask, e) };
+        let k = if front {
+            l.push_front(mask, e)
+        } else {
+            l.push_back(mask, e)
+        };
         // SeqCst store under the lock: the waiter half of the Dekker pair (module docs).
         self.interest.fetch_or(mask.bits(), SeqCst);
+        drop(l);
+        crate::loom::dekker_fence();
         k
     }
 
@@ -215,6 +226,8 @@ impl WaitQueue {
         if ok {
             self.publish(&l);
         }
+        drop(l);
+        crate::loom::dekker_fence();
         ok
     }
 
@@ -226,7 +239,10 @@ impl WaitQueue {
         {
             let mut l = crate::loom::lock(&self.list);
             match l.get_mut(key) {
-                Some(Entry { target: Target::Task(w), .. }) => old = std::mem::replace(w, waker),
+                Some(Entry {
+                    target: Target::Task(w),
+                    ..
+                }) => old = std::mem::replace(w, waker),
                 Some(_) => unreachable!("update_waker on a non-task entry"),
                 None => return false,
             }
@@ -240,6 +256,7 @@ impl WaitQueue {
     #[inline]
     pub(crate) fn wake(&self, key: Events, nr_exclusive: usize) {
         // Fast path: the SeqCst load pairs with the waiter's SeqCst store (module docs).
+        crate::loom::dekker_fence();
         if self.interest.load(SeqCst) & key.bits() == 0 {
             return;
         }

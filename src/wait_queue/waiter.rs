@@ -1,8 +1,11 @@
 //! A parked thread as a wake target.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crate::loom::sync::atomic::{AtomicBool, Ordering::{Acquire, Release}};
+use crate::loom::sync::atomic::{
+    AtomicBool,
+    Ordering::{Acquire, Release},
+};
 use crate::loom::thread::{self, Thread};
 
 /// A thread waiting in a blocking call. The waker sets `notified` (with the queue's lock
@@ -19,7 +22,10 @@ pub(crate) struct ThreadWaiter {
 impl ThreadWaiter {
     /// A waiter for the calling thread.
     pub(crate) fn current() -> Self {
-        ThreadWaiter { notified: AtomicBool::new(false), thread: thread::current() }
+        ThreadWaiter {
+            notified: AtomicBool::new(false),
+            thread: thread::current(),
+        }
     }
 
     pub(crate) fn set_notified(&self) {
@@ -35,15 +41,27 @@ impl ThreadWaiter {
         self.thread.unpark();
     }
 
-    /// Sleep until notified or `deadline`; spin `spin` rounds first (a cross-CPU wake that
-    /// parks costs ~25 µs on small VMs). Returns whether it was notified.
-    pub(crate) fn wait(&self, deadline: Option<Instant>, spin: u32) -> bool {
-        for _ in 0..spin {
-            if self.is_notified() {
-                return true;
+    /// Sleep until notified or `deadline`; first spin for up to `spin` (a cross-CPU wake that
+    /// parks costs ~25 µs on small VMs; `Duration::ZERO` = no spin). Returns whether it was
+    /// notified.
+    pub(crate) fn wait(&self, deadline: Option<Instant>, spin: Duration) -> bool {
+        #[cfg(not(evfd_loom))]
+        if !spin.is_zero() {
+            let start = Instant::now();
+            let mut i = 0u32;
+            loop {
+                if self.is_notified() {
+                    return true;
+                }
+                std::hint::spin_loop();
+                i = i.wrapping_add(1);
+                if i % 64 == 0 && start.elapsed() >= spin {
+                    break;
+                }
             }
-            std::hint::spin_loop();
         }
+        #[cfg(evfd_loom)]
+        let _ = spin;
         loop {
             if self.is_notified() {
                 return true;

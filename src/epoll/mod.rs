@@ -1,0 +1,734 @@
+//! The embedded mini-epoll: `epoll(7)` over in-memory sources, kernel-exact.
+//!
+//! # LOCKING
+//!
+//! ```text
+//! Acquire in this order, never the reverse:
+//!   0) topology::TOPOLOGY   global Mutex  epoll→epoll links; only `add`/`delete`/close of
+//!                                         an epoll source, and the cycle/depth checks.
+//!   1) EpInner::registry    Mutex  (ep->mtx) the interest set. Held by add/modify/delete,
+//!                                  by the whole harvest (so harvests and ctl operations are
+//!                                  serialised), and by a readiness poll of this epoll.
+//!                                  An outer epoll's registry is taken before an inner one's
+//!                                  (polling a nested epoll goes downward only).
+//!   2) <source>.wq          Mutex  a source's WaitQueue; taken to hook/unhook/re-mask an
+//!                                  item, and by the source's wakes (which run Item::wake).
+//!   3) EpInner::ready       Mutex  (ep->lock) ready list + overflow list + items' qflags.
+//!                                  Taken by Item::wake with (2) held, so nothing may wait
+//!                                  for (1) or (2) while holding (3). Never held while a
+//!                                  source is polled.
+//!   4) EpInner::graveyard,  leaf Mutexes: ids of items whose source closed; topology links.
+//!      EpInner::links
+//!   EpInner::waiters / EpInner::pollers are WaitQueues taken on their own: their wakes are
+//!   deferred (WakeBatch) until every lock above is released.
+//! ```
+//!
+//! Foreign code (wakers, unpark) runs only after all of these are released. Dropping a
+//! source's last handle runs `WaitQueue::detach_all` → `Item::detach`, which takes only (4),
+//! so it is safe from anywhere.
+//!
+//! An `Item` is referenced by the registry, by its entry in the source's wait queue and by
+//! the ready/overflow lists. It holds its epoll strongly; that cycle is broken by
+//! `EpInner::close` when the last `Epoll` handle goes.
+
+mod item;
+mod ready;
+pub(crate) mod source;
+mod topology;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::loom::sync::atomic::{
+    fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::SeqCst,
+};
+use crate::loom::sync::Mutex;
+use crate::wait_queue::{Key, PostWake, Target, ThreadWaiter, WaitQueue, WakeBatch};
+use crate::{Event, Events};
+use item::{Item, LINKED};
+use ready::ReadyState;
+pub use source::Source;
+
+/// One registration: the item and its entry in the source's wait queue.
+struct Reg {
+    item: Arc<Item>,
+    key: Key,
+}
+
+/// Guarded by `EpInner::registry`.
+#[derive(Default)]
+struct Registry {
+    items: HashMap<u64, Reg>,
+    /// Reused for level-triggered requeues in the harvest.
+    requeue: Vec<Arc<Item>>,
+}
+
+/// The epoll's state, shared by its handles, its items and outer epolls that watch it.
+pub(crate) struct EpInner {
+    pub(crate) id: u64,
+    /// (1) the interest set, keyed by source id.
+    registry: Mutex<Registry>,
+    /// (3) ready list + overflow list.
+    pub(crate) ready: Mutex<ReadyState>,
+    /// (4) ids of items whose source closed, purged from `registry` by the next operation.
+    pub(crate) graveyard: Mutex<Vec<u64>>,
+    /// (4) epoll→epoll links, see `topology`.
+    pub(crate) links: Mutex<topology::Links>,
+    /// Threads and tasks in `wait`: exclusive entries at the head (LIFO).
+    pub(crate) waiters: WaitQueue,
+    /// Whoever watches this epoll as a source (outer epolls' items, fd views, futures).
+    pub(crate) pollers: WaitQueue,
+    /// Spin-before-park for `wait`, in nanoseconds (0 = off).
+    spin_ns: AtomicU64,
+    /// Set by `close`; a closed epoll is skipped by topology walks.
+    closed: AtomicBool,
+}
+
+/// The LT cascade's deferred wake: one more `wait`er.
+struct WakeOneWaiter(Arc<EpInner>);
+
+impl PostWake for WakeOneWaiter {
+    fn post_wake(&self, _key: Events) {
+        self.0.waiters.wake(Events::IN, 1);
+    }
+}
+
+impl PostWake for EpInner {
+    /// After an item was queued: wake one `wait`er (LIFO) and every poller.
+    fn post_wake(&self, _key: Events) {
+        self.waiters.wake(Events::IN, 1);
+        self.pollers.wake(Events::IN, usize::MAX);
+    }
+}
+
+/// What the user's handles share; the last one to go closes the epoll.
+pub(crate) struct EpHandle {
+    pub(crate) core: Arc<EpInner>,
+}
+
+impl std::ops::Deref for EpHandle {
+    type Target = EpInner;
+    fn deref(&self) -> &EpInner {
+        &self.core
+    }
+}
+
+impl Drop for EpHandle {
+    fn drop(&mut self) {
+        self.core.close();
+    }
+}
+
+/// A user-space epoll: an interest set over [`Source`]s ([`Notifier`](crate::Notifier)s and
+/// other `Epoll`s), a ready list, and waiters — `epoll(7)` semantics without a syscall.
+///
+/// Cloning gives another handle to the same epoll. An `Epoll` does not keep its sources
+/// alive: a source whose last handle is dropped leaves the interest set silently, like a
+/// closed file.
+///
+/// # Examples
+///
+/// ```
+/// use evfd::{Epoll, Event, Events, Notifier};
+/// let ep = Epoll::new();
+/// let a = Notifier::new();
+/// let b = Notifier::new();
+/// ep.add(&a, Events::IN, 1)?;
+/// ep.add(&b, Events::IN | Events::ET, 2)?;
+/// b.notify()?;
+/// let mut evs = [Event::default(); 8];
+/// let n = ep.wait(&mut evs, Some(std::time::Duration::ZERO))?;
+/// assert_eq!(&evs[..n], &[Event { events: Events::IN, data: 2 }]);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Epoll {
+    pub(crate) inner: Arc<EpHandle>,
+}
+
+impl fmt::Debug for Epoll {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Epoll")
+            .field(
+                "registered",
+                &crate::loom::lock(&self.inner.registry).items.len(),
+            )
+            .field("ready", &crate::loom::lock(&self.inner.ready).list.len())
+            .finish()
+    }
+}
+
+impl Default for Epoll {
+    fn default() -> Self {
+        Epoll::new()
+    }
+}
+
+fn invalid(msg: &'static str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+impl Epoll {
+    /// An empty epoll.
+    ///
+    /// ```
+    /// let ep = evfd::Epoll::new();
+    /// assert_eq!(ep.len(), 0);
+    /// ```
+    pub fn new() -> Epoll {
+        Epoll {
+            inner: Arc::new(EpHandle {
+                core: Arc::new(EpInner {
+                    id: crate::notifier::next_id(),
+                    registry: Mutex::new(Registry::default()),
+                    ready: Mutex::new(ReadyState::default()),
+                    graveyard: Mutex::new(Vec::new()),
+                    links: Mutex::new(topology::Links::default()),
+                    waiters: WaitQueue::new(),
+                    pollers: WaitQueue::new(),
+                    spin_ns: AtomicU64::new(0),
+                    closed: AtomicBool::new(false),
+                }),
+            }),
+        }
+    }
+
+    /// Number of registered sources.
+    ///
+    /// ```
+    /// let ep = evfd::Epoll::new();
+    /// let n = evfd::Notifier::new();
+    /// ep.add(&n, evfd::Events::IN, 0).unwrap();
+    /// assert_eq!(ep.len(), 1);
+    /// drop(n); // a closed source leaves silently
+    /// assert_eq!(ep.len(), 0);
+    /// ```
+    pub fn len(&self) -> usize {
+        let mut reg = crate::loom::lock(&self.inner.registry);
+        self.inner.purge(&mut reg);
+        reg.items.len()
+    }
+
+    /// Whether nothing is registered.
+    ///
+    /// ```
+    /// assert!(evfd::Epoll::new().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether two handles are the same epoll.
+    ///
+    /// ```
+    /// let ep = evfd::Epoll::new();
+    /// assert!(ep.ptr_eq(&ep.clone()));
+    /// ```
+    pub fn ptr_eq(&self, other: &Epoll) -> bool {
+        Arc::ptr_eq(&self.inner.core, &other.inner.core)
+    }
+
+    /// Spin for up to `spin` before parking in [`wait`](Self::wait) (`None` or zero: off, the
+    /// default). A blocking cross-CPU wake costs ~25 µs on small VMs; a waiter that spins
+    /// briefly catches a wake that comes soon without that cost, at the price of CPU time.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let ep = evfd::Epoll::new();
+    /// ep.set_spin(Some(Duration::from_micros(50)));
+    /// assert_eq!(ep.spin(), Some(Duration::from_micros(50)));
+    /// ep.set_spin(None);
+    /// assert_eq!(ep.spin(), None);
+    /// ```
+    pub fn set_spin(&self, spin: Option<Duration>) {
+        let ns = spin.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        self.inner.spin_ns.store(ns, SeqCst);
+    }
+
+    /// The spin-before-park setting.
+    ///
+    /// ```
+    /// assert_eq!(evfd::Epoll::new().spin(), None);
+    /// ```
+    pub fn spin(&self) -> Option<Duration> {
+        match self.inner.spin_ns.load(SeqCst) {
+            0 => None,
+            ns => Some(Duration::from_nanos(ns)),
+        }
+    }
+
+    /// Register `src` with interest `events` and `data` (`EPOLL_CTL_ADD`).
+    ///
+    /// `ERR` and `HUP` are always added; undefined bits are stored as given. The source is
+    /// polled at once and queued if ready — edge-triggered items too.
+    ///
+    /// # Errors
+    ///
+    /// In the kernel's order: `InvalidInput` if `src` is this epoll; `InvalidInput` for
+    /// `EXCLUSIVE` on an epoll source or with any bit outside [`Events::EXCLUSIVE_OK`]
+    /// (`ONESHOT`, `PRI`, `RDHUP`, …); a `FilesystemLoop` error (the kernel's `ELOOP`) if it
+    /// would create a cycle of epolls or a chain of more than 5; `AlreadyExists` if `src` is
+    /// registered. Nothing changes on error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::{Epoll, Events, Notifier};
+    /// let ep = Epoll::new();
+    /// let n = Notifier::new();
+    /// ep.add(&n, Events::IN, 7)?;
+    /// assert_eq!(ep.add(&n, Events::IN, 7).unwrap_err().kind(), std::io::ErrorKind::AlreadyExists);
+    /// assert_eq!(ep.add(&ep, Events::IN, 0).unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[doc(alias = "epoll_ctl")]
+    pub fn add(&self, src: &(impl Source + ?Sized), events: Events, data: u64) -> io::Result<()> {
+        let sc = src.source_ref().0;
+        let ep = &self.inner.core;
+        if sc.id() == ep.id {
+            return Err(invalid("an epoll cannot watch itself"));
+        }
+        if events.contains(Events::EXCLUSIVE) {
+            if sc.as_epoll().is_some() {
+                return Err(invalid("EXCLUSIVE cannot be used on an epoll source"));
+            }
+            if !(events & !Events::EXCLUSIVE_OK).is_empty() {
+                return Err(invalid(
+                    "EXCLUSIVE allows only IN, OUT, ERR, HUP, WAKEUP and ET (not ONESHOT, PRI, RDHUP, ...)",
+                ));
+            }
+        }
+        let topo = sc.as_epoll().map(|_| topology::lock());
+        if let Some(child) = sc.as_epoll() {
+            topology::check_add(ep, child)?;
+        }
+        let mut batch = WakeBatch::new();
+        {
+            let mut reg = crate::loom::lock(&ep.registry);
+            ep.purge(&mut reg);
+            if reg.items.contains_key(&sc.id()) {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    "source is already registered in this epoll",
+                ));
+            }
+            let ev = events | Events::ERR | Events::HUP;
+            let exclusive = ev.contains(Events::EXCLUSIVE);
+            let item = Arc::new_cyclic(|me| Item {
+                me: me.clone(),
+                ep: Arc::clone(ep),
+                src: sc.clone(),
+                events: AtomicU32::new(ev.bits()),
+                data: AtomicU64::new(data),
+                qflags: AtomicU8::new(0),
+                dead: AtomicBool::new(false),
+            });
+            // Non-exclusive entries at the head, exclusive ones at the tail (as the kernel).
+            let key = sc.wait_queue().add(
+                ev & !Events::PRIVATE,
+                exclusive,
+                !exclusive,
+                Target::Callback(Arc::clone(&item) as Arc<dyn crate::wait_queue::Callback>),
+            );
+            reg.items.insert(
+                sc.id(),
+                Reg {
+                    item: Arc::clone(&item),
+                    key,
+                },
+            );
+            if let Some(child) = sc.as_epoll() {
+                topology::link(ep, child);
+            }
+            // The entry is published (SeqCst); now poll (SeqCst): a wake racing the add is
+            // seen by one side or the other.
+            fence(SeqCst);
+            ep.queue_if_ready(&item, ev, &mut batch);
+        }
+        drop(topo);
+        batch.run();
+        Ok(())
+    }
+
+    /// Change the interest and data of a registered source (`EPOLL_CTL_MOD`). Re-arms a
+    /// fired `ONESHOT`; polls the source at once and queues it if ready (so a still-ready
+    /// edge-triggered item reports again).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` if `events` has `EXCLUSIVE`; `NotFound` if `src` is not registered;
+    /// `InvalidInput` if it was added with `EXCLUSIVE`. Nothing changes on error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::{Epoll, Event, Events, Notifier};
+    /// use std::time::Duration;
+    /// let ep = Epoll::new();
+    /// let n = Notifier::new();
+    /// ep.add(&n, Events::IN | Events::ONESHOT, 1)?;
+    /// n.notify()?;
+    /// let mut evs = [Event::default(); 4];
+    /// assert_eq!(ep.wait(&mut evs, Some(Duration::ZERO))?, 1);
+    /// assert_eq!(ep.wait(&mut evs, Some(Duration::ZERO))?, 0); // disarmed
+    /// ep.modify(&n, Events::IN | Events::ONESHOT, 2)?;          // re-armed
+    /// assert_eq!(ep.wait(&mut evs, Some(Duration::ZERO))?, 1);
+    /// assert_eq!(evs[0].data, 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn modify(
+        &self,
+        src: &(impl Source + ?Sized),
+        events: Events,
+        data: u64,
+    ) -> io::Result<()> {
+        let sc = src.source_ref().0;
+        let ep = &self.inner.core;
+        if sc.id() == ep.id {
+            return Err(invalid("an epoll cannot watch itself"));
+        }
+        if events.contains(Events::EXCLUSIVE) {
+            return Err(invalid("EXCLUSIVE can only be given to add, not modify"));
+        }
+        let mut batch = WakeBatch::new();
+        {
+            let mut reg = crate::loom::lock(&ep.registry);
+            ep.purge(&mut reg);
+            let Some(r) = reg.items.get(&sc.id()) else {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "source is not registered in this epoll",
+                ));
+            };
+            if r.item.events().contains(Events::EXCLUSIVE) {
+                return Err(invalid("an item added with EXCLUSIVE cannot be modified"));
+            }
+            let ev = events | Events::ERR | Events::HUP;
+            r.item.data.store(data, SeqCst);
+            r.item.events.store(ev.bits(), SeqCst);
+            sc.wait_queue().set_mask(r.key, ev & !Events::PRIVATE);
+            // Seed 000's barrier: the new mask is visible before we poll; pairs with the
+            // callback's SeqCst mask load.
+            fence(SeqCst);
+            ep.queue_if_ready(&r.item, ev, &mut batch);
+        }
+        batch.run();
+        Ok(())
+    }
+
+    /// Unregister `src` (`EPOLL_CTL_DEL`); a queued event for it is dropped.
+    ///
+    /// # Errors
+    ///
+    /// `NotFound` if `src` is not registered.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::{Epoll, Events, Notifier};
+    /// let ep = Epoll::new();
+    /// let n = Notifier::new();
+    /// ep.add(&n, Events::IN, 0)?;
+    /// ep.delete(&n)?;
+    /// assert_eq!(ep.delete(&n).unwrap_err().kind(), std::io::ErrorKind::NotFound);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn delete(&self, src: &(impl Source + ?Sized)) -> io::Result<()> {
+        let sc = src.source_ref().0;
+        let ep = &self.inner.core;
+        if sc.id() == ep.id {
+            return Err(invalid("an epoll cannot watch itself"));
+        }
+        let topo = sc.as_epoll().map(|_| topology::lock());
+        let removed = {
+            let mut reg = crate::loom::lock(&ep.registry);
+            ep.purge(&mut reg);
+            let Some(r) = reg.items.remove(&sc.id()) else {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "source is not registered in this epoll",
+                ));
+            };
+            r.item.dead.store(true, SeqCst);
+            sc.wait_queue().remove(r.key);
+            if let Some(child) = sc.as_epoll() {
+                topology::unlink(ep, child);
+            }
+            r
+        };
+        drop(topo);
+        drop(removed);
+        Ok(())
+    }
+
+    /// Wait for events and fill `events` with up to `events.len()` of them
+    /// (`epoll_wait(2)`). `timeout`: `None` waits forever, `Some(Duration::ZERO)` never
+    /// blocks.
+    ///
+    /// Each ready source is polled again at delivery: one no longer ready is dropped without
+    /// using a slot; level-triggered items go back to the tail of the ready list (so more
+    /// ready items than slots are served round-robin), edge-triggered ones do not; `ONESHOT`
+    /// items are disarmed; an AutoReset notifier is reset by the delivery of `IN`. Threads
+    /// blocked in `wait` are woken most-recent-first; an edge-triggered event wakes one of
+    /// them, a level-triggered one cascades to the next.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` if `events` is empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::{Epoll, Event, Events, Mode, Notifier};
+    /// use std::time::Duration;
+    /// let ep = Epoll::new();
+    /// let kick = Notifier::builder().mode(Mode::AutoReset).build()?;
+    /// ep.add(&kick, Events::IN, 42)?;
+    /// let k = kick.clone();
+    /// std::thread::spawn(move || k.notify().unwrap());
+    /// let mut evs = [Event::default(); 4];
+    /// assert_eq!(ep.wait(&mut evs, None)?, 1);
+    /// assert_eq!(evs[0], Event { events: Events::IN, data: 42 });
+    /// assert_eq!(kick.count(), 0); // AutoReset: the delivery consumed it
+    /// assert_eq!(ep.wait(&mut evs, Some(Duration::from_millis(1)))?, 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[doc(alias = "epoll_wait")]
+    pub fn wait(&self, events: &mut [Event], timeout: Option<Duration>) -> io::Result<usize> {
+        if events.is_empty() {
+            return Err(invalid(
+                "the event buffer is empty (maxevents must be at least 1)",
+            ));
+        }
+        let ep = &self.inner.core;
+        let n = ep.harvest_now(events);
+        if n > 0 || timeout == Some(Duration::ZERO) {
+            return Ok(n);
+        }
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let forever = deadline.is_none();
+        loop {
+            let waiter = Arc::new(ThreadWaiter::current());
+            let key = ep
+                .waiters
+                .add(Events::IN, true, true, Target::Thread(Arc::clone(&waiter)));
+            if ep.has_ready() {
+                ep.waiters.remove(key);
+            } else {
+                let spin = Duration::from_nanos(ep.spin_ns.load(SeqCst));
+                let notified = waiter.wait(deadline, spin);
+                if !notified && ep.waiters.remove(key) {
+                    // Timed out and never woken: one last look, then report the timeout.
+                    return Ok(ep.harvest_now(events));
+                }
+            }
+            let n = ep.harvest_now(events);
+            if n > 0 {
+                return Ok(n);
+            }
+            if !forever && deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(0);
+            }
+        }
+    }
+
+    /// Readiness of the epoll as a source: `IN | RDNORM` if some queued item is ready now
+    /// (never `OUT`), masked by `interest` plus `ERR`/`HUP`. Never consumes an event.
+    ///
+    /// ```
+    /// use evfd::{Epoll, Events, Notifier};
+    /// let ep = Epoll::new();
+    /// let n = Notifier::new();
+    /// ep.add(&n, Events::IN | Events::ET, 0)?;
+    /// assert!(ep.poll(Events::IN).is_empty());
+    /// n.notify()?;
+    /// assert_eq!(ep.poll(Events::IN | Events::OUT), Events::IN);
+    /// assert_eq!(ep.poll(Events::IN), Events::IN); // polling did not consume it
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn poll(&self, interest: Events) -> Events {
+        self.inner.core.readiness() & (interest | Events::ERR | Events::HUP)
+    }
+}
+
+impl EpInner {
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(SeqCst)
+    }
+
+    /// Drop registrations whose source closed. Must be called with `registry` held.
+    fn purge(&self, reg: &mut Registry) {
+        let dead: Vec<u64> = std::mem::take(&mut *crate::loom::lock(&self.graveyard));
+        for id in dead {
+            // Topology links to a closed epoll are ignored by the walks (`is_closed`) and
+            // pruned at the next link, so nothing here needs the topology lock.
+            if reg.items.get(&id).is_some_and(|r| r.item.is_dead()) {
+                reg.items.remove(&id);
+            }
+        }
+    }
+
+    /// Is the ready list non-empty or a harvest running?
+    fn has_ready(&self) -> bool {
+        let rd = crate::loom::lock(&self.ready);
+        !rd.list.is_empty() || rd.ovf_active
+    }
+
+    /// `add`/`modify`'s poll: queue the item if the source is ready for `ev` (a pure check:
+    /// nothing is consumed). Must be called with `registry` held.
+    fn queue_if_ready(&self, item: &Item, ev: Events, batch: &mut WakeBatch) {
+        let r = item.src.poll(ev, false) & ev & !Events::PRIVATE;
+        if r.is_empty() {
+            return;
+        }
+        let post = {
+            let mut rd = crate::loom::lock(&self.ready);
+            rd.queue(item);
+            !self.waiters.interest().is_empty() || !self.pollers.interest().is_empty()
+        };
+        if post {
+            batch.push_post(Arc::clone(&item.ep) as Arc<dyn PostWake>, Events::IN);
+        }
+    }
+
+    /// One harvest; its deferred wakes run before returning, with no lock held.
+    fn harvest_now(self: &Arc<Self>, out: &mut [Event]) -> usize {
+        let mut batch = WakeBatch::new();
+        let n = {
+            let mut reg = crate::loom::lock(&self.registry);
+            self.purge(&mut reg);
+            self.scan(&mut reg, Some(out), &mut batch)
+        };
+        batch.run();
+        n
+    }
+
+    /// `ep_send_events` (with `out`) or `__ep_eventpoll_poll` (without: stop at the first
+    /// ready item, consume nothing). Must be called with `registry` held.
+    fn scan(
+        self: &Arc<Self>,
+        reg: &mut Registry,
+        out: Option<&mut [Event]>,
+        batch: &mut WakeBatch,
+    ) -> usize {
+        let mut tx = {
+            let mut rd = crate::loom::lock(&self.ready);
+            if rd.list.is_empty() {
+                return 0;
+            }
+            rd.start_scan()
+        };
+        let mut requeue = std::mem::take(&mut reg.requeue);
+        let mut n = 0;
+        match out {
+            Some(out) => {
+                while n < out.len() {
+                    let Some(item) = tx.pop_front() else { break };
+                    // The harvester owns LINKED of transfer-list items (see Item::qflags).
+                    item.set_flag(LINKED, false);
+                    if item.is_dead() {
+                        continue;
+                    }
+                    let ev = item.events();
+                    if (ev & !Events::PRIVATE).is_empty() {
+                        continue;
+                    }
+                    let r = item.src.poll(ev, true) & ev & !Events::PRIVATE;
+                    if r.is_empty() {
+                        continue;
+                    }
+                    out[n] = Event {
+                        events: r,
+                        data: item.data.load(SeqCst),
+                    };
+                    n += 1;
+                    if ev.contains(Events::ONESHOT) {
+                        item.events.store((ev & Events::PRIVATE).bits(), SeqCst);
+                    } else if !ev.contains(Events::ET) {
+                        item.set_flag(LINKED, true);
+                        requeue.push(item);
+                    }
+                }
+            }
+            None => {
+                while let Some(item) = tx.front() {
+                    let ev = item.events();
+                    if !item.is_dead()
+                        && !(item.src.poll(ev, false) & ev & !Events::PRIVATE).is_empty()
+                    {
+                        n = 1;
+                        break;
+                    }
+                    if let Some(it) = tx.pop_front() {
+                        it.set_flag(LINKED, false);
+                    }
+                }
+            }
+        }
+        let mut rd = crate::loom::lock(&self.ready);
+        rd.done_scan(tx, &mut requeue);
+        reg.requeue = requeue;
+        if !rd.list.is_empty() && !self.waiters.interest().is_empty() {
+            // The LT cascade: let the next sleeper look too.
+            batch.push_post(
+                Arc::new(WakeOneWaiter(Arc::clone(self))) as Arc<dyn PostWake>,
+                Events::IN,
+            );
+        }
+        n
+    }
+
+    /// Readiness as a source (`IN | RDNORM` iff a queued item re-polls ready). Never consumes.
+    pub(crate) fn readiness(self: &Arc<Self>) -> Events {
+        let mut batch = WakeBatch::new();
+        let n = {
+            let mut reg = crate::loom::lock(&self.registry);
+            self.purge(&mut reg);
+            self.scan(&mut reg, None, &mut batch)
+        };
+        batch.run();
+        if n > 0 {
+            Events::IN | Events::RDNORM
+        } else {
+            Events::empty()
+        }
+    }
+
+    /// The last handle went: unhook every item, drop the ready list, and leave every outer
+    /// epoll silently.
+    fn close(&self) {
+        self.closed.store(true, SeqCst);
+        let regs: Vec<Reg> = {
+            let mut reg = crate::loom::lock(&self.registry);
+            let regs: Vec<Reg> = reg.items.drain().map(|(_, r)| r).collect();
+            for r in &regs {
+                r.item.dead.store(true, SeqCst);
+                r.item.src.wait_queue().remove(r.key);
+            }
+            reg.requeue.clear();
+            regs
+        };
+        if regs.iter().any(|r| r.item.src.as_epoll().is_some()) {
+            let _t = topology::lock();
+            for r in &regs {
+                if let Some(child) = r.item.src.as_epoll() {
+                    topology::unlink(self, child);
+                }
+            }
+        }
+        let lists = {
+            let mut rd = crate::loom::lock(&self.ready);
+            (
+                std::mem::take(&mut rd.list),
+                std::mem::take(&mut rd.ovf),
+                std::mem::take(&mut rd.spare),
+            )
+        };
+        self.pollers.detach_all();
+        drop(lists);
+        drop(regs);
+    }
+}

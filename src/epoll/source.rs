@@ -1,0 +1,105 @@
+//! What an [`Epoll`](crate::Epoll) can watch: the [`Source`] trait and its in-crate view.
+
+use std::sync::Arc;
+
+use super::EpInner;
+use crate::notifier;
+use crate::wait_queue::WaitQueue;
+use crate::Events;
+
+/// The in-crate view of a source: its core, held strongly so the harvest can poll it without
+/// upgrading a `Weak` per event. Whether the source is still open is tracked separately (the
+/// item's `dead` flag, set when the last user handle goes).
+#[derive(Clone)]
+pub(crate) enum SourceCore {
+    Notifier(Arc<notifier::Inner>),
+    Epoll(Arc<EpInner>),
+}
+
+impl SourceCore {
+    pub(crate) fn id(&self) -> u64 {
+        match self {
+            SourceCore::Notifier(n) => n.id,
+            SourceCore::Epoll(e) => e.id,
+        }
+    }
+
+    /// The queue an epoll item hooks into.
+    pub(crate) fn wait_queue(&self) -> &WaitQueue {
+        match self {
+            SourceCore::Notifier(n) => &n.wq,
+            SourceCore::Epoll(e) => &e.pollers,
+        }
+    }
+
+    /// Readiness for `interest`. With `deliver`, this is the delivery of `IN` to a consumer
+    /// (an AutoReset notifier resets); without, a pure check. An epoll is never consumed by
+    /// being polled.
+    pub(crate) fn poll(&self, interest: Events, deliver: bool) -> Events {
+        match self {
+            SourceCore::Notifier(n) => {
+                if deliver {
+                    n.deliver(interest)
+                } else {
+                    n.readiness()
+                }
+            }
+            SourceCore::Epoll(e) => e.readiness(),
+        }
+    }
+
+    pub(crate) fn as_epoll(&self) -> Option<&Arc<EpInner>> {
+        match self {
+            SourceCore::Epoll(e) => Some(e),
+            SourceCore::Notifier(_) => None,
+        }
+    }
+}
+
+pub(crate) mod sealed {
+    /// A source's in-crate view. Public only in name: the module is private.
+    pub struct SourceRef(pub(crate) super::SourceCore);
+
+    /// Seals [`Source`](super::Source).
+    pub trait Sealed {
+        /// The in-crate view.
+        fn source_ref(&self) -> SourceRef;
+    }
+}
+
+/// Something an [`Epoll`](crate::Epoll) can watch: a [`Notifier`](crate::Notifier) or
+/// another [`Epoll`](crate::Epoll) (nesting). Sealed: the crate implements it.
+///
+/// # Examples
+///
+/// ```
+/// use evfd::{Epoll, Events, Notifier, Source};
+/// fn watch(ep: &Epoll, s: &impl Source, data: u64) -> std::io::Result<()> {
+///     ep.add(s, Events::IN, data)
+/// }
+/// let ep = Epoll::new();
+/// watch(&ep, &Notifier::new(), 1).unwrap();
+/// watch(&ep, &Epoll::new(), 2).unwrap();
+/// ```
+pub trait Source: sealed::Sealed {}
+
+impl sealed::Sealed for crate::Notifier {
+    fn source_ref(&self) -> sealed::SourceRef {
+        sealed::SourceRef(SourceCore::Notifier(Arc::clone(&self.inner.core)))
+    }
+}
+impl Source for crate::Notifier {}
+
+impl sealed::Sealed for crate::Epoll {
+    fn source_ref(&self) -> sealed::SourceRef {
+        sealed::SourceRef(SourceCore::Epoll(Arc::clone(&self.inner.core)))
+    }
+}
+impl Source for crate::Epoll {}
+
+impl<T: sealed::Sealed + ?Sized> sealed::Sealed for &T {
+    fn source_ref(&self) -> sealed::SourceRef {
+        (**self).source_ref()
+    }
+}
+impl<T: Source + ?Sized> Source for &T {}

@@ -1,0 +1,109 @@
+//! Epoll-in-epoll topology: cycle and depth checks at `add` (KERNEL-SEMANTICS.md §4.9).
+//!
+//! # LOCKING
+//!
+//! ```text
+//! TOPOLOGY        global Mutex<()>: serialises every change of an epoll→epoll link and every
+//!                 check, like the kernel's epnested_mutex. Taken before any EpInner::registry.
+//! EpInner::links  Mutex<Links>: leaf lock; written only with TOPOLOGY held.
+//! ```
+
+use std::io;
+use std::sync::{Arc, Weak};
+
+use super::EpInner;
+
+/// The kernel's `EP_MAX_NESTS`: at most 4 epoll-in-epoll links in any chain (5 levels).
+pub(crate) const MAX_NESTS: usize = 4;
+
+pub(crate) static TOPOLOGY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// An epoll's links to other epolls.
+#[derive(Default)]
+pub(crate) struct Links {
+    /// Epolls this one watches.
+    pub(crate) children: Vec<Weak<EpInner>>,
+    /// Epolls that watch this one.
+    pub(crate) parents: Vec<Weak<EpInner>>,
+}
+
+fn live(v: &[Weak<EpInner>]) -> Vec<Arc<EpInner>> {
+    v.iter()
+        .filter_map(Weak::upgrade)
+        .filter(|e| !e.is_closed())
+        .collect()
+}
+
+/// Longest chain of links below `e`. Must be called with TOPOLOGY held.
+fn down(e: &EpInner) -> usize {
+    let kids = live(&crate::loom::lock(&e.links).children);
+    kids.iter().map(|k| 1 + down(k)).max().unwrap_or(0)
+}
+
+/// Longest chain of links above `e`. Must be called with TOPOLOGY held.
+fn up(e: &EpInner) -> usize {
+    let ps = live(&crate::loom::lock(&e.links).parents);
+    ps.iter().map(|p| 1 + up(p)).max().unwrap_or(0)
+}
+
+/// Whether `target` can reach `id` through child links. Must be called with TOPOLOGY held.
+fn reaches(from: &EpInner, id: u64) -> bool {
+    if from.id == id {
+        return true;
+    }
+    live(&crate::loom::lock(&from.links).children)
+        .iter()
+        .any(|k| reaches(k, id))
+}
+
+fn eloop(msg: &str) -> io::Error {
+    // The kernel answers ELOOP; keep its kind (FilesystemLoop) with our message.
+    io::Error::new(
+        io::Error::from_raw_os_error(rustix::io::Errno::LOOP.raw_os_error()).kind(),
+        msg.to_string(),
+    )
+}
+
+/// May `child` be added to `parent`? Must be called with TOPOLOGY held.
+pub(crate) fn check_add(parent: &EpInner, child: &EpInner) -> io::Result<()> {
+    if reaches(child, parent.id) {
+        return Err(eloop(
+            "adding this epoll would create a cycle of epolls (ELOOP)",
+        ));
+    }
+    if down(child) + 1 + up(parent) > MAX_NESTS {
+        return Err(eloop(
+            "adding this epoll would nest epolls more than 5 levels deep (ELOOP)",
+        ));
+    }
+    Ok(())
+}
+
+/// Record the link `parent → child`. Must be called with TOPOLOGY held.
+pub(crate) fn link(parent: &Arc<EpInner>, child: &Arc<EpInner>) {
+    let alive = |w: &Weak<EpInner>| w.upgrade().is_some_and(|e| !e.is_closed());
+    let mut pl = crate::loom::lock(&parent.links);
+    pl.children.retain(alive);
+    pl.children.push(Arc::downgrade(child));
+    drop(pl);
+    let mut cl = crate::loom::lock(&child.links);
+    cl.parents.retain(alive);
+    cl.parents.push(Arc::downgrade(parent));
+}
+
+/// Forget the link `parent → child`. Must be called with TOPOLOGY held.
+pub(crate) fn unlink(parent: &EpInner, child: &EpInner) {
+    crate::loom::lock(&parent.links)
+        .children
+        .retain(|w| w.upgrade().is_some_and(|c| c.id != child.id));
+    crate::loom::lock(&child.links)
+        .parents
+        .retain(|w| w.upgrade().is_some_and(|p| p.id != parent.id));
+}
+
+/// Take the global topology lock.
+pub(crate) fn lock() -> std::sync::MutexGuard<'static, ()> {
+    TOPOLOGY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
