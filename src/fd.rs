@@ -484,6 +484,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
     fn no_entry_after_the_last_view_drops() {
         let n = Notifier::new();
         let v = n.fd_view().unwrap();
@@ -498,6 +499,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
     fn view_keeps_the_source_alive() {
         let n = Notifier::new();
         let weak = Arc::downgrade(&n.inner);
@@ -512,6 +514,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
     fn readable_exactly_while_count_positive() {
         let n = Notifier::builder().mode(Mode::Semaphore).build().unwrap();
         let v = n.fd_view().unwrap();
@@ -533,6 +536,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
     fn hook_is_visited_before_an_exclusive_reader() {
         // A blocked reader is an exclusive entry; a Counter write wakes one exclusive entry
         // and stops. The view's entry sits at the head, so it is still visited.

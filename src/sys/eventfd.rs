@@ -197,6 +197,7 @@ mod tests {
 
     #[cfg(not(evfd_loom))]
     #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
     fn doorbell_ring_drain_are_idempotent() {
         let d = EventfdDoorbell::create(true).unwrap();
         assert!(is_cloexec(d.as_fd()).unwrap());

@@ -83,6 +83,7 @@ mod tests {
     use crate::Events;
 
     #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
     fn ring_drain_toggle_readability() {
         let d = PipeDoorbell::create(true).unwrap();
         assert!(super::super::eventfd::is_cloexec(d.as_fd()).unwrap());
