@@ -398,18 +398,14 @@ fn stress(et: bool, consumers: usize) {
                         continue;
                     }
                     wakes.fetch_add(1, SeqCst);
-                    loop {
-                        match n.try_read() {
-                            Ok(v) => {
-                                if sum.fetch_add(v, SeqCst) + v == TOTAL {
-                                    stop.notify().unwrap();
-                                    return;
-                                }
-                                if !et {
-                                    break; // LT: one read per wake
-                                }
-                            }
-                            Err(_) => break, // WouldBlock: wait again
+                    // ET: read until WouldBlock; LT: one read per wake.
+                    while let Ok(v) = n.try_read() {
+                        if sum.fetch_add(v, SeqCst) + v == TOTAL {
+                            stop.notify().unwrap();
+                            return;
+                        }
+                        if !et {
+                            break;
                         }
                     }
                 }
