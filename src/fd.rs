@@ -296,9 +296,12 @@ impl Drop for Registration {
 /// # Cost
 ///
 /// While a view exists, each state change also takes the source's wait-queue lock (to run
-/// the view's hook). Syscalls happen only on edges: one `write(2)` when the source becomes
-/// readable, one `read(2)` when it stops being readable. [`doorbell_stats`](Self::doorbell_stats)
-/// counts them.
+/// the view's hook), and a consumption that empties the source takes the view's doorbell
+/// mutex. Syscalls happen only on edges: one `write(2)` when the source becomes readable,
+/// one `read(2)` when it stops being readable, and one `write(2)` when a write refills the
+/// source while a read is emptying it (an edge that edge-triggered pollers must see).
+/// Notifies while the source is readable cost none.
+/// [`doorbell_stats`](Self::doorbell_stats) counts them.
 ///
 /// # Examples
 ///

@@ -246,6 +246,21 @@ fn view_keeps_notifier_alive() {
     assert!(!poll_readable(&view));
 }
 
+/// The doorbell backend is the one this build selects: an eventfd by default, a pipe with
+/// `--cfg evfd_force_pipe` (CI runs the whole suite both ways).
+#[test]
+fn backend_matches_the_build() {
+    use std::os::fd::AsRawFd;
+    let view = Notifier::new().fd_view().unwrap();
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", view.as_raw_fd())).unwrap();
+    let link = link.to_string_lossy();
+    if cfg!(evfd_force_pipe) {
+        assert!(link.starts_with("pipe:"), "{link}");
+    } else {
+        assert_eq!(link, "anon_inode:[eventfd]");
+    }
+}
+
 #[test]
 fn cloexec_follows_the_notifier() {
     use rustix::io::{fcntl_getfd, FdFlags};

@@ -199,8 +199,7 @@ pub(crate) fn poll_until(
     interest: Events,
     deadline: Option<Instant>,
 ) -> io::Result<Events> {
-    // Poll bits share the epoll values for IN, PRI, OUT, ERR, HUP, NVAL.
-    let flags = PollFlags::from_bits_truncate((interest.bits() & 0x3f) as u16);
+    let flags = to_poll_flags(interest);
     loop {
         let timeout = match deadline {
             None => None,
@@ -213,11 +212,36 @@ pub(crate) fn poll_until(
         let mut fds = [PollFd::from_borrowed_fd(fd, flags)];
         match rustix::event::poll(&mut fds, timeout.as_ref()) {
             Ok(0) => return Ok(Events::empty()),
-            Ok(_) => return Ok(Events::from_bits_retain(u32::from(fds[0].revents().bits()))),
+            Ok(_) => return Ok(from_poll_flags(fds[0].revents())),
             Err(rustix::io::Errno::INTR) => continue,
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// Pairs of our bits and `poll(2)`'s (whose values and integer type vary by platform and
+/// rustix backend, so they are mapped by name).
+const POLL_BITS: [(Events, PollFlags); 6] = [
+    (Events::IN, PollFlags::IN),
+    (Events::PRI, PollFlags::PRI),
+    (Events::OUT, PollFlags::OUT),
+    (Events::ERR, PollFlags::ERR),
+    (Events::HUP, PollFlags::HUP),
+    (Events::NVAL, PollFlags::NVAL),
+];
+
+fn to_poll_flags(interest: Events) -> PollFlags {
+    POLL_BITS
+        .iter()
+        .filter(|(e, _)| interest.contains(*e))
+        .fold(PollFlags::empty(), |acc, (_, p)| acc | *p)
+}
+
+fn from_poll_flags(revents: PollFlags) -> Events {
+    POLL_BITS
+        .iter()
+        .filter(|(_, p)| revents.contains(*p))
+        .fold(Events::empty(), |acc, (e, _)| acc | *e)
 }
 
 /// The readiness of one fd now (`poll(2)` with a zero timeout).
