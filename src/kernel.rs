@@ -418,17 +418,20 @@ impl KernelNotifier {
             return self.try_write(n);
         }
         let mut backoff = Duration::from_micros(50);
+        let mut after_poll = false;
         loop {
             match self.try_write(n) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 r => return r,
             }
-            let ready = sys::poll_until(self.fd.as_fd(), Events::OUT, None)?;
-            if ready.contains(Events::OUT) {
-                // Room for 1 but not for n: nothing to poll for; back off.
+            if after_poll {
+                // poll(2) said writable but `n` still does not fit (room for 1 only, or an
+                // overflowed count reporting ERR): nothing to poll for; back off.
                 std::thread::sleep(backoff);
                 backoff = (backoff * 2).min(Duration::from_millis(10));
             }
+            sys::poll_until(self.fd.as_fd(), Events::OUT, None)?;
+            after_poll = true;
         }
     }
 
