@@ -195,7 +195,8 @@ fn try_clone_shares_the_counter() {
 
 #[test]
 fn blocking_read_woken_by_a_thread_writing_the_raw_fd() {
-    let k = Arc::new(KernelNotifier::new(Mode::Counter).unwrap());
+    let adopted = eventfd(0, EventfdFlags::CLOEXEC).unwrap();
+    let k = Arc::new(KernelNotifier::from_owned_fd(adopted, Mode::Counter).unwrap());
     // The other side knows nothing of evfd: a dup'ed fd and write(2).
     let peer = rustix::io::dup(&*k).unwrap();
     let t = std::thread::spawn(move || {
@@ -250,11 +251,12 @@ fn blocking_write_waits_for_room() {
     assert_eq!(k.read().unwrap(), 5);
 }
 
-/// A forked child (another process) writes the adopted fd; the parent's blocking read
+/// A forked child (another process) writes an adopted eventfd; the parent's blocking read
 /// sees it. The child only calls write(2) and _exit(2).
 #[test]
 fn written_by_a_forked_child() {
-    let k = KernelNotifier::new(Mode::Counter).unwrap();
+    let adopted = eventfd(0, EventfdFlags::CLOEXEC).unwrap();
+    let k = KernelNotifier::from_owned_fd(adopted, Mode::Counter).unwrap();
     let fd = k.as_raw_fd();
     let val: u64 = 42;
     // SAFETY: after fork the child calls only async-signal-safe functions (write, _exit)
