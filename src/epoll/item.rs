@@ -5,17 +5,11 @@ use std::sync::{Arc, Weak};
 use super::source::SourceCore;
 use super::EpInner;
 use crate::loom::sync::atomic::{
-    AtomicBool, AtomicU32, AtomicU64, AtomicU8,
-    Ordering::{Relaxed, SeqCst},
+    AtomicBool, AtomicU32, AtomicU64,
+    Ordering::{Acquire, Relaxed, SeqCst},
 };
 use crate::wait_queue::{Callback, WakeBatch};
 use crate::Events;
-
-/// `Item::qflags` bit: on the ready list or the harvester's private transfer list
-/// (`ep_is_linked`).
-pub(crate) const LINKED: u8 = 1;
-/// `Item::qflags` bit: chained on the overflow list (`epi->next != EP_UNACTIVE_PTR`).
-pub(crate) const OVF: u8 = 2;
 
 /// One registration of a source in an epoll.
 pub(crate) struct Item {
@@ -32,9 +26,13 @@ pub(crate) struct Item {
     pub(crate) events: AtomicU32,
     /// The user's data. Written and read with `ep.registry` held.
     pub(crate) data: AtomicU64,
-    /// `LINKED | OVF`. Guarded by `ep.ready`, except that while a scan is active (ovf on) the
-    /// harvester, holding `ep.registry`, owns the `LINKED` bit of items on its transfer list.
-    pub(crate) qflags: AtomicU8,
+    /// On the ready list or the harvester's transfer list (`ep_is_linked`). Guarded by
+    /// `ep.ready`, except that while a scan is active the harvester (holding `ep.registry`)
+    /// owns it for the items on its transfer list; callbacks then touch only `ovf`. Two
+    /// separate words, so that those two writers never share a read-modify-write.
+    pub(crate) linked: AtomicBool,
+    /// Chained on the overflow list (`epi->next != EP_UNACTIVE_PTR`). Guarded by `ep.ready`.
+    pub(crate) ovf: AtomicBool,
     /// The source was closed or the item deleted: skip it wherever it is met.
     pub(crate) dead: AtomicBool,
 }
@@ -44,16 +42,21 @@ impl Item {
         Events::from_bits_retain(self.events.load(SeqCst))
     }
 
-    pub(crate) fn flag(&self, f: u8) -> bool {
-        self.qflags.load(Relaxed) & f != 0
+    pub(crate) fn is_linked(&self) -> bool {
+        self.linked.load(Relaxed)
     }
 
-    pub(crate) fn set_flag(&self, f: u8, on: bool) {
-        if on {
-            self.qflags.fetch_or(f, Relaxed);
-        } else {
-            self.qflags.fetch_and(!f, Relaxed);
-        }
+    /// Plain store: see `linked` for who may write it when.
+    pub(crate) fn set_linked(&self, on: bool) {
+        self.linked.store(on, Relaxed);
+    }
+
+    pub(crate) fn is_ovf(&self) -> bool {
+        self.ovf.load(Relaxed)
+    }
+
+    pub(crate) fn set_ovf(&self, on: bool) {
+        self.ovf.store(on, Relaxed);
     }
 
     pub(crate) fn is_dead(&self) -> bool {
@@ -87,19 +90,47 @@ impl Callback for Item {
             return !exclusive;
         }
         let ep = &self.ep;
-        let (sleeper, post) = {
+        // Lock-free coalescing: the item already sits on the ready list, no scan is running,
+        // and nobody waits on or polls this epoll, so queueing again would change nothing.
+        // `scanning` is read first (SeqCst, after the source's state change: the Dekker pair
+        // with the harvester, which sets `scanning` and then polls the source), and `linked`
+        // after it: if the scan already ended, its `linked = false` is visible here.
+        if !exclusive
+            && !ep.scanning.load(SeqCst)
+            && self.linked.load(Acquire)
+            && ep.waiters.interest().is_empty()
+            && ep.pollers.interest().is_empty()
+        {
+            return true;
+        }
+        let (sleeper, pollers) = {
             let mut rd = crate::loom::lock(&ep.ready);
-            rd.queue(self);
+            // Sleepers and pollers are woken even if the item was queued already.
+            let _ = rd.queue(self);
             // Read under `ep.ready`: a waiter publishes its interest before it takes
             // `ep.ready` to look at the list, so either it sees the item or we see it.
-            let sleeper = !ep.waiters.interest().is_empty();
-            (sleeper, sleeper || !ep.pollers.interest().is_empty())
+            (
+                !ep.waiters.interest().is_empty(),
+                ep.pollers.interest().intersects(Events::IN),
+            )
         };
-        if post {
+        if sleeper {
+            // One `wait`er, after every lock is released (an empty key: waiters only).
             batch.push_post(
                 Arc::clone(ep) as Arc<dyn crate::wait_queue::PostWake>,
-                Events::IN,
+                Events::empty(),
             );
+        }
+        if pollers {
+            // The pollers of this epoll (outer epolls' items) are woken now, still under the
+            // source's lock, as the kernel's `ep_poll_safewake` does from inside
+            // `ep_poll_callback`: an outer epoll must see "inner became ready" in the middle
+            // of the source's wake walk, before the source's later entries run. Otherwise an
+            // outer epoll that watches both the source and the inner epoll queues them in
+            // the other order. Only callbacks run here; threads and tasks go into `batch`.
+            // Lock order: source queue → epoll ready → epoll pollers → outer ready → ...,
+            // always upward along the (acyclic) epoll topology.
+            ep.pollers.wake_locked(Events::IN, usize::MAX, batch);
         }
         if !exclusive {
             return true;

@@ -19,8 +19,12 @@
 //!                                  source is polled.
 //!   4) EpInner::graveyard,  leaf Mutexes: ids of items whose source closed; topology links.
 //!      EpInner::links
-//!   EpInner::waiters / EpInner::pollers are WaitQueues taken on their own: their wakes are
-//!   deferred (WakeBatch) until every lock above is released.
+//!   EpInner::waiters    a WaitQueue taken on its own: its wakes are deferred (WakeBatch)
+//!                       until every lock above is released.
+//!   EpInner::pollers    a WaitQueue; Item::wake takes it after releasing (3), still under
+//!                       the source's (2), and runs the outer epolls' item callbacks inline
+//!                       (kernel order: an outer epoll sees the inner one become ready in
+//!                       the middle of the source's wake walk). Chains upward only.
 //! ```
 //!
 //! Foreign code (wakers, unpark) runs only after all of these are released. Dropping a
@@ -36,6 +40,9 @@ mod ready;
 pub(crate) mod source;
 mod topology;
 
+#[cfg(all(test, not(evfd_loom)))]
+mod tests;
+
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
@@ -43,12 +50,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::loom::sync::atomic::{
-    fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::SeqCst,
+    fence, AtomicBool, AtomicU32, AtomicU64,
+    Ordering::{Relaxed, SeqCst},
 };
 use crate::loom::sync::Mutex;
 use crate::wait_queue::{Key, PostWake, Target, ThreadWaiter, WaitQueue, WakeBatch};
 use crate::{Event, Events};
-use item::{Item, LINKED};
+use item::Item;
 use ready::ReadyState;
 pub use source::Source;
 
@@ -85,6 +93,9 @@ pub(crate) struct EpInner {
     spin_ns: AtomicU64,
     /// Set by `close`; a closed epoll is skipped by topology walks.
     closed: AtomicBool,
+    /// Mirrors `ReadyState::ovf_active` (written with `ready` held), readable without it:
+    /// see `Item::wake`'s coalescing fast path.
+    pub(crate) scanning: AtomicBool,
 }
 
 /// The LT cascade's deferred wake: one more `wait`er.
@@ -97,10 +108,13 @@ impl PostWake for WakeOneWaiter {
 }
 
 impl PostWake for EpInner {
-    /// After an item was queued: wake one `wait`er (LIFO) and every poller.
-    fn post_wake(&self, _key: Events) {
+    /// After an item was queued: wake one `wait`er (LIFO) and, unless `key` is empty, every
+    /// poller with `key`. (The wake callback wakes the pollers itself and posts an empty key.)
+    fn post_wake(&self, key: Events) {
         self.waiters.wake(Events::IN, 1);
-        self.pollers.wake(Events::IN, usize::MAX);
+        if !key.is_empty() {
+            self.pollers.wake(key, usize::MAX);
+        }
     }
 }
 
@@ -191,6 +205,7 @@ impl Epoll {
                     pollers: WaitQueue::new(),
                     spin_ns: AtomicU64::new(0),
                     closed: AtomicBool::new(false),
+                    scanning: AtomicBool::new(false),
                 }),
             }),
         }
@@ -323,7 +338,8 @@ impl Epoll {
                 src: sc.clone(),
                 events: AtomicU32::new(ev.bits()),
                 data: AtomicU64::new(data),
-                qflags: AtomicU8::new(0),
+                linked: AtomicBool::new(false),
+                ovf: AtomicBool::new(false),
                 dead: AtomicBool::new(false),
             });
             // Non-exclusive entries at the head, exclusive ones at the tail (as the kernel).
@@ -407,7 +423,7 @@ impl Epoll {
                 return Err(invalid("an item added with EXCLUSIVE cannot be modified"));
             }
             let ev = events | Events::ERR | Events::HUP;
-            r.item.data.store(data, SeqCst);
+            r.item.data.store(data, Relaxed);
             r.item.events.store(ev.bits(), SeqCst);
             sc.wait_queue().set_mask(r.key, ev & !Events::PRIVATE);
             // Seed 000's barrier: the new mask is visible before we poll; pairs with the
@@ -579,6 +595,11 @@ impl EpInner {
 
     /// `add`/`modify`'s poll: queue the item if the source is ready for `ev` (a pure check:
     /// nothing is consumed). Must be called with `registry` held.
+    ///
+    /// As `ep_insert`/`ep_modify`: waiters and pollers are woken only if the item was newly
+    /// queued. A `modify` of an item that is still on the ready list wakes nobody (unlike the
+    /// wake callback, which wakes them even then), so an outer epoll watching this one is
+    /// not re-queued by it.
     fn queue_if_ready(&self, item: &Item, ev: Events, batch: &mut WakeBatch) {
         let r = item.src.poll(ev, false) & ev & !Events::PRIVATE;
         if r.is_empty() {
@@ -586,8 +607,8 @@ impl EpInner {
         }
         let post = {
             let mut rd = crate::loom::lock(&self.ready);
-            rd.queue(item);
-            !self.waiters.interest().is_empty() || !self.pollers.interest().is_empty()
+            rd.queue(item)
+                && (!self.waiters.interest().is_empty() || !self.pollers.interest().is_empty())
         };
         if post {
             batch.push_post(Arc::clone(&item.ep) as Arc<dyn PostWake>, Events::IN);
@@ -619,57 +640,73 @@ impl EpInner {
             if rd.list.is_empty() {
                 return 0;
             }
+            // Published before any source is polled (SeqCst store, then SeqCst loads of the
+            // sources): pairs with Item::wake's lock-free coalescing check.
+            self.scanning.store(true, SeqCst);
             rd.start_scan()
         };
+        crate::loom::dekker_fence();
         let mut requeue = std::mem::take(&mut reg.requeue);
         let mut n = 0;
+        let mut peek_first = None;
+        let mut it = tx.drain(..);
         match out {
             Some(out) => {
                 while n < out.len() {
-                    let Some(item) = tx.pop_front() else { break };
-                    // The harvester owns LINKED of transfer-list items (see Item::qflags).
-                    item.set_flag(LINKED, false);
+                    let Some(item) = it.next() else { break };
+                    // The harvester owns `linked` of transfer-list items (see Item::linked):
+                    // it stays set only for a level-triggered item requeued below.
                     if item.is_dead() {
+                        item.set_linked(false);
                         continue;
                     }
                     let ev = item.events();
-                    if (ev & !Events::PRIVATE).is_empty() {
-                        continue;
-                    }
                     let r = item.src.poll(ev, true) & ev & !Events::PRIVATE;
                     if r.is_empty() {
+                        // Not ready (or a disarmed ONESHOT): dropped, no slot used.
+                        item.set_linked(false);
                         continue;
                     }
                     out[n] = Event {
                         events: r,
-                        data: item.data.load(SeqCst),
+                        data: item.data.load(Relaxed),
                     };
                     n += 1;
-                    if ev.contains(Events::ONESHOT) {
-                        item.events.store((ev & Events::PRIVATE).bits(), SeqCst);
-                    } else if !ev.contains(Events::ET) {
-                        item.set_flag(LINKED, true);
+                    if !ev.intersects(Events::ONESHOT | Events::ET) {
                         requeue.push(item);
+                    } else {
+                        item.set_linked(false);
+                        if ev.contains(Events::ONESHOT) {
+                            item.events.store((ev & Events::PRIVATE).bits(), SeqCst);
+                        }
                     }
                 }
             }
             None => {
-                while let Some(item) = tx.front() {
+                // Stop at the first ready item and keep it; drop the not-ready ones before it.
+                let mut first = None;
+                for item in it.by_ref() {
                     let ev = item.events();
                     if !item.is_dead()
                         && !(item.src.poll(ev, false) & ev & !Events::PRIVATE).is_empty()
                     {
-                        n = 1;
+                        first = Some(item);
                         break;
                     }
-                    if let Some(it) = tx.pop_front() {
-                        it.set_flag(LINKED, false);
-                    }
+                    item.set_linked(false);
                 }
+                if first.is_some() {
+                    n = 1;
+                }
+                peek_first = first;
             }
         }
         let mut rd = crate::loom::lock(&self.ready);
-        rd.done_scan(tx, &mut requeue);
+        let any_left = peek_first.is_some() || it.len() > 0;
+        rd.done_scan(peek_first.into_iter().chain(it), any_left, &mut requeue);
+        // After every `linked = false` of this scan (release by SeqCst).
+        self.scanning.store(false, SeqCst);
+        rd.spare = tx;
         reg.requeue = requeue;
         if !rd.list.is_empty() && !self.waiters.interest().is_empty() {
             // The LT cascade: let the next sleeper look too.

@@ -1,44 +1,46 @@
 //! The ready list and the overflow list (`rdllist`, `ovflist`), guarded by `EpInner::ready`.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::item::{Item, LINKED, OVF};
+use super::item::Item;
 
 /// Guarded by `EpInner::ready` (the kernel's `ep->lock`).
 #[derive(Default)]
 pub(crate) struct ReadyState {
     /// Items that may be ready, in arrival order; each at most once (`LINKED`).
-    pub(crate) list: VecDeque<Arc<Item>>,
+    pub(crate) list: Vec<Arc<Item>>,
     /// While a scan runs (`ovf_active`), wakes are chained here in arrival order instead.
     pub(crate) ovf: Vec<Arc<Item>>,
     pub(crate) ovf_active: bool,
     /// A recycled buffer for the harvester's transfer list.
-    pub(crate) spare: VecDeque<Arc<Item>>,
+    pub(crate) spare: Vec<Arc<Item>>,
 }
 
 impl ReadyState {
     /// Queue `item` (the callback's step 4): on the overflow list while a scan is active,
-    /// else at the tail of the ready list, unless it is already there. Must be called with
+    /// else at the tail of the ready list, unless it is already there. Returns whether the
+    /// item was newly put on the ready list (not the overflow list). Must be called with
     /// `EpInner::ready` held.
-    pub(crate) fn queue(&mut self, item: &Item) {
+    pub(crate) fn queue(&mut self, item: &Item) -> bool {
         if self.ovf_active {
-            if !item.flag(OVF) {
+            if !item.is_ovf() {
                 if let Some(me) = item.me.upgrade() {
-                    item.set_flag(OVF, true);
+                    item.set_ovf(true);
                     self.ovf.push(me);
                 }
             }
-        } else if !item.flag(LINKED) {
+        } else if !item.is_linked() {
             if let Some(me) = item.me.upgrade() {
-                item.set_flag(LINKED, true);
-                self.list.push_back(me);
+                item.set_linked(true);
+                self.list.push(me);
+                return true;
             }
         }
+        false
     }
 
     /// `ep_start_scan`: hand the ready list to the harvester, turn the overflow list on.
-    pub(crate) fn start_scan(&mut self) -> VecDeque<Arc<Item>> {
+    pub(crate) fn start_scan(&mut self) -> Vec<Arc<Item>> {
         debug_assert!(
             !self.ovf_active,
             "scans are serialised by EpInner::registry"
@@ -48,26 +50,30 @@ impl ReadyState {
         std::mem::replace(&mut self.list, spare)
     }
 
-    /// `ep_done_scan`: the ready list becomes `[leftovers] ++ [overflow arrivals] ++ [requeued]`
-    /// where `requeued` is what the harvester put back (level-triggered items), each item
-    /// once.
+    /// `ep_done_scan`: the ready list becomes `[leftovers] ++ [overflow arrivals] ++
+    /// [requeued]`, where `requeued` is what the harvester put back (level-triggered items),
+    /// each item once.
     pub(crate) fn done_scan(
         &mut self,
-        mut leftovers: VecDeque<Arc<Item>>,
+        leftovers: impl Iterator<Item = Arc<Item>>,
+        any_leftovers: bool,
         requeued: &mut Vec<Arc<Item>>,
     ) {
         self.ovf_active = false;
         debug_assert!(self.list.is_empty(), "wakes go to ovf during a scan");
+        if !any_leftovers && self.ovf.is_empty() {
+            // The common case: the list is exactly what was requeued. Swap, don't copy.
+            std::mem::swap(&mut self.list, requeued);
+            return;
+        }
+        self.list.extend(leftovers);
         for it in self.ovf.drain(..) {
-            it.set_flag(OVF, false);
-            if !it.flag(LINKED) {
-                it.set_flag(LINKED, true);
-                leftovers.push_back(it);
+            it.set_ovf(false);
+            if !it.is_linked() {
+                it.set_linked(true);
+                self.list.push(it);
             }
         }
-        leftovers.extend(requeued.drain(..));
-        let empty = std::mem::replace(&mut self.list, leftovers);
-        debug_assert!(empty.is_empty());
-        self.spare = empty;
+        self.list.append(requeued);
     }
 }

@@ -107,3 +107,32 @@ fn waiter_timeout_vs_wake() {
         assert_eq!(got + later, 1, "waiter got {got}, later {later}");
     });
 }
+
+/// The callback's lock-free coalescing (item already queued, no scan running, nobody
+/// waiting) racing a harvest that drops the item as not ready: the write after the drain
+/// must still leave the item queued.
+#[test]
+fn coalescing_fast_path_vs_harvest_drop() {
+    loom::model(|| {
+        let ep = Epoll::new();
+        let n = Notifier::builder().initial(1).build().unwrap();
+        ep.add(&n, Events::IN, 5).unwrap(); // queued at add: linked
+        let n2 = n.clone();
+        let w = thread::spawn(move || {
+            n2.try_read().unwrap();
+            n2.write(1).unwrap();
+        });
+        let first = wait0(&ep);
+        w.join().unwrap();
+        assert!(first.len() <= 1);
+        // The count is 1 and the item is level-triggered: it must be reported now.
+        assert_eq!(
+            wait0(&ep),
+            vec![Event {
+                events: Events::IN,
+                data: 5
+            }],
+            "first {first:?}"
+        );
+    });
+}

@@ -1,3 +1,13 @@
-//! In-crate loom models (`--cfg evfd_loom`).
+//! In-crate concurrency models, run under `--cfg evfd_loom`:
+//!
+//! ```text
+//! RUSTFLAGS="--cfg evfd_loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2 \
+//!     cargo test --release --lib tests::loom
+//! ```
+//!
+//! They live inside the crate so they can reach the wait queue and the notifier's internals.
+//! One scenario per `#[test]`, two or three threads each.
+
 mod loom_epoll;
 mod loom_fd;
+mod loom_notifier;

@@ -15,8 +15,12 @@
 //! Order: a queue's lock may be taken while holding nothing, or from inside
 //!        Callback::wake (an epoll item) — never the other way round: nothing waits for a
 //!        WaitQueue lock while holding a lock that a Callback takes.
-//!        Two WaitQueue locks are never held at once: an epoll's callback defers the wake of
-//!        its own queues to after the source's lock is released (Deferred::Post).
+//!        Two WaitQueue locks are held at once only going up an epoll chain: an epoll item's
+//!        callback wakes its epoll's `pollers` queue inline (the kernel's ep_poll_safewake
+//!        from ep_poll_callback), so an outer epoll's item runs under the inner's queue
+//!        lock, and so on upward. The epoll topology is acyclic at every instant (an item
+//!        whose callback runs cannot be removed, so its link exists), hence so is this
+//!        lock order. The epoll's `waiters` queue is woken later (Deferred::Post).
 //! Foreign code (Waker::wake, Waker::drop, Thread::unpark) never runs under the lock:
 //!        it is collected into a WakeBatch and run after unlocking.
 //! ```
@@ -158,6 +162,9 @@ pub(crate) struct WaitQueue {
     interest: AtomicU32,
     /// The entries. Guarded by itself.
     list: Mutex<List<Entry>>,
+    /// Test-only: how many wakes took the lock (the fast path did not answer).
+    #[cfg(test)]
+    pub(crate) slow_wakes: std::sync::atomic::AtomicUsize,
 }
 
 impl Default for WaitQueue {
@@ -171,6 +178,8 @@ impl WaitQueue {
         WaitQueue {
             interest: AtomicU32::new(0),
             list: Mutex::new(List::new()),
+            #[cfg(test)]
+            slow_wakes: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -252,7 +261,12 @@ impl WaitQueue {
     }
 
     /// Wake the entries whose mask intersects `key`, head to tail, stopping after
-    /// `nr_exclusive` exclusive entries accepted. Foreign wakes run after unlocking.
+    /// `nr_exclusive` exclusive entries accepted. At most one exclusive *callback* (an
+    /// `EXCLUSIVE` epoll item) accepts per wake, whatever `nr_exclusive` is: the kernel wakes
+    /// an eventfd's queue with `nr_exclusive = 1`; evfd's larger budgets (a Semaphore
+    /// `write(n)`, a read waking every writer) exist for its own exclusive blocked readers
+    /// and must not wake a second `EXCLUSIVE` epoll (KERNEL-SEMANTICS.md §4.8). Foreign wakes
+    /// run after unlocking.
     #[inline]
     pub(crate) fn wake(&self, key: Events, nr_exclusive: usize) {
         // Fast path: the SeqCst load pairs with the waiter's SeqCst store (module docs).
@@ -265,6 +279,9 @@ impl WaitQueue {
 
     #[cold]
     fn wake_slow(&self, key: Events, nr_exclusive: usize) {
+        #[cfg(test)]
+        self.slow_wakes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut batch = WakeBatch::new();
         self.wake_locked(key, nr_exclusive, &mut batch);
         batch.run();
@@ -273,6 +290,9 @@ impl WaitQueue {
     /// The walk, collecting into `batch`. Takes and releases the lock.
     pub(crate) fn wake_locked(&self, key: Events, nr_exclusive: usize, batch: &mut WakeBatch) {
         let mut nr = nr_exclusive;
+        // An exclusive callback accepted this wake: later exclusive callbacks are skipped,
+        // as if the kernel's walk had stopped there (see `wake`).
+        let mut callback_taken = false;
         let mut l = crate::loom::lock(&self.list);
         let mut gone: Vec<Entry> = Vec::new();
         l.walk(
@@ -283,7 +303,12 @@ impl WaitQueue {
                 // Threads and tasks always accept and are removed (autoremove_wake_function);
                 // a callback decides, and stays.
                 let (accepted, remove) = match &e.target {
-                    Target::Callback(cb) => (cb.wake(key, batch), false),
+                    Target::Callback(_) if e.exclusive && callback_taken => return Visit::Keep,
+                    Target::Callback(cb) => {
+                        let accepted = cb.wake(key, batch);
+                        callback_taken |= e.exclusive && accepted;
+                        (accepted, false)
+                    }
                     Target::Thread(_) | Target::Task(_) => (true, true),
                 };
                 let stop = e.exclusive && accepted && {

@@ -1,0 +1,147 @@
+//! In-crate epoll tests: fast paths that are only visible from inside, and a Miri-sized
+//! tour of the unsafe-free but pointer-heavy lifetimes (items, nesting, drops).
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use crate::{Epoll, Event, Events, Mode, Notifier};
+
+fn wait0(ep: &Epoll) -> Vec<(u32, u64)> {
+    let mut buf = [Event::default(); 8];
+    let n = ep.wait(&mut buf, Some(Duration::ZERO)).unwrap();
+    buf[..n].iter().map(|e| (e.events.bits(), e.data)).collect()
+}
+
+#[test]
+fn unwanted_wakes_take_no_lock() {
+    // PRI only: neither the write's IN nor the read's OUT reaches the wait-queue lock.
+    let ep = Epoll::new();
+    let n = Notifier::new();
+    ep.add(&n, Events::PRI, 0).unwrap();
+    for _ in 0..100 {
+        n.write(1).unwrap();
+        n.read().unwrap();
+    }
+    assert_eq!(n.inner.wq.slow_wakes.load(Relaxed), 0);
+    // IN: the writes take the lock, the reads' OUT wakes still do not.
+    ep.modify(&n, Events::IN, 0).unwrap();
+    for _ in 0..100 {
+        n.write(1).unwrap();
+        n.read().unwrap();
+    }
+    assert_eq!(n.inner.wq.slow_wakes.load(Relaxed), 100);
+    assert_eq!(wait0(&ep), vec![]); // drained by the reads: the stale entry is dropped
+}
+
+#[test]
+fn lifetimes_items_nesting_drops() {
+    let outer = Epoll::new();
+    let inner = Epoll::new();
+    let a = Notifier::new();
+    let b = Notifier::builder().mode(Mode::AutoReset).build().unwrap();
+    inner.add(&a, Events::IN, 1).unwrap();
+    inner.add(&b, Events::IN | Events::ET, 2).unwrap();
+    outer.add(&inner, Events::IN, 10).unwrap();
+    a.notify().unwrap();
+    b.notify().unwrap();
+    assert_eq!(wait0(&outer), vec![(1, 10)]);
+    assert_eq!(
+        b.count(),
+        1,
+        "polling through the outer epoll does not deliver"
+    );
+    assert_eq!(wait0(&inner), vec![(1, 1), (1, 2)]);
+    assert_eq!(b.count(), 0, "the inner wait delivered the AutoReset IN");
+    drop(a);
+    assert_eq!(wait0(&inner), vec![]);
+    assert_eq!(inner.len(), 1);
+    drop(inner);
+    assert_eq!(wait0(&outer), vec![]);
+    assert_eq!(outer.len(), 0);
+    b.notify().unwrap();
+    assert_eq!(b.inner.wq.len(), 0, "the dropped epoll unhooked its items");
+}
+
+#[test]
+fn harvest_order_overflow_and_round_robin() {
+    let ep = Epoll::new();
+    let ns: Vec<Notifier> = (0..5).map(|_| Notifier::new()).collect();
+    for (i, n) in ns.iter().enumerate() {
+        ep.add(n, Events::IN, i as u64).unwrap();
+    }
+    for i in [3, 1, 4, 0, 2] {
+        ns[i].notify().unwrap();
+    }
+    let mut buf = [Event::default(); 2];
+    let mut seen = Vec::new();
+    for _ in 0..6 {
+        let n = ep.wait(&mut buf, Some(Duration::ZERO)).unwrap();
+        seen.push(buf[..n].iter().map(|e| e.data).collect::<Vec<_>>());
+    }
+    assert_eq!(
+        seen,
+        vec![
+            vec![3, 1],
+            vec![4, 0],
+            vec![2, 3],
+            vec![1, 4],
+            vec![0, 2],
+            vec![3, 1]
+        ]
+    );
+    // A drained item disappears without using a slot.
+    ns[4].read().unwrap();
+    let n = ep.wait(&mut buf, Some(Duration::ZERO)).unwrap();
+    assert_eq!(
+        buf[..n].iter().map(|e| e.data).collect::<Vec<_>>(),
+        vec![0, 2]
+    );
+}
+
+#[test]
+fn exclusive_item_return_value_matches_locked_path() {
+    // An exclusive item whose epoll has no sleeper does not "accept": the next exclusive
+    // epoll is still queued (both ready lists get the item).
+    let e1 = Epoll::new();
+    let e2 = Epoll::new();
+    let n = Notifier::new();
+    e1.add(&n, Events::IN | Events::EXCLUSIVE, 1).unwrap();
+    e2.add(&n, Events::IN | Events::EXCLUSIVE, 2).unwrap();
+    n.notify().unwrap();
+    assert_eq!(wait0(&e1), vec![(1, 1)]);
+    assert_eq!(wait0(&e2), vec![(1, 2)]);
+}
+
+mod stored_mask {
+
+    use super::*;
+    use crate::Notifier;
+
+    /// The mask stored for `n` in `ep` (not observable through the public API while no
+    /// source raises `ERR`/`HUP`).
+    fn stored(ep: &Epoll, n: &Notifier) -> Events {
+        let reg = crate::loom::lock(&ep.inner.registry);
+        reg.items[&n.inner.core.id].item.events()
+    }
+
+    #[test]
+    fn err_hup_are_forced_undefined_bits_stored_oneshot_keeps_control_bits() {
+        let ep = Epoll::new();
+        let n = Notifier::new();
+        ep.add(&n, Events::empty(), 0).unwrap();
+        assert_eq!(stored(&ep, &n), Events::ERR | Events::HUP);
+        let undefined = Events::from_bits_retain(0x00f0_0000);
+        ep.modify(&n, undefined | Events::IN, 0).unwrap();
+        assert_eq!(
+            stored(&ep, &n),
+            undefined | Events::IN | Events::ERR | Events::HUP
+        );
+        ep.modify(&n, Events::IN | Events::ONESHOT | Events::ET, 0)
+            .unwrap();
+        n.notify().unwrap();
+        let mut evs = [Event::default(); 2];
+        assert_eq!(ep.wait(&mut evs, Some(Duration::ZERO)).unwrap(), 1);
+        // Disarmed: only the control bits are left (fdinfo shows the same on Linux).
+        assert_eq!(stored(&ep, &n), Events::ONESHOT | Events::ET);
+    }
+}

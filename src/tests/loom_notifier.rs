@@ -1,0 +1,173 @@
+//! loom models of the Notifier and its wait queue: every interleaving (up to the preemption
+//! bound) of the real code, with loom's atomics, mutex and park/unpark.
+//!
+//! A lost wakeup shows up as a loom deadlock ("all threads blocked"); a wrong count or a
+//! leftover wait-queue entry as a failed assertion.
+
+use std::sync::Arc;
+
+use loom::thread;
+
+use crate::wait_queue::{Target, ThreadWaiter, WaitQueue};
+use crate::{Events, Mode, Notifier, LIMIT};
+
+/// Runs `f` under loom (preemption bound from `LOOM_MAX_PREEMPTIONS`, else 2) and reports
+/// how many interleavings were explored (visible with `--nocapture`).
+fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        // Keep a plain `cargo test` under the loom cfg bounded too.
+        b.preemption_bound = Some(2);
+    }
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&runs);
+    b.check(move || {
+        counted.fetch_add(1, Relaxed);
+        f();
+    });
+    eprintln!("loom {name}: {} interleavings", runs.load(Relaxed));
+}
+
+/// Nothing is left registered once every party is done.
+fn assert_quiet(n: &Notifier) {
+    assert_eq!(n.inner.wq.len(), 0, "a wait-queue entry was left behind");
+    assert_eq!(
+        n.inner.wq.interest(),
+        Events::empty(),
+        "stale interest bits"
+    );
+}
+
+/// (a) A reader blocked in `read()` and a `write(1)`: the reader must be woken (no lost
+/// wakeup between its re-check and its park) and get exactly 1.
+#[test]
+fn write_vs_blocking_read() {
+    model("write_vs_blocking_read", || {
+        let n = Notifier::new();
+        let r = {
+            let n = n.clone();
+            thread::spawn(move || n.read().unwrap())
+        };
+        n.write(1).unwrap();
+        assert_eq!(r.join().unwrap(), 1);
+        assert_eq!(n.count(), 0);
+        assert_quiet(&n);
+    });
+}
+
+/// (b) A writer blocked at the limit and a reader: the read makes room and must wake the
+/// writer, whose write of 1 then completes.
+#[test]
+fn read_vs_blocked_writer_at_limit() {
+    model("read_vs_blocked_writer_at_limit", || {
+        let n = Notifier::builder().initial(LIMIT).build().unwrap();
+        let w = {
+            let n = n.clone();
+            thread::spawn(move || n.write(1).unwrap())
+        };
+        assert_eq!(n.read().unwrap(), LIMIT);
+        w.join().unwrap();
+        assert_eq!(n.count(), 1);
+        assert_quiet(&n);
+    });
+}
+
+/// (c) Removing an entry races a wake that may pick it: exactly one of "remove found it" and
+/// "the waiter was notified" holds, and the queue ends empty with no interest left.
+#[test]
+fn remove_races_wake() {
+    model("remove_races_wake", || {
+        let wq = Arc::new(WaitQueue::new());
+        let me = Arc::new(ThreadWaiter::current());
+        let key = wq.add(Events::IN, true, false, Target::Thread(Arc::clone(&me)));
+        let waker = {
+            let wq = Arc::clone(&wq);
+            thread::spawn(move || wq.wake(Events::IN, 1))
+        };
+        let removed = wq.remove(key);
+        waker.join().unwrap();
+        assert!(
+            removed != me.is_notified(),
+            "removed = {removed}, notified = {}: exactly one must hold",
+            me.is_notified()
+        );
+        assert_eq!(wq.len(), 0);
+        assert_eq!(wq.interest(), Events::empty());
+    });
+}
+
+/// (d) Semaphore with two blocked readers and two `write(1)`s: each unit wakes one reader
+/// and both readers complete (a wake is never spent on a reader that then finds nothing
+/// without being handed on).
+#[test]
+fn semaphore_two_readers_two_writes() {
+    model("semaphore_two_readers_two_writes", || {
+        let n = Notifier::builder().mode(Mode::Semaphore).build().unwrap();
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let n = n.clone();
+                thread::spawn(move || n.read().unwrap())
+            })
+            .collect();
+        n.write(1).unwrap();
+        n.write(1).unwrap();
+        let got: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+        assert_eq!(got, 2);
+        assert_eq!(n.count(), 0);
+        assert_quiet(&n);
+    });
+}
+
+/// (e) A timed read racing a write. loom has no clock: the timed park may return at once
+/// (see `crate::loom::thread::park_timeout`), so this explores a timeout at every point
+/// relative to the write. Either the reader got the unit, or it timed out and the unit is
+/// still there: a write racing a timeout is never lost.
+#[test]
+fn read_timeout_vs_write() {
+    model("read_timeout_vs_write", || {
+        let n = Notifier::new();
+        let r = {
+            let n = n.clone();
+            thread::spawn(move || n.read_timeout(std::time::Duration::from_millis(1)))
+        };
+        n.write(1).unwrap();
+        match r.join().unwrap() {
+            Ok(v) => {
+                assert_eq!(v, 1);
+                assert_eq!(n.count(), 0);
+            }
+            Err(e) => {
+                assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+                assert_eq!(n.count(), 1, "the unit written during the timeout was lost");
+            }
+        }
+        assert_quiet(&n);
+    });
+}
+
+/// (f) Semaphore, one timed reader and one blocking reader, one unit: if the timed reader
+/// gives up, the wake it may have been picked for must reach the blocking reader.
+#[test]
+fn semaphore_timed_reader_hands_wake_on() {
+    model("semaphore_timed_reader_hands_wake_on", || {
+        let n = Notifier::builder().mode(Mode::Semaphore).build().unwrap();
+        let timed = {
+            let n = n.clone();
+            thread::spawn(move || n.read_timeout(std::time::Duration::from_millis(1)))
+        };
+        let blocking = {
+            let n = n.clone();
+            thread::spawn(move || n.read().unwrap())
+        };
+        n.write(1).unwrap();
+        if timed.join().unwrap().is_ok() {
+            // The timed reader took the first unit: give the blocking one its own.
+            n.write(1).unwrap();
+        }
+        assert_eq!(blocking.join().unwrap(), 1);
+        assert_eq!(n.count(), 0);
+        assert_quiet(&n);
+    });
+}
