@@ -31,21 +31,33 @@
 
 mod epoll;
 mod events;
+mod fd;
 mod future;
+mod kernel;
 mod loom;
 mod mode;
 mod notifier;
 #[cfg(feature = "futures")]
 mod stream;
+mod sys;
+#[cfg(feature = "tokio")]
+mod tokio_fd;
 mod wait_queue;
 
 pub use epoll::{Epoll, Source};
 pub use events::{Event, Events};
+pub use fd::FdView;
 pub use future::{EpollWaitFuture, OwnedReadFuture, OwnedWriteFuture, ReadFuture, WriteFuture};
+pub use kernel::{KernelNotifier, KernelNotifierBuilder};
 pub use mode::{flags, Mode, LIMIT};
 pub use notifier::{Notifier, NotifierBuilder};
 #[cfg(feature = "futures")]
 pub use stream::{EpollStream, NotifierStream};
+#[doc(hidden)]
+pub use sys::doorbell_stats;
+pub use sys::DoorbellStats;
+#[cfg(feature = "tokio")]
+pub use tokio_fd::AsyncFdNotifier;
 
 #[cfg(all(test, evfd_loom))]
 mod tests;

@@ -34,6 +34,12 @@ use crate::Events;
 
 static NEXT_ID: IdCounter = IdCounter::new(1);
 
+/// A wake-key-only bit (never a readiness or interest bit, never reported; `EPOLL*` leaves
+/// bit 26 unused) that rides with `OUT` when a consumption (a read, an AutoReset delivery)
+/// left the count at 0. Entries that do not ask for it are unaffected: an epoll item's mask
+/// filter and blocked writers look at `OUT`.
+pub(crate) const KEY_EMPTIED: Events = Events::from_bits_retain(1 << 26);
+
 pub(crate) fn next_id() -> u64 {
     NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
@@ -557,18 +563,31 @@ impl Inner {
         self.wq.wake(Events::OUT, usize::MAX);
     }
 
+    /// As [`wake_writers`](Self::wake_writers), after a consumption that left the count at
+    /// `left`: a consumption that emptied the notifier adds [`KEY_EMPTIED`] to the key, so
+    /// that fd views can give edge-triggered pollers a fresh edge when a write refills it
+    /// concurrently (see `crate::fd`).
+    #[inline]
+    pub(crate) fn wake_after_consume(&self, left: u64) {
+        if left == 0 {
+            self.wq.wake(Events::OUT | KEY_EMPTIED, usize::MAX);
+        } else {
+            self.wake_writers();
+        }
+    }
+
     /// The lock-free read. `None` when the count is 0.
     #[inline]
     pub(crate) fn try_read(&self) -> Option<u64> {
         let mut cur = self.count.load(SeqCst);
-        let got = loop {
+        let (got, left) = loop {
             let (got, next) = mode::read(self.mode, cur)?;
             match self.count.compare_exchange_weak(cur, next, SeqCst, SeqCst) {
-                Ok(_) => break got,
+                Ok(_) => break (got, next),
                 Err(seen) => cur = seen,
             }
         };
-        self.wake_writers();
+        self.wake_after_consume(left);
         Some(got)
     }
 
@@ -581,17 +600,17 @@ impl Inner {
             return self.readiness();
         }
         let mut cur = self.count.load(SeqCst);
-        loop {
+        let left = loop {
             let next = mode::deliver(self.mode, cur);
             if next == cur {
                 return mode::readiness(cur);
             }
             match self.count.compare_exchange_weak(cur, next, SeqCst, SeqCst) {
-                Ok(_) => break,
+                Ok(_) => break next,
                 Err(seen) => cur = seen,
             }
-        }
-        self.wake_writers();
+        };
+        self.wake_after_consume(left);
         // IN (and ERR) as seen before the reset, OUT as it is now.
         mode::readiness(cur) | mode::readiness(0)
     }

@@ -20,7 +20,8 @@ fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static
     std::thread::spawn(move || {
         let _ = tx.send(f());
     });
-    rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| panic!("{what}: hung"))
+    rx.recv_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|_| panic!("{what}: hung"))
 }
 
 #[test]
@@ -36,7 +37,13 @@ fn block_on_completes_after_write_from_thread() {
         });
         let mut evs = [Event::default(); 2];
         let got = futures::executor::block_on(ep.wait_async(&mut evs)).unwrap();
-        assert_eq!(&evs[..got], &[Event { events: Events::IN, data: 5 }]);
+        assert_eq!(
+            &evs[..got],
+            &[Event {
+                events: Events::IN,
+                data: 5
+            }]
+        );
         t.join().unwrap();
     });
 }
@@ -71,7 +78,9 @@ fn empty_buffer_is_invalid_input() {
 #[test]
 fn tokio_current_thread_task_wakes_task() {
     bounded("tokio ct", || {
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         rt.block_on(async {
             let ep = Epoll::new();
             let n = Notifier::new();
@@ -94,7 +103,10 @@ fn tokio_current_thread_task_wakes_task() {
 fn tokio_multi_thread_stream_counts_every_unit() {
     use futures::StreamExt;
     bounded("tokio mt stream", || {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
         rt.block_on(async {
             const PER: u64 = 20_000;
             let ep = Epoll::new();

@@ -10,4 +10,5 @@
 
 mod loom_async;
 mod loom_epoll;
+mod loom_fd;
 mod loom_notifier;

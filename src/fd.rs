@@ -1,0 +1,558 @@
+//! fd views: a real file descriptor, readable exactly while an in-memory source is
+//! readable, for OS pollers (raw epoll LT/ET, `poll(2)`, mio, tokio `AsyncFd`, C code).
+//!
+//! The in-memory state stays authoritative. A view owns a *doorbell* (an eventfd, or a pipe
+//! with `--cfg evfd_force_pipe`; see `crate::sys`) and keeps it consistent with the
+//! source: rung while the source is readable, drained while it is not. It is written only
+//! on a not-readable → readable edge and read only on the way back, so a notify while the
+//! source is already readable costs no syscall — QEMU's `notify_me` idea.
+//!
+//! # The protocol
+//!
+//! A view hooks a [`Target::Callback`] entry with mask `IN | OUT` at the *head* of the
+//! source's wait queue (head, as the kernel's non-exclusive entries: an exclusive wake that
+//! stops after a blocked reader still visits it). Every state change of a source wakes its
+//! queue with a key in that mask, in the changing thread, after the change: a write wakes
+//! `IN`; a read or an AutoReset delivery wakes `OUT`, plus the key-only bit `EMPTIED` when
+//! it left the count at 0. The callback runs under the queue lock, so it does only the
+//! lock-free check below and, if that fails, defers a [`sync`] to after the unlock
+//! ([`WakeBatch::push_post`]).
+//!
+//! ```text
+//! check(key):   skip iff !key.EMPTIED && mirror == source.is_readable()  // two SeqCst loads
+//! sync(key):
+//!     if check(key) passes { return }
+//!     lock rung
+//!     force = key.EMPTIED
+//!     loop {
+//!         want = source.is_readable()                                    // SeqCst load
+//!         if want != *rung {
+//!             if want { ring() } else { drain() }        // the edges: the only syscalls
+//!             *rung = want; mirror.store(want); force = false            // SeqCst store
+//!         } else if want && force {
+//!             ring(); force = false                      // re-ring: a refill (below)
+//!         } else {
+//!             return
+//!         }
+//!     }
+//! ```
+//!
+//! **Claim 1 (level).** When no change is in progress (every change's thread has returned
+//! from the call that made it), `*rung == mirror == source.is_readable()` and the doorbell
+//! fd is readable iff `*rung`.
+//!
+//! *Proof.* The fd changes only under `rung`, as `*rung` does, so the fd matches `*rung` at
+//! every unlock; `mirror` is stored with it. Suppose the claim fails at quiescence:
+//! `*rung = r` but the final readability is `!r`. Let `E` be the last exit of the locked
+//! loop (the initial `*rung = false` counts as an exit before any change; a view's
+//! creation runs a `sync` after hooking). `E`'s last load of the state saw `r`, after its
+//! last store of `mirror = r`. The final readability differs, so some change happened after
+//! that load in the `SeqCst` order; let `C` be the last change, by thread `T`, which then
+//! ran a check (the callback, then `sync`), both loads after `C`. If `T` took the locked
+//! path, its state load follows `C`, which follows `E`'s state load, and the lock orders the
+//! two critical sections, so `T`'s exit is later than `E`: contradiction. So `T` skipped:
+//! its state load saw the final value `!r`, and its `mirror` load, being after `C`, is after
+//! `E`'s last `mirror` store, with no later store (a later store is followed by a later
+//! exit), so it saw `r`: `r != !r`, the check fails: contradiction. ∎ The classic
+//! store-buffer pair (store `mirror`, load the state / change the state, load `mirror`) is
+//! why all four are `SeqCst`.
+//!
+//! **Claim 2 (edges).** If a consumer sees the source empty (`WouldBlock`) at time `t` and
+//! the source is readable later, the doorbell is rung (a `write(2)`, which wakes every
+//! edge-triggered poller, eventfd and pipe alike) after `t`. That is what an ET poller
+//! (tokio's `AsyncFd`, mio) needs: it clears readiness on `WouldBlock` and waits for the
+//! next wake.
+//!
+//! *Proof sketch.* The count was emptied before `t` by a consumption `C0` (keyed
+//! `EMPTIED`), and refilled after `t` by a first write `W1`. `C0`'s thread always takes the
+//! lock (an `EMPTIED` check never skips). If its locked loop reads the state after `W1`, it
+//! rings — normally if `*rung` was false, as a forced re-ring if it was true (a sync that
+//! read the state before `C0` may have left it rung: the "refill" race that a plain level
+//! protocol would coalesce into the stale edge). If it reads the state before `W1`, it
+//! exits with `*rung == mirror == false` (0 is what every load between `C0` and `W1` sees,
+//! and any earlier sync finished before it got the lock), so `W1`'s check sees
+//! `mirror == false` and readable, and `W1` rings. Either ring follows `W1`, so `t`. ∎
+//! Without `EMPTIED` (a Semaphore read that leaves units) the check skips as usual: no
+//! syscall while the source stays readable.
+//!
+//! The loom model in `src/tests/loom_fd.rs` checks both claims over every interleaving of
+//! write / read / semaphore read / AutoReset consume / view creation, with a mock doorbell
+//! that asserts `drain` only while rung.
+//!
+//! A view is registered on the source's queue only while it exists; with no view, the
+//! queue holds no entry of ours and the source's fast path makes no syscall and takes no
+//! lock (see `wait_queue`).
+//!
+//! # LOCKING
+//!
+//! ```text
+//! Core::rung     Mutex<bool>  — whether the doorbell is rung; holding it is the right to
+//!                               ring or drain. A plain mutex: held across one non-blocking
+//!                               syscall, never while taking any other lock.
+//! Core::mirror   AtomicBool   — copy of *rung, stored only with `rung` held, read lock-free.
+//! Order: the source's WaitQueue lock and `rung` are never held together: the callback
+//!        (under the queue lock) only loads atomics and pushes a post-wake; `sync` runs
+//!        after the queue lock is released.
+//! ```
+//!
+//! [`sync`]: Core::sync
+//! [`Target::Callback`]: crate::wait_queue::Target::Callback
+//! [`WakeBatch::push_post`]: crate::wait_queue::WakeBatch::push_post
+
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::sync::Arc;
+
+use crate::loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use crate::loom::sync::Mutex;
+use crate::notifier::{Handle, KEY_EMPTIED};
+use crate::sys::{Bell, Doorbell, DoorbellStats};
+use crate::wait_queue::{Callback, Key, PostWake, Target, WaitQueue, WakeBatch};
+use crate::{Events, Notifier};
+
+/// The mask a view's entry listens with: every state change wakes one of these.
+const VIEW_MASK: Events = Events::IN.union(Events::OUT);
+
+/// An in-memory source an fd view can follow: anything with a [`WaitQueue`] and a
+/// readability function (a `Notifier`; later an `Epoll`).
+///
+/// # Contract
+///
+/// - `is_readable` is a `SeqCst` load of the state that changes with `SeqCst` RMWs.
+/// - Every change of that state is followed, in the changing thread, before the call that
+///   made it returns, by a wake of `wait_queue()` with a key intersecting `IN | OUT`:
+///   `IN` after a change that may make it readable, `OUT` after a consumption, with
+///   [`KEY_EMPTIED`] added when the consumption left it not readable (a `Notifier` does
+///   this in `try_write`, `try_read` and `deliver`). A source whose consumption wakes
+///   nobody (an `Epoll` harvest) must add such a wake. Missing `KEY_EMPTIED` only weakens
+///   claim 2 (edge-triggered pollers with several consumers); missing wakes break claim 1.
+/// - `deliver` hands `IN` to a consumer (AutoReset resets) and returns the readiness seen.
+pub(crate) trait ViewSource: Send + Sync + 'static {
+    /// The queue the view hooks into.
+    fn wait_queue(&self) -> &WaitQueue;
+    /// Whether the source is readable (`IN`) now. Never consumes anything.
+    fn is_readable(&self) -> bool;
+    /// Deliver `IN` to a consumer: the readiness seen; AutoReset resets it.
+    fn deliver(&self) -> Events;
+    /// Whether fds handed out for this source are close-on-exec.
+    fn cloexec(&self) -> bool;
+}
+
+/// A notifier's user-level handle: a view keeps the notifier open (epoll items stay), as an
+/// fd referring to a file does.
+impl ViewSource for Handle {
+    fn wait_queue(&self) -> &WaitQueue {
+        &self.wq
+    }
+
+    fn is_readable(&self) -> bool {
+        self.count.load(SeqCst) > 0
+    }
+
+    fn deliver(&self) -> Events {
+        self.core.deliver(Events::IN)
+    }
+
+    fn cloexec(&self) -> bool {
+        self.cloexec
+    }
+}
+
+/// The doorbell and its state, shared by the view handle and the queue entry.
+pub(crate) struct Core {
+    /// The source. The queue entry holds this `Core`, and so the source holds itself alive
+    /// through its own queue while a view exists; [`Registration`]'s `Drop` removes the
+    /// entry, which breaks the cycle. (The `SeqCst` pairs are marked with
+    /// `loom::dekker_fence`, a no-op outside loom, which models `SeqCst` accesses as
+    /// `AcqRel`.)
+    source: Arc<dyn ViewSource>,
+    /// `*rung`, stored only with `rung` held; the fast path's lock-free read.
+    mirror: AtomicBool,
+    /// Whether the doorbell is rung. Guards `bell`'s ring/drain calls.
+    rung: Mutex<bool>,
+    /// The doorbell; its fd is what pollers watch.
+    bell: Bell,
+}
+
+impl Core {
+    /// The lock-free check: skip unless the key says a consumption emptied the source, or
+    /// `mirror` disagrees with the source. Both loads `SeqCst`.
+    #[inline]
+    fn can_skip(&self, key: Events) -> bool {
+        // The change this check follows (a SeqCst RMW) is one side of the store-buffer pair.
+        crate::loom::dekker_fence();
+        !key.contains(KEY_EMPTIED) && self.mirror.load(SeqCst) == self.source.is_readable()
+    }
+
+    /// Make the doorbell agree with the source after a change woken with `key` (module
+    /// docs: the protocol). Must be called with no wait-queue lock held.
+    pub(crate) fn sync(&self, key: Events) {
+        if self.can_skip(key) {
+            return;
+        }
+        self.sync_locked(key.contains(KEY_EMPTIED));
+    }
+
+    #[cold]
+    fn sync_locked(&self, mut force: bool) {
+        let mut rung = crate::loom::lock(&self.rung);
+        loop {
+            let want = self.source.is_readable();
+            let r = if want != *rung {
+                let r = if want {
+                    self.bell.ring()
+                } else {
+                    self.bell.drain()
+                };
+                if r.is_ok() {
+                    *rung = want;
+                    // Publish, then re-load the state at the top of the loop (the
+                    // store-buffer pair with the check, module docs).
+                    self.mirror.store(want, SeqCst);
+                    crate::loom::dekker_fence();
+                }
+                r
+            } else if want && force {
+                // A refill raced the consumption that emptied the source: a fresh edge.
+                self.bell.ring()
+            } else {
+                return;
+            };
+            force = false;
+            if let Err(e) = r {
+                // Cannot happen short of our fd being closed behind our back: leave the
+                // state as it is; the next change retries.
+                debug_assert!(false, "doorbell update failed: {e}");
+                return;
+            }
+        }
+    }
+}
+
+impl PostWake for Core {
+    fn post_wake(&self, key: Events) {
+        self.sync(key);
+    }
+}
+
+/// The queue entry's target: checks lock-free under the queue lock, defers the rest.
+struct Hook(Arc<Core>);
+
+impl Callback for Hook {
+    fn wake(&self, key: Events, batch: &mut WakeBatch) -> bool {
+        // Two atomic loads, no foreign code: fine under the queue lock.
+        if !self.0.can_skip(key) {
+            batch.push_post(Arc::clone(&self.0) as Arc<dyn PostWake>, key);
+        }
+        true
+    }
+
+    fn detach(&self) {
+        // The source is going away. It cannot while a view exists (the view holds it), so
+        // there is nothing to do: the view's own drop removed the entry already.
+    }
+}
+
+/// The view's registration on the source's queue; dropping it unhooks the view.
+struct Registration {
+    core: Arc<Core>,
+    key: Key,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.core.source.wait_queue().remove(self.key);
+    }
+}
+
+/// A real fd that is readable exactly while an in-memory source is readable.
+///
+/// Made by [`Notifier::fd_view`]. Hand its fd ([`AsFd`], [`AsRawFd`]) to any OS poller:
+/// raw `epoll` (level- or edge-triggered), `poll(2)`, mio, tokio's `AsyncFd`, C code. The
+/// fd is an eventfd (a pipe's read end where eventfd is missing, or with
+/// `--cfg evfd_force_pipe`); it is close-on-exec iff the source is
+/// ([`Notifier::is_cloexec`]).
+///
+/// Poll the fd, never read or write it: the view owns its state. Consume through the
+/// source (`read`, `try_read`) or, for AutoReset, through [`consume`](Self::consume).
+///
+/// The view keeps the source alive; clones share one fd. Dropping the last clone unhooks
+/// the view, after which the source makes no syscall again.
+///
+/// # Semantics
+///
+/// - **Level-triggered pollers** see the fd readable while the source is readable (and
+///   `count > 0` for a notifier), as a kernel eventfd would be.
+/// - **Edge-triggered pollers** get a fresh edge each time the source goes from not readable
+///   to readable. Unlike a kernel eventfd (whose every write re-arms an ET item), writes to
+///   an already readable source coalesce into the edge already delivered: drain the source
+///   until `WouldBlock` before waiting again, as ET requires for sockets — after a
+///   `WouldBlock`, the next write rings a new edge.
+/// - Every change made through the source finishes the doorbell's update before the call
+///   that made it returns, so `notifier.write(1)?` followed by `poll(fd)` in the same thread
+///   sees the fd readable, and `notifier.read()?` followed by `poll(fd)` sees it not.
+///
+/// # Cost
+///
+/// While a view exists, each state change also takes the source's wait-queue lock (to run
+/// the view's hook), and a consumption that empties the source takes the view's doorbell
+/// mutex. Syscalls happen only on edges: one `write(2)` when the source becomes readable,
+/// one `read(2)` when it stops being readable, and one `write(2)` when a write refills the
+/// source while a read is emptying it (an edge that edge-triggered pollers must see).
+/// Notifies while the source is readable cost none.
+/// [`doorbell_stats`](Self::doorbell_stats) counts them.
+///
+/// # Examples
+///
+/// ```
+/// use std::os::fd::AsFd;
+/// use rustix::event::{poll, PollFd, PollFlags, Timespec};
+///
+/// let n = evfd::Notifier::new();
+/// let view = n.fd_view()?;
+/// let readable = || {
+///     let mut fds = [PollFd::new(&view, PollFlags::IN)];
+///     poll(&mut fds, Some(&Timespec { tv_sec: 0, tv_nsec: 0 })).unwrap() == 1
+/// };
+/// assert!(!readable());
+/// n.notify()?;
+/// assert!(readable());
+/// assert_eq!(n.read()?, 1);
+/// assert!(!readable());
+/// # let _ = view.as_fd();
+/// # Ok::<(), std::io::Error>(())
+/// ```
+///
+/// # References
+///
+/// - [eventfd(2)](https://man7.org/linux/man-pages/man2/eventfd.2.html),
+///   [epoll(7)](https://man7.org/linux/man-pages/man7/epoll.7.html),
+///   [poll(2)](https://man7.org/linux/man-pages/man2/poll.2.html)
+#[doc(alias = "eventfd")]
+#[derive(Clone)]
+pub struct FdView {
+    reg: Arc<Registration>,
+}
+
+impl FdView {
+    /// Hook a new view onto `source`.
+    pub(crate) fn new(source: Arc<dyn ViewSource>) -> io::Result<FdView> {
+        let bell = Bell::create(source.cloexec())?;
+        let core = Arc::new(Core {
+            source,
+            mirror: AtomicBool::new(false),
+            rung: Mutex::new(false),
+            bell,
+        });
+        let hook: Arc<dyn Callback> = Arc::new(Hook(Arc::clone(&core)));
+        // At the head, as non-exclusive entries go (module docs). `add` publishes the mask
+        // with a SeqCst RMW under the queue lock before the sync below loads the state: a
+        // concurrent change either finds the entry or is seen by this sync.
+        let key = core
+            .source
+            .wait_queue()
+            .add(VIEW_MASK, false, true, Target::Callback(hook));
+        core.sync(Events::IN);
+        Ok(FdView {
+            reg: Arc::new(Registration { core, key }),
+        })
+    }
+
+    /// Deliver `IN` to this consumer, as an epoll harvest would: returns the source's
+    /// readiness at delivery (`IN` if it was readable) and, for a [`Mode::AutoReset`]
+    /// notifier, resets the count to 0 — the fd stops being readable and writers blocked
+    /// at the limit are woken. For Counter and Semaphore sources delivery changes nothing:
+    /// read the notifier to consume.
+    ///
+    /// This is the AutoReset consumer's whole job after its poller reports the fd readable:
+    /// no `read` of the notifier and no syscall other than the doorbell's drain.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::{Events, Mode, Notifier};
+    /// let kick = Notifier::builder().mode(Mode::AutoReset).build()?;
+    /// let view = kick.fd_view()?;
+    /// kick.notify()?;
+    /// kick.notify()?;
+    /// assert!(view.consume().contains(Events::IN)); // delivered: reset
+    /// assert_eq!(kick.count(), 0);
+    /// assert!(!view.consume().contains(Events::IN)); // nothing new
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    ///
+    /// [`Mode::AutoReset`]: crate::Mode::AutoReset
+    pub fn consume(&self) -> Events {
+        let core = &self.reg.core;
+        let seen = core.source.deliver();
+        // A reset woke the queue (and so synced already); this is the fast path then, and
+        // keeps sources whose consumption wakes nobody consistent too.
+        core.sync(Events::OUT);
+        seen
+    }
+
+    /// The doorbell syscalls this view has made (its clones included).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let n = evfd::Notifier::new();
+    /// let view = n.fd_view()?;
+    /// for _ in 0..1000 {
+    ///     n.notify()?; // only the first one rings
+    /// }
+    /// assert_eq!(view.doorbell_stats().rings, 1);
+    /// assert_eq!(view.doorbell_stats().drains, 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn doorbell_stats(&self) -> DoorbellStats {
+        self.reg.core.bell.stats()
+    }
+
+    /// The doorbell's state: (`*rung`, mirror). For tests.
+    #[cfg(test)]
+    pub(crate) fn rung_state(&self) -> (bool, bool) {
+        let core = &self.reg.core;
+        let rung = *crate::loom::lock(&core.rung);
+        (rung, core.mirror.load(SeqCst))
+    }
+
+    /// The doorbell itself. For the loom model.
+    #[cfg(all(test, evfd_loom))]
+    pub(crate) fn bell(&self) -> &Bell {
+        &self.reg.core.bell
+    }
+}
+
+impl AsFd for FdView {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.reg.core.bell.as_fd()
+    }
+}
+
+impl AsRawFd for FdView {
+    fn as_raw_fd(&self) -> RawFd {
+        self.as_fd().as_raw_fd()
+    }
+}
+
+impl fmt::Debug for FdView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let core = &self.reg.core;
+        let mut d = f.debug_struct("FdView");
+        #[cfg(not(evfd_loom))]
+        d.field("fd", &core.bell.as_fd().as_raw_fd());
+        d.field("rung", &core.mirror.load(SeqCst))
+            .field("source_readable", &core.source.is_readable())
+            .finish()
+    }
+}
+
+impl Notifier {
+    /// A real fd that is readable exactly while this notifier is readable (count > 0).
+    ///
+    /// See [`FdView`] for the semantics. Each call makes a new doorbell (one eventfd);
+    /// clone the view to share one. While no view exists the notifier makes no syscall.
+    ///
+    /// # Errors
+    ///
+    /// The OS error from creating the doorbell (`EMFILE`, `ENFILE`, `ENOMEM`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::os::fd::AsRawFd;
+    /// let n = evfd::Notifier::builder().initial(1).build()?;
+    /// let view = n.fd_view()?; // already readable: rung at creation
+    /// assert!(view.as_raw_fd() >= 0);
+    /// assert_eq!(view.doorbell_stats().rings, 1);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[doc(alias = "eventfd")]
+    pub fn fd_view(&self) -> io::Result<FdView> {
+        FdView::new(Arc::clone(&self.inner) as Arc<dyn ViewSource>)
+    }
+}
+
+#[cfg(all(test, not(evfd_loom)))]
+mod tests {
+    use super::*;
+    use crate::Mode;
+
+    fn readable(v: &FdView) -> bool {
+        crate::sys::poll_now(v.as_fd(), Events::IN)
+            .unwrap()
+            .contains(Events::IN)
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
+    fn no_entry_after_the_last_view_drops() {
+        let n = Notifier::new();
+        let v = n.fd_view().unwrap();
+        let v2 = v.clone();
+        assert_eq!(n.inner.wq.len(), 1);
+        assert_eq!(n.inner.wq.interest(), VIEW_MASK);
+        drop(v);
+        assert_eq!(n.inner.wq.len(), 1);
+        drop(v2);
+        assert_eq!(n.inner.wq.len(), 0);
+        assert_eq!(n.inner.wq.interest(), Events::empty());
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
+    fn view_keeps_the_source_alive() {
+        let n = Notifier::new();
+        let weak = Arc::downgrade(&n.inner);
+        let v = n.fd_view().unwrap();
+        drop(n);
+        assert!(weak.upgrade().is_some());
+        drop(v);
+        assert!(
+            weak.upgrade().is_none(),
+            "the entry ↔ source cycle is broken on drop"
+        );
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
+    fn readable_exactly_while_count_positive() {
+        let n = Notifier::builder().mode(Mode::Semaphore).build().unwrap();
+        let v = n.fd_view().unwrap();
+        assert!(!readable(&v));
+        n.write(2).unwrap();
+        assert!(readable(&v));
+        n.read().unwrap();
+        assert!(readable(&v));
+        n.read().unwrap();
+        assert!(!readable(&v));
+        assert_eq!(v.rung_state(), (false, false));
+        assert_eq!(
+            v.doorbell_stats(),
+            DoorbellStats {
+                rings: 1,
+                drains: 1
+            }
+        );
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
+    fn hook_is_visited_before_an_exclusive_reader() {
+        // A blocked reader is an exclusive entry; a Counter write wakes one exclusive entry
+        // and stops. The view's entry sits at the head, so it is still visited.
+        let n = Notifier::new();
+        let v = n.fd_view().unwrap();
+        let n2 = n.clone();
+        let t = std::thread::spawn(move || n2.read().unwrap());
+        while n.inner.wq.len() < 2 {
+            std::thread::yield_now();
+        }
+        n.write(3).unwrap();
+        assert_eq!(t.join().unwrap(), 3);
+        assert!(!readable(&v));
+        assert_eq!(v.rung_state(), (false, false));
+    }
+}

@@ -1,0 +1,665 @@
+//! [`KernelNotifier`]: a notifier whose counter lives in a real kernel eventfd.
+//!
+//! For the cases where something outside this process reads or writes the counter: KVM's
+//! ioeventfd / irqfd, vhost-user kick / call fds passed over a socket, a child process. The
+//! kernel object is authoritative; every operation is a syscall on it.
+//!
+//! The fd is kept `O_NONBLOCK`. Blocking calls wait in `poll(2)` and retry, so a blocking
+//! `read` racing another reader (in this process or another) goes back to waiting instead of
+//! sleeping inside `read(2)` with the lock of nothing.
+
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+use crate::mode::{self, Mode, LIMIT};
+use crate::sys::{self, eventfd};
+use crate::Events;
+
+/// A notifier backed by a kernel eventfd: same [`Mode`]s and API as
+/// [`Notifier`](crate::Notifier), with a real fd that other processes and the kernel can
+/// signal.
+///
+/// - **Counter**: a plain eventfd.
+/// - **Semaphore**: the kernel's own `EFD_SEMAPHORE` (a read takes 1).
+/// - **AutoReset**: a plain eventfd; the reset is done by the consumer that is handed the
+///   readiness ([`consume`](Self::consume), which the embedded epoll calls at delivery), so
+///   user code never calls `read`.
+///
+/// Errors are `io::Error`s carrying the kernel's errno (`raw_os_error()`), except for the
+/// checks this type makes before any syscall (`write(u64::MAX)` → `InvalidInput`).
+///
+/// # Examples
+///
+/// ```
+/// use evfd::{KernelNotifier, Mode};
+/// let k = KernelNotifier::new(Mode::Semaphore)?;
+/// k.write(2)?;
+/// assert_eq!(k.read()?, 1); // EFD_SEMAPHORE, done by the kernel
+/// assert_eq!(k.read()?, 1);
+/// let e = k.try_read().unwrap_err();
+/// assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+/// assert_eq!(e.raw_os_error(), Some(libc::EAGAIN));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+///
+/// # References
+///
+/// - [eventfd(2)](https://man7.org/linux/man-pages/man2/eventfd.2.html)
+/// - [poll(2)](https://man7.org/linux/man-pages/man2/poll.2.html)
+#[doc(alias = "eventfd")]
+#[doc(alias = "EventFd")]
+pub struct KernelNotifier {
+    fd: OwnedFd,
+    mode: Mode,
+    /// `EFD_NONBLOCK` at the API level: `read`/`write` behave as `try_read`/`try_write`.
+    /// (The fd itself is always `O_NONBLOCK`.)
+    nonblock: bool,
+}
+
+/// Builds a [`KernelNotifier`] on a new eventfd.
+///
+/// # Examples
+///
+/// ```
+/// use evfd::{KernelNotifier, Mode};
+/// let k = KernelNotifier::builder().mode(Mode::AutoReset).initial(3).build()?;
+/// assert_eq!(k.mode(), Mode::AutoReset);
+/// assert_eq!(k.read()?, 3);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until .build()"]
+pub struct KernelNotifierBuilder {
+    mode: Mode,
+    initial: u64,
+    nonblock: bool,
+    cloexec: bool,
+}
+
+impl Default for KernelNotifierBuilder {
+    fn default() -> Self {
+        KernelNotifierBuilder {
+            mode: Mode::Counter,
+            initial: 0,
+            nonblock: false,
+            cloexec: true,
+        }
+    }
+}
+
+impl KernelNotifierBuilder {
+    /// The counting mode (default [`Mode::Counter`]).
+    ///
+    /// ```
+    /// let k = evfd::KernelNotifier::builder().mode(evfd::Mode::Semaphore).build()?;
+    /// assert_eq!(k.mode(), evfd::Mode::Semaphore);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The initial count (default 0; at most [`LIMIT`]). The syscall takes 32 bits; a
+    /// larger initial count is written right after creation.
+    ///
+    /// ```
+    /// let k = evfd::KernelNotifier::builder().initial(1 << 40).build()?;
+    /// assert_eq!(k.read()?, 1 << 40);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn initial(mut self, initial: u64) -> Self {
+        self.initial = initial;
+        self
+    }
+
+    /// Make `read`/`write` behave as `try_read`/`try_write` (`EFD_NONBLOCK`).
+    ///
+    /// ```
+    /// let k = evfd::KernelNotifier::builder().nonblocking(true).build()?;
+    /// assert_eq!(k.read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn nonblocking(mut self, yes: bool) -> Self {
+        self.nonblock = yes;
+        self
+    }
+
+    /// Whether the fd is close-on-exec (`EFD_CLOEXEC`). Default `true`, as for every fd
+    /// Rust's standard library opens; pass `false` to hand the fd to a child across `exec`.
+    ///
+    /// ```
+    /// let k = evfd::KernelNotifier::builder().cloexec(false).build()?;
+    /// assert!(!k.is_cloexec()?);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn cloexec(mut self, yes: bool) -> Self {
+        self.cloexec = yes;
+        self
+    }
+
+    /// Create the eventfd.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` if the initial count is above [`LIMIT`]; the kernel's errno
+    /// (`EMFILE`, `ENFILE`, `ENOMEM`) if the eventfd cannot be created.
+    ///
+    /// ```
+    /// let e = evfd::KernelNotifier::builder().initial(u64::MAX).build().unwrap_err();
+    /// assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    /// ```
+    pub fn build(self) -> io::Result<KernelNotifier> {
+        if self.initial > LIMIT {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "initial count {:#x} is above the limit {LIMIT:#x}",
+                    self.initial
+                ),
+            ));
+        }
+        let (init32, rest) = match u32::try_from(self.initial) {
+            Ok(v) => (v, 0),
+            Err(_) => (0, self.initial),
+        };
+        let fd = eventfd::create(init32, self.mode == Mode::Semaphore, self.cloexec)?;
+        if rest != 0 {
+            eventfd::write(fd.as_fd(), rest)?;
+        }
+        Ok(KernelNotifier {
+            fd,
+            mode: self.mode,
+            nonblock: self.nonblock,
+        })
+    }
+}
+
+fn invalid_write() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "write of u64::MAX (0xffffffffffffffff) is not allowed: the largest count is 0xfffffffffffffffe",
+    )
+}
+
+impl KernelNotifier {
+    /// A new close-on-exec eventfd with count 0 in `mode`.
+    ///
+    /// # Errors
+    ///
+    /// The kernel's errno (`EMFILE`, `ENFILE`, `ENOMEM`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let k = evfd::KernelNotifier::new(evfd::Mode::Counter)?;
+    /// k.notify()?;
+    /// k.notify()?;
+    /// assert_eq!(k.read()?, 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[doc(alias = "eventfd")]
+    pub fn new(mode: Mode) -> io::Result<KernelNotifier> {
+        KernelNotifier::builder().mode(mode).build()
+    }
+
+    /// A builder for another initial count or flags.
+    ///
+    /// ```
+    /// let k = evfd::KernelNotifier::builder().initial(2).build()?;
+    /// assert_eq!(k.count()?, 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn builder() -> KernelNotifierBuilder {
+        KernelNotifierBuilder::default()
+    }
+
+    /// The compatibility constructor: `eventfd2(initial, flags)` with Linux flag values
+    /// ([`flags::SEMAPHORE`](crate::flags::SEMAPHORE), [`flags::NONBLOCK`](crate::flags::NONBLOCK),
+    /// [`flags::CLOEXEC`](crate::flags::CLOEXEC)) plus the RFC's
+    /// [`flags::AUTORESET`](crate::flags::AUTORESET), done in user space. As with `eventfd2`, the fd is close-on-exec
+    /// only with `CLOEXEC`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for an unknown bit, for `SEMAPHORE | AUTORESET`, and for an initial
+    /// count above [`LIMIT`]; the kernel's errno if the eventfd cannot be created.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::{flags, KernelNotifier, Mode};
+    /// let k = KernelNotifier::from_flags(1, flags::AUTORESET | flags::CLOEXEC)?;
+    /// assert_eq!(k.mode(), Mode::AutoReset);
+    /// assert!(k.is_cloexec()?);
+    /// assert!(KernelNotifier::from_flags(0, flags::SEMAPHORE | flags::AUTORESET).is_err());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[doc(alias = "eventfd2")]
+    pub fn from_flags(initial: u64, flags: u32) -> io::Result<KernelNotifier> {
+        // The in-memory constructor validates the same flags with the same messages.
+        let shape = crate::Notifier::from_flags(0, flags)?;
+        KernelNotifier::builder()
+            .mode(shape.mode())
+            .initial(initial)
+            .nonblocking(shape.is_nonblocking())
+            .cloexec(shape.is_cloexec())
+            .build()
+    }
+
+    /// Adopt an eventfd made elsewhere: a vhost-user kick/call fd received over a socket, a
+    /// KVM ioeventfd/irqfd, an fd inherited from a parent.
+    ///
+    /// Safe: an [`OwnedFd`] already guarantees the fd is open and ours to close.
+    ///
+    /// - The fd is checked through `/proc/self/fdinfo/<fd>`: one without `eventfd-count`
+    ///   is refused. Where that file cannot be read (no `/proc`), the fd is taken on trust.
+    /// - `mode` must agree with the fd's semaphore flag where the kernel shows it
+    ///   (`eventfd-semaphore`, Linux 6.4+): `Semaphore` needs an `EFD_SEMAPHORE` fd,
+    ///   `Counter` and `AutoReset` need a plain one. On older kernels this is not checked
+    ///   and the fd's own flag decides what a read takes.
+    /// - `O_NONBLOCK` is set on the fd's **open file description**, which every dup of it
+    ///   shares, in every process: a peer that relied on blocking reads of the same
+    ///   description would see `EAGAIN`. Peers that received the fd over `SCM_RIGHTS` share
+    ///   the description; eventfds are almost always used non-blocking (KVM and vhost
+    ///   ignore the flag entirely).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a fd that is not an eventfd or whose semaphore flag disagrees with
+    /// `mode`; the kernel's errno from `fcntl(2)`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::{KernelNotifier, Mode};
+    /// use rustix::event::{eventfd, EventfdFlags};
+    ///
+    /// let raw = eventfd(5, EventfdFlags::CLOEXEC)?; // e.g. received from a peer
+    /// let k = KernelNotifier::from_owned_fd(raw, Mode::Counter)?;
+    /// assert_eq!(k.read()?, 5);
+    ///
+    /// let (pipe_rd, _pipe_wr) = rustix::pipe::pipe()?;
+    /// let e = KernelNotifier::from_owned_fd(pipe_rd, Mode::Counter).unwrap_err();
+    /// assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn from_owned_fd(fd: OwnedFd, mode: Mode) -> io::Result<KernelNotifier> {
+        if let Some(info) = eventfd::fdinfo(fd.as_fd())? {
+            if let Some(sem) = info.semaphore {
+                if sem != (mode == Mode::Semaphore) {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "eventfd {} {} EFD_SEMAPHORE, which does not fit Mode::{mode:?}",
+                            fd.as_raw_fd(),
+                            if sem { "has" } else { "lacks" }
+                        ),
+                    ));
+                }
+            }
+        }
+        eventfd::set_nonblocking(fd.as_fd())?;
+        Ok(KernelNotifier {
+            fd,
+            mode,
+            nonblock: false,
+        })
+    }
+
+    /// The mode.
+    ///
+    /// ```
+    /// assert_eq!(evfd::KernelNotifier::new(evfd::Mode::AutoReset)?.mode(), evfd::Mode::AutoReset);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Whether `read`/`write` are non-blocking at the API level (the fd always is).
+    ///
+    /// ```
+    /// assert!(!evfd::KernelNotifier::new(evfd::Mode::Counter)?.is_nonblocking());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn is_nonblocking(&self) -> bool {
+        self.nonblock
+    }
+
+    /// Whether the fd is close-on-exec (`FD_CLOEXEC`, read from the kernel).
+    ///
+    /// # Errors
+    ///
+    /// The kernel's errno from `fcntl(2)`.
+    ///
+    /// ```
+    /// assert!(evfd::KernelNotifier::new(evfd::Mode::Counter)?.is_cloexec()?);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn is_cloexec(&self) -> io::Result<bool> {
+        eventfd::is_cloexec(self.fd.as_fd())
+    }
+
+    /// A snapshot of the kernel's count, from `/proc/self/fdinfo` (`eventfd-count`): a
+    /// diagnostic, not a synchronisation tool.
+    ///
+    /// # Errors
+    ///
+    /// `Unsupported` where `/proc` cannot be read.
+    ///
+    /// ```
+    /// let k = evfd::KernelNotifier::new(evfd::Mode::Counter)?;
+    /// k.write(9)?;
+    /// assert_eq!(k.count()?, 9);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn count(&self) -> io::Result<u64> {
+        match eventfd::fdinfo(self.fd.as_fd())? {
+            Some(info) => Ok(info.count),
+            None => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "/proc/self/fdinfo is not readable",
+            )),
+        }
+    }
+
+    /// Add `n` to the count without waiting (one `write(2)`).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `n == u64::MAX`; `WouldBlock` (`EAGAIN`) if the count would pass
+    /// [`LIMIT`]. Nothing changes on error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let k = evfd::KernelNotifier::new(evfd::Mode::Counter)?;
+    /// k.try_write(evfd::LIMIT)?;
+    /// assert_eq!(k.try_write(1).unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn try_write(&self, n: u64) -> io::Result<()> {
+        if n == u64::MAX {
+            return Err(invalid_write());
+        }
+        eventfd::write(self.fd.as_fd(), n)
+    }
+
+    /// Add `n` to the count, waiting for room if it would pass [`LIMIT`]. With `NONBLOCK`,
+    /// behaves as [`try_write`](Self::try_write).
+    ///
+    /// # Implementation notes
+    ///
+    /// Waits in `poll(POLLOUT)`. The kernel reports `POLLOUT` while a write of 1 fits; a
+    /// larger write that still does not fit retries with a short backoff (50 µs doubling to
+    /// 10 ms), since no poll event means "room for `n`".
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `n == u64::MAX`; `WouldBlock` only with `NONBLOCK`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let k = std::sync::Arc::new(evfd::KernelNotifier::new(evfd::Mode::Counter)?);
+    /// k.write(evfd::LIMIT)?;
+    /// let k2 = k.clone();
+    /// let t = std::thread::spawn(move || k2.write(5)); // waits for the read below
+    /// assert_eq!(k.read()?, evfd::LIMIT);
+    /// t.join().unwrap()?;
+    /// assert_eq!(k.read()?, 5);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn write(&self, n: u64) -> io::Result<()> {
+        if self.nonblock {
+            return self.try_write(n);
+        }
+        let mut backoff = Duration::from_micros(50);
+        let mut after_poll = false;
+        loop {
+            match self.try_write(n) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                r => return r,
+            }
+            if after_poll {
+                // poll(2) said writable but `n` still does not fit (room for 1 only, or an
+                // overflowed count reporting ERR): nothing to poll for; back off.
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(Duration::from_millis(10));
+            }
+            sys::poll_until(self.fd.as_fd(), Events::OUT, None)?;
+            after_poll = true;
+        }
+    }
+
+    /// `write(1)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write).
+    ///
+    /// ```
+    /// let k = evfd::KernelNotifier::new(evfd::Mode::Counter)?;
+    /// k.notify()?;
+    /// assert_eq!(k.read()?, 1);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn notify(&self) -> io::Result<()> {
+        self.write(1)
+    }
+
+    /// Take from the count without waiting (one `read(2)`): the whole count (Counter,
+    /// AutoReset) or 1 (Semaphore).
+    ///
+    /// # Errors
+    ///
+    /// `WouldBlock` (`EAGAIN`) when the count is 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let k = evfd::KernelNotifier::new(evfd::Mode::Counter)?;
+    /// k.write(7)?;
+    /// assert_eq!(k.try_read()?, 7);
+    /// assert_eq!(k.try_read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn try_read(&self) -> io::Result<u64> {
+        eventfd::read(self.fd.as_fd())
+    }
+
+    /// Take from the count, waiting in `poll(2)` while it is 0. With `NONBLOCK`, behaves as
+    /// [`try_read`](Self::try_read).
+    ///
+    /// # Errors
+    ///
+    /// `WouldBlock` only with `NONBLOCK`; the kernel's errno otherwise.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let k = std::sync::Arc::new(evfd::KernelNotifier::new(evfd::Mode::Counter)?);
+    /// let k2 = k.clone();
+    /// let t = std::thread::spawn(move || k2.read());
+    /// k.write(4)?;
+    /// assert_eq!(t.join().unwrap()?, 4);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn read(&self) -> io::Result<u64> {
+        self.read_until(None)
+    }
+
+    /// As [`read`](Self::read), giving up after `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// `TimedOut` if the count stayed 0 for `timeout`; `WouldBlock` with `NONBLOCK`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let k = evfd::KernelNotifier::new(evfd::Mode::Counter)?;
+    /// let e = k.read_timeout(Duration::from_millis(5)).unwrap_err();
+    /// assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+    /// k.write(1)?;
+    /// assert_eq!(k.read_timeout(Duration::from_millis(5))?, 1);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn read_timeout(&self, timeout: Duration) -> io::Result<u64> {
+        self.read_until(sys::deadline(timeout))
+    }
+
+    fn read_until(&self, deadline: Option<Instant>) -> io::Result<u64> {
+        if self.nonblock {
+            return self.try_read();
+        }
+        loop {
+            match self.try_read() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                r => return r,
+            }
+            let ready = sys::poll_until(self.fd.as_fd(), Events::IN, deadline)?;
+            if ready.is_empty() {
+                // Timed out; one last try so a write racing the timeout is not lost.
+                return match self.try_read() {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "kernel notifier read timed out",
+                    )),
+                    r => r,
+                };
+            }
+        }
+    }
+
+    /// Readiness (`poll(2)` with a zero timeout): the bits of `interest` that hold now, plus
+    /// `ERR`/`HUP` if they hold. `IN` iff the count is non-zero, `OUT` iff a write of 1 would
+    /// not wait, `ERR` iff the count overflowed (only the kernel's own signal path can do
+    /// that). Never consumes anything. `poll(2)` cannot fail on a valid fd short of
+    /// `ENOMEM`; if it does, this reports `ERR`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::{Events, KernelNotifier, Mode};
+    /// let k = KernelNotifier::new(Mode::Counter)?;
+    /// assert_eq!(k.poll(Events::IN | Events::OUT), Events::OUT);
+    /// k.write(evfd::LIMIT)?;
+    /// assert_eq!(k.poll(Events::IN | Events::OUT), Events::IN);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn poll(&self, interest: Events) -> Events {
+        let always = Events::ERR | Events::HUP;
+        match sys::poll_now(self.fd.as_fd(), interest | always) {
+            Ok(ev) => ev & (interest | always),
+            Err(_) => Events::ERR,
+        }
+    }
+
+    /// Deliver `IN` to this consumer, as the embedded epoll does at harvest: returns the
+    /// readiness at delivery (`IN` if it was readable) and, in [`Mode::AutoReset`], resets
+    /// the kernel count to 0 with one `read(2)` (which also wakes blocked writers). Counter
+    /// and Semaphore: a readiness check that changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// The kernel's errno.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::{Events, KernelNotifier, Mode};
+    /// let kick = KernelNotifier::new(Mode::AutoReset)?;
+    /// kick.notify()?;
+    /// kick.notify()?;
+    /// assert!(kick.consume()?.contains(Events::IN));
+    /// assert!(!kick.consume()?.contains(Events::IN)); // reset by the first delivery
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn consume(&self) -> io::Result<Events> {
+        self.deliver(Events::IN)
+    }
+
+    /// Delivery for an interest mask: only an `IN` delivery resets an AutoReset count.
+    pub(crate) fn deliver(&self, interest: Events) -> io::Result<Events> {
+        if self.mode != Mode::AutoReset || !interest.contains(Events::IN) {
+            return Ok(self.poll(Events::IN | Events::OUT));
+        }
+        match self.try_read() {
+            // IN (and ERR) as seen before the reset, OUT as it is now.
+            Ok(c) => Ok(mode::readiness(c) | mode::readiness(0)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                Ok(self.poll(Events::IN | Events::OUT))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A second handle on the same kernel eventfd (`dup(2)`; close-on-exec iff this one is).
+    ///
+    /// # Errors
+    ///
+    /// The kernel's errno (`EMFILE`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let a = evfd::KernelNotifier::new(evfd::Mode::Counter)?;
+    /// let b = a.try_clone()?;
+    /// b.write(3)?;
+    /// assert_eq!(a.read()?, 3);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[doc(alias = "dup")]
+    pub fn try_clone(&self) -> io::Result<KernelNotifier> {
+        let fd = eventfd::dup(self.fd.as_fd(), self.is_cloexec()?)?;
+        Ok(KernelNotifier {
+            fd,
+            mode: self.mode,
+            nonblock: self.nonblock,
+        })
+    }
+}
+
+impl AsFd for KernelNotifier {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl AsRawFd for KernelNotifier {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// Give the eventfd back (to pass it to a peer, KVM, or another library).
+///
+/// ```
+/// use std::os::fd::OwnedFd;
+/// let k = evfd::KernelNotifier::new(evfd::Mode::Counter)?;
+/// k.write(2)?;
+/// let fd: OwnedFd = k.into();
+/// let k = evfd::KernelNotifier::from_owned_fd(fd, evfd::Mode::Counter)?;
+/// assert_eq!(k.read()?, 2);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+impl From<KernelNotifier> for OwnedFd {
+    fn from(k: KernelNotifier) -> OwnedFd {
+        k.fd
+    }
+}
+
+impl fmt::Debug for KernelNotifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KernelNotifier")
+            .field("fd", &self.fd.as_raw_fd())
+            .field("mode", &self.mode)
+            .field("nonblocking", &self.nonblock)
+            .finish()
+    }
+}

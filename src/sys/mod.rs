@@ -1,0 +1,255 @@
+//! The only code that calls the OS.
+//!
+//! Everything here speaks I/O-safety types (`OwnedFd`, `BorrowedFd`) and returns
+//! `io::Result` whose errors carry the kernel's errno (`raw_os_error()`), converted from
+//! rustix's `Errno`. Every fd created here is `NONBLOCK`; `CLOEXEC` is the caller's choice,
+//! because a notifier's `EFD_CLOEXEC` flag decides it.
+//!
+//! # Doorbells
+//!
+//! A [`Doorbell`] is a kernel object that a poller can watch and that the fd-view protocol
+//! (`crate::fd`) makes readable or not: [`ring`](Doorbell::ring) makes it readable,
+//! [`drain`](Doorbell::drain) makes it not readable. The backend is chosen here, in one
+//! place, at compile time ([`Bell`]):
+//!
+//! | cfg | backend | fd handed out |
+//! |---|---|---|
+//! | Linux, Android, FreeBSD, illumos (default) | [`eventfd::EventfdDoorbell`] | the eventfd |
+//! | other Unix, or `--cfg evfd_force_pipe` | [`pipe::PipeDoorbell`] | the pipe's read end |
+//! | `--cfg evfd_loom` | `mock::MockDoorbell` | none: an in-memory flag, no syscalls |
+//!
+//! `--cfg evfd_force_pipe` exists so that CI runs the whole suite over the fallback.
+//!
+//! Kernel eventfd wrappers for [`KernelNotifier`](crate::KernelNotifier) live in
+//! [`eventfd`] whatever the doorbell backend is.
+
+pub(crate) mod eventfd;
+#[cfg(evfd_loom)]
+pub(crate) mod mock;
+// Compiled (and unit-tested) everywhere, selected by `Bell` only where needed.
+#[cfg(feature = "tokio")]
+pub(crate) mod async_fd;
+#[cfg_attr(any(not(evfd_force_pipe), evfd_loom), allow(dead_code))]
+pub(crate) mod pipe;
+
+use std::io;
+use std::os::fd::BorrowedFd;
+// Statistics only: not part of any protocol, so never the loom shim's atomics.
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+
+use crate::Events;
+
+/// The contract every doorbell backend fulfils.
+///
+/// The fd-view protocol calls `ring` only while the doorbell is not rung and `drain` only
+/// while it is, always under its own mutex, so a backend never sees two calls at once and
+/// never needs to count.
+pub(crate) trait Doorbell: Send + Sync + Sized + 'static {
+    /// A new, unrung doorbell. `cloexec`: every fd it owns is close-on-exec.
+    fn create(cloexec: bool) -> io::Result<Self>;
+
+    /// Make the fd readable. `EAGAIN` (a full pipe, a saturated counter) means "already
+    /// rung" and is success; `EINTR` is retried.
+    fn ring(&self) -> io::Result<()>;
+
+    /// Make the fd not readable. `EAGAIN` means "already empty" and is success; `EINTR` is
+    /// retried.
+    fn drain(&self) -> io::Result<()>;
+
+    /// The fd pollers watch. It must only be polled, never read or written by anyone else.
+    fn as_fd(&self) -> BorrowedFd<'_>;
+
+    /// The syscalls this doorbell has made.
+    fn stats(&self) -> DoorbellStats;
+}
+
+/// The doorbell backend of this build (see the module docs).
+#[cfg(all(
+    not(evfd_loom),
+    not(evfd_force_pipe),
+    any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "freebsd",
+        target_os = "illumos"
+    )
+))]
+pub(crate) type Bell = eventfd::EventfdDoorbell;
+
+/// The doorbell backend of this build (see the module docs).
+#[cfg(all(
+    not(evfd_loom),
+    any(
+        evfd_force_pipe,
+        not(any(
+            target_os = "linux",
+            target_os = "android",
+            target_os = "freebsd",
+            target_os = "illumos"
+        ))
+    )
+))]
+pub(crate) type Bell = pipe::PipeDoorbell;
+
+/// The doorbell backend of this build (see the module docs).
+#[cfg(evfd_loom)]
+pub(crate) type Bell = mock::MockDoorbell;
+
+/// Doorbell syscalls, counted (not guessed): every `write(2)` that rings a doorbell and
+/// every `read(2)` that drains one, including retries after `EINTR` and calls that got
+/// `EAGAIN`.
+///
+/// Per view: [`FdView::doorbell_stats`](crate::FdView::doorbell_stats); process-wide:
+/// [`doorbell_stats`](crate::doorbell_stats).
+///
+/// # Examples
+///
+/// ```
+/// let n = evfd::Notifier::new();
+/// let view = n.fd_view()?;
+/// n.notify()?; // not readable → readable: one ring
+/// n.notify()?; // already readable: no syscall
+/// n.read()?;   // readable → not readable: one drain
+/// let s = view.doorbell_stats();
+/// assert_eq!((s.rings, s.drains), (1, 1));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DoorbellStats {
+    /// Syscalls that rang a doorbell (made its fd readable).
+    pub rings: u64,
+    /// Syscalls that drained a doorbell (made its fd not readable).
+    pub drains: u64,
+}
+
+static GLOBAL_RINGS: AtomicU64 = AtomicU64::new(0);
+static GLOBAL_DRAINS: AtomicU64 = AtomicU64::new(0);
+
+/// Process-wide doorbell syscall counts, over every fd view that ever existed.
+///
+/// For benchmarks and examples. Tests running in parallel share it; a test that asserts
+/// exact figures should use [`FdView::doorbell_stats`](crate::FdView::doorbell_stats).
+///
+/// # Examples
+///
+/// ```
+/// let before = evfd::doorbell_stats();
+/// let n = evfd::Notifier::new();
+/// let _view = n.fd_view()?;
+/// n.notify()?;
+/// assert!(evfd::doorbell_stats().rings > before.rings);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[doc(hidden)]
+pub fn doorbell_stats() -> DoorbellStats {
+    DoorbellStats {
+        rings: GLOBAL_RINGS.load(Relaxed),
+        drains: GLOBAL_DRAINS.load(Relaxed),
+    }
+}
+
+/// Per-doorbell syscall counters, mirrored into the process-wide ones.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    rings: AtomicU64,
+    drains: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn note_ring(&self) {
+        self.rings.fetch_add(1, Relaxed);
+        GLOBAL_RINGS.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn note_drain(&self) {
+        self.drains.fetch_add(1, Relaxed);
+        GLOBAL_DRAINS.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> DoorbellStats {
+        DoorbellStats {
+            rings: self.rings.load(Relaxed),
+            drains: self.drains.load(Relaxed),
+        }
+    }
+}
+
+/// Run a syscall, retrying on `EINTR`; `count` is called once per attempt.
+pub(crate) fn retry<T>(
+    mut count: impl FnMut(),
+    mut f: impl FnMut() -> rustix::io::Result<T>,
+) -> rustix::io::Result<T> {
+    loop {
+        count();
+        match f() {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => return r,
+        }
+    }
+}
+
+/// `poll(2)` on one fd until one of `interest`'s bits (or `ERR`/`HUP`/`NVAL`) holds, or
+/// `deadline` passes (`None`: forever). Returns the bits that hold (empty on timeout).
+/// `EINTR` is retried with the remaining time.
+pub(crate) fn poll_until(
+    fd: BorrowedFd<'_>,
+    interest: Events,
+    deadline: Option<Instant>,
+) -> io::Result<Events> {
+    let flags = to_poll_flags(interest);
+    loop {
+        let timeout = match deadline {
+            None => None,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                // A timeout too large for a timespec is "forever".
+                Timespec::try_from(left).ok()
+            }
+        };
+        let mut fds = [PollFd::from_borrowed_fd(fd, flags)];
+        match rustix::event::poll(&mut fds, timeout.as_ref()) {
+            Ok(0) => return Ok(Events::empty()),
+            Ok(_) => return Ok(from_poll_flags(fds[0].revents())),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Pairs of our bits and `poll(2)`'s (whose values and integer type vary by platform and
+/// rustix backend, so they are mapped by name).
+const POLL_BITS: [(Events, PollFlags); 6] = [
+    (Events::IN, PollFlags::IN),
+    (Events::PRI, PollFlags::PRI),
+    (Events::OUT, PollFlags::OUT),
+    (Events::ERR, PollFlags::ERR),
+    (Events::HUP, PollFlags::HUP),
+    (Events::NVAL, PollFlags::NVAL),
+];
+
+fn to_poll_flags(interest: Events) -> PollFlags {
+    POLL_BITS
+        .iter()
+        .filter(|(e, _)| interest.contains(*e))
+        .fold(PollFlags::empty(), |acc, (_, p)| acc | *p)
+}
+
+fn from_poll_flags(revents: PollFlags) -> Events {
+    POLL_BITS
+        .iter()
+        .filter(|(_, p)| revents.contains(*p))
+        .fold(Events::empty(), |acc, (e, _)| acc | *e)
+}
+
+/// The readiness of one fd now (`poll(2)` with a zero timeout).
+pub(crate) fn poll_now(fd: BorrowedFd<'_>, interest: Events) -> io::Result<Events> {
+    poll_until(fd, interest, Some(Instant::now()))
+}
+
+/// A deadline `timeout` from now; `None` (forever) if it overflows.
+pub(crate) fn deadline(timeout: Duration) -> Option<Instant> {
+    Instant::now().checked_add(timeout)
+}
