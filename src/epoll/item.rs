@@ -98,7 +98,7 @@ impl Callback for Item {
         if !exclusive
             && !ep.scanning.load(SeqCst)
             && self.linked.load(Acquire)
-            && ep.waiters.interest().is_empty()
+            && !ep.has_sleeper()
             && ep.pollers.interest().is_empty()
         {
             return true;
@@ -110,7 +110,7 @@ impl Callback for Item {
             // Read under `ep.ready`: a waiter publishes its interest before it takes
             // `ep.ready` to look at the list, so either it sees the item or we see it.
             (
-                !ep.waiters.interest().is_empty(),
+                ep.has_sleeper(),
                 ep.pollers.interest().intersects(Events::IN),
             )
         };

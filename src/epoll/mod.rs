@@ -36,6 +36,7 @@
 //! `EpInner::close` when the last `Epoll` handle goes.
 
 mod item;
+mod kernel;
 mod ready;
 pub(crate) mod source;
 mod topology;
@@ -50,7 +51,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::loom::sync::atomic::{
-    fence, AtomicBool, AtomicU32, AtomicU64,
+    fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize,
     Ordering::{Relaxed, SeqCst},
 };
 use crate::loom::sync::Mutex;
@@ -58,6 +59,7 @@ use crate::wait_queue::{Key, PostWake, Target, ThreadWaiter, WaitQueue, WakeBatc
 use crate::{Event, Events};
 use item::Item;
 use ready::ReadyState;
+use source::sealed::{KernelRef, MemRef, SourceRef};
 pub use source::Source;
 
 /// One registration: the item and its entry in the source's wait queue.
@@ -70,6 +72,8 @@ struct Reg {
 #[derive(Default)]
 struct Registry {
     items: HashMap<u64, Reg>,
+    /// Kernel-fd sources, keyed by the user's fd number (as the kernel keys them).
+    kitems: HashMap<i32, kernel::KItem>,
     /// Reused for level-triggered requeues in the harvest.
     requeue: Vec<Arc<Item>>,
 }
@@ -96,6 +100,12 @@ pub(crate) struct EpInner {
     /// Mirrors `ReadyState::ovf_active` (written with `ready` held), readable without it:
     /// see `Item::wake`'s coalescing fast path.
     pub(crate) scanning: AtomicBool,
+    /// The embedded kernel epoll, created by the first kernel-fd `add` (see `kernel`).
+    kernel: std::sync::OnceLock<kernel::KernelSide>,
+    /// Threads that may be asleep in `epoll_wait` on `kernel` (QEMU's `notify_me`): while
+    /// non-zero, in-memory wakes ring the kernel side's doorbell. Incremented before the
+    /// sleeper looks at the ready list under `ready`; read by callbacks under `ready`.
+    pub(crate) kernel_sleepers: AtomicUsize,
 }
 
 /// The LT cascade's deferred wake: one more `wait`er.
@@ -103,7 +113,7 @@ struct WakeOneWaiter(Arc<EpInner>);
 
 impl PostWake for WakeOneWaiter {
     fn post_wake(&self, _key: Events) {
-        self.0.waiters.wake(Events::IN, 1);
+        self.0.wake_one_waiter();
     }
 }
 
@@ -111,7 +121,7 @@ impl PostWake for EpInner {
     /// After an item was queued: wake one `wait`er (LIFO) and, unless `key` is empty, every
     /// poller with `key`. (The wake callback wakes the pollers itself and posts an empty key.)
     fn post_wake(&self, key: Events) {
-        self.waiters.wake(Events::IN, 1);
+        self.wake_one_waiter();
         if !key.is_empty() {
             self.pollers.wake(key, usize::MAX);
         }
@@ -206,6 +216,8 @@ impl Epoll {
                     spin_ns: AtomicU64::new(0),
                     closed: AtomicBool::new(false),
                     scanning: AtomicBool::new(false),
+                    kernel: std::sync::OnceLock::new(),
+                    kernel_sleepers: AtomicUsize::new(0),
                 }),
             }),
         }
@@ -224,7 +236,7 @@ impl Epoll {
     pub fn len(&self) -> usize {
         let mut reg = crate::loom::lock(&self.inner.registry);
         self.inner.purge(&mut reg);
-        reg.items.len()
+        reg.items.len() + reg.kitems.len()
     }
 
     /// Whether nothing is registered.
@@ -301,7 +313,10 @@ impl Epoll {
     /// ```
     #[doc(alias = "epoll_ctl")]
     pub fn add(&self, src: &(impl Source + ?Sized), events: Events, data: u64) -> io::Result<()> {
-        let sc = src.source_ref().0;
+        let sc = match src.source_ref() {
+            SourceRef::Mem(MemRef(sc)) => sc,
+            SourceRef::Kernel(k) => return self.inner.core.kernel_add(k, events, data),
+        };
         let ep = &self.inner.core;
         if sc.id() == ep.id {
             return Err(invalid("an epoll cannot watch itself"));
@@ -401,7 +416,10 @@ impl Epoll {
         events: Events,
         data: u64,
     ) -> io::Result<()> {
-        let sc = src.source_ref().0;
+        let sc = match src.source_ref() {
+            SourceRef::Mem(MemRef(sc)) => sc,
+            SourceRef::Kernel(k) => return self.inner.core.kernel_modify(k, events, data),
+        };
         let ep = &self.inner.core;
         if sc.id() == ep.id {
             return Err(invalid("an epoll cannot watch itself"));
@@ -453,7 +471,10 @@ impl Epoll {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn delete(&self, src: &(impl Source + ?Sized)) -> io::Result<()> {
-        let sc = src.source_ref().0;
+        let sc = match src.source_ref() {
+            SourceRef::Mem(MemRef(sc)) => sc,
+            SourceRef::Kernel(k) => return self.inner.core.kernel_delete(k),
+        };
         let ep = &self.inner.core;
         if sc.id() == ep.id {
             return Err(invalid("an epoll cannot watch itself"));
@@ -526,6 +547,9 @@ impl Epoll {
         }
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let forever = deadline.is_none();
+        if ep.kernel.get().is_some() {
+            return ep.wait_kernel(events, deadline);
+        }
         loop {
             let waiter = Arc::new(ThreadWaiter::current());
             let key = ep
@@ -571,6 +595,181 @@ impl Epoll {
 }
 
 impl EpInner {
+    /// Someone may be asleep waiting for this epoll: a thread or task on `waiters`, or a
+    /// thread in `epoll_wait` on the kernel side. Read under `ready` by callbacks.
+    pub(crate) fn has_sleeper(&self) -> bool {
+        !self.waiters.interest().is_empty() || self.kernel_sleepers.load(SeqCst) != 0
+    }
+
+    /// Wake one waiter (LIFO), and ring the kernel side's doorbell if a thread may be asleep
+    /// in `epoll_wait`. Runs with no lock held.
+    pub(crate) fn wake_one_waiter(&self) {
+        self.waiters.wake(Events::IN, 1);
+        if self.kernel_sleepers.load(SeqCst) != 0 {
+            if let Some(k) = self.kernel.get() {
+                k.ring();
+            }
+        }
+    }
+
+    fn kernel_side(&self) -> io::Result<&kernel::KernelSide> {
+        if let Some(k) = self.kernel.get() {
+            return Ok(k);
+        }
+        let k = kernel::KernelSide::new()?;
+        // Creation happens with `registry` held, so there is no race to lose.
+        Ok(self.kernel.get_or_init(|| k))
+    }
+
+    /// `add` of a kernel fd: the kernel's `EPOLL_CTL_ADD` on the embedded kernel epoll.
+    fn kernel_add(&self, k: KernelRef<'_>, events: Events, data: u64) -> io::Result<()> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let mut reg = crate::loom::lock(&self.registry);
+        let side = self.kernel_side()?;
+        let user = k.fd.as_raw_fd();
+        let dup = if k.autoreset {
+            Some(crate::sys::eventfd::dup(k.fd, true)?)
+        } else {
+            None
+        };
+        let target = dup.as_ref().map_or(k.fd, |d| d.as_fd());
+        // An old entry under this number whose fd was closed meanwhile (the kernel dropped
+        // its item): the kernel's answer decides, and a stale entry is replaced.
+        if let Some(old) = reg.kitems.get(&user) {
+            if old.dup.is_some() || k.autoreset {
+                // A registered AutoReset dup is still in the kernel epoll: that is EEXIST.
+                return Err(io::Error::from_raw_os_error(
+                    rustix::io::Errno::EXIST.raw_os_error(),
+                ));
+            }
+        }
+        crate::sys::epoll::add(side.epfd.as_fd(), target, events, user as u64)?;
+        reg.kitems.insert(user, kernel::KItem { data, dup });
+        drop(reg);
+        // A waiter may be asleep in the in-memory path: let it go to the kernel side.
+        self.wake_one_waiter();
+        Ok(())
+    }
+
+    /// `modify` of a kernel fd (`EPOLL_CTL_MOD`).
+    fn kernel_modify(&self, k: KernelRef<'_>, events: Events, data: u64) -> io::Result<()> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let mut reg = crate::loom::lock(&self.registry);
+        let user = k.fd.as_raw_fd();
+        let Some(side) = self.kernel.get() else {
+            return Err(io::Error::from_raw_os_error(
+                rustix::io::Errno::NOENT.raw_os_error(),
+            ));
+        };
+        let r = match reg.kitems.get(&user).and_then(|i| i.dup.as_ref()) {
+            Some(d) => crate::sys::epoll::modify(side.epfd.as_fd(), d.as_fd(), events, user as u64),
+            None => crate::sys::epoll::modify(side.epfd.as_fd(), k.fd, events, user as u64),
+        };
+        match r {
+            Ok(()) => {
+                if let Some(i) = reg.kitems.get_mut(&user) {
+                    i.data = data;
+                } else {
+                    reg.kitems.insert(user, kernel::KItem { data, dup: None });
+                }
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `delete` of a kernel fd (`EPOLL_CTL_DEL`).
+    fn kernel_delete(&self, k: KernelRef<'_>) -> io::Result<()> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let mut reg = crate::loom::lock(&self.registry);
+        let user = k.fd.as_raw_fd();
+        let Some(side) = self.kernel.get() else {
+            return Err(io::Error::from_raw_os_error(
+                rustix::io::Errno::NOENT.raw_os_error(),
+            ));
+        };
+        let r = match reg.kitems.get(&user).and_then(|i| i.dup.as_ref()) {
+            Some(d) => crate::sys::epoll::delete(side.epfd.as_fd(), d.as_fd()),
+            None => crate::sys::epoll::delete(side.epfd.as_fd(), k.fd),
+        };
+        if r.is_ok() || reg.kitems.get(&user).is_some_and(|i| i.dup.is_none()) {
+            // Success, or the kernel no longer knows a plain fd we still listed (closed).
+            reg.kitems.remove(&user);
+        }
+        r
+    }
+
+    /// Collect kernel events into `out`: wait in `epoll_wait` until `deadline` (`Some(now)`:
+    /// don't block), then map them under `registry`. Returns the number delivered. Must be
+    /// called with no lock held.
+    fn kernel_collect(&self, out: &mut [Event], deadline: Option<Instant>) -> io::Result<usize> {
+        use std::os::fd::AsFd;
+        let Some(side) = self.kernel.get() else {
+            return Ok(0);
+        };
+        let mut got = Vec::new();
+        crate::sys::epoll::wait(side.epfd.as_fd(), &mut got, out.len(), deadline)?;
+        if got.is_empty() {
+            return Ok(0);
+        }
+        let reg = crate::loom::lock(&self.registry);
+        let mut n = 0;
+        for (ev, tok) in got {
+            if tok == kernel::BELL {
+                side.drain();
+                continue;
+            }
+            let Some(item) = reg.kitems.get(&(tok as i32)) else {
+                continue;
+            };
+            item.deliver(ev);
+            out[n] = Event {
+                events: ev,
+                data: item.data,
+            };
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// `wait` once kernel sources exist: block in `epoll_wait` (which also watches the
+    /// doorbell that in-memory wakes ring while `kernel_sleepers` is non-zero).
+    fn wait_kernel(
+        self: &Arc<Self>,
+        out: &mut [Event],
+        deadline: Option<Instant>,
+    ) -> io::Result<usize> {
+        loop {
+            self.kernel_sleepers.fetch_add(1, SeqCst);
+            // After publishing ourselves (SeqCst), look at the in-memory side under `ready`.
+            if self.has_ready() {
+                self.kernel_sleepers.fetch_sub(1, SeqCst);
+            } else {
+                let r = self.kernel_collect(out, deadline);
+                self.kernel_sleepers.fetch_sub(1, SeqCst);
+                let k = r?;
+                if k > 0 {
+                    // Fill what is left with in-memory events (never blocks).
+                    let mut batch = WakeBatch::new();
+                    let m = {
+                        let mut reg = crate::loom::lock(&self.registry);
+                        self.purge(&mut reg);
+                        self.scan(&mut reg, Some(&mut out[k..]), &mut batch)
+                    };
+                    batch.run();
+                    return Ok(k + m);
+                }
+            }
+            let n = self.harvest_now(out);
+            if n > 0 {
+                return Ok(n);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(0);
+            }
+        }
+    }
+
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(SeqCst)
     }
@@ -607,8 +806,7 @@ impl EpInner {
         }
         let post = {
             let mut rd = crate::loom::lock(&self.ready);
-            rd.queue(item)
-                && (!self.waiters.interest().is_empty() || !self.pollers.interest().is_empty())
+            rd.queue(item) && (self.has_sleeper() || !self.pollers.interest().is_empty())
         };
         if post {
             batch.push_post(Arc::clone(&item.ep) as Arc<dyn PostWake>, Events::IN);
@@ -618,12 +816,20 @@ impl EpInner {
     /// One harvest; its deferred wakes run before returning, with no lock held.
     pub(crate) fn harvest_now(self: &Arc<Self>, out: &mut [Event]) -> usize {
         let mut batch = WakeBatch::new();
-        let n = {
+        let mut n = {
             let mut reg = crate::loom::lock(&self.registry);
             self.purge(&mut reg);
             self.scan(&mut reg, Some(out), &mut batch)
         };
         batch.run();
+        if n < out.len() && self.kernel.get().is_some() {
+            // Kernel sources after the in-memory ones; never blocks. An error here (only
+            // EBADF/EFAULT-class failures are possible) reports nothing rather than losing
+            // the in-memory events already harvested.
+            n += self
+                .kernel_collect(&mut out[n..], Some(Instant::now()))
+                .unwrap_or(0);
+        }
         n
     }
 
@@ -708,7 +914,7 @@ impl EpInner {
         self.scanning.store(false, SeqCst);
         rd.spare = tx;
         reg.requeue = requeue;
-        if !rd.list.is_empty() && !self.waiters.interest().is_empty() {
+        if !rd.list.is_empty() && self.has_sleeper() {
             // The LT cascade: let the next sleeper look too.
             batch.push_post(
                 Arc::new(WakeOneWaiter(Arc::clone(self))) as Arc<dyn PostWake>,
@@ -727,7 +933,16 @@ impl EpInner {
             self.scan(&mut reg, None, &mut batch)
         };
         batch.run();
-        if n > 0 {
+        // Kernel sources: the embedded kernel epoll is readable iff one of them is ready
+        // (a rung doorbell only means an in-memory event, which the scan above saw).
+        let kernel_ready = || {
+            self.kernel.get().is_some_and(|k| {
+                use std::os::fd::AsFd;
+                crate::sys::poll_now(k.epfd.as_fd(), Events::IN)
+                    .is_ok_and(|e| e.contains(Events::IN))
+            })
+        };
+        if n > 0 || kernel_ready() {
             Events::IN | Events::RDNORM
         } else {
             Events::empty()
@@ -746,6 +961,7 @@ impl EpInner {
                 r.item.src.wait_queue().remove(r.key);
             }
             reg.requeue.clear();
+            reg.kitems.clear();
             regs
         };
         if regs.iter().any(|r| r.item.src.as_epoll().is_some()) {

@@ -57,18 +57,36 @@ impl SourceCore {
 }
 
 pub(crate) mod sealed {
+    use std::os::fd::BorrowedFd;
+
     /// A source's in-crate view. Public only in name: the module is private.
-    pub struct SourceRef(pub(crate) super::SourceCore);
+    pub enum SourceRef<'a> {
+        /// An in-memory source (a notifier, an epoll).
+        Mem(MemRef),
+        /// A kernel fd, watched through the epoll's embedded kernel epoll.
+        Kernel(KernelRef<'a>),
+    }
+
+    /// An in-memory source's core.
+    pub struct MemRef(pub(crate) super::SourceCore);
+
+    /// A kernel fd as a source.
+    pub struct KernelRef<'a> {
+        pub(crate) fd: BorrowedFd<'a>,
+        /// A `KernelNotifier` in AutoReset mode: the delivery of `IN` reads it.
+        pub(crate) autoreset: bool,
+    }
 
     /// Seals [`Source`](super::Source).
     pub trait Sealed {
         /// The in-crate view.
-        fn source_ref(&self) -> SourceRef;
+        fn source_ref(&self) -> SourceRef<'_>;
     }
 }
 
-/// Something an [`Epoll`](crate::Epoll) can watch: a [`Notifier`](crate::Notifier) or
-/// another [`Epoll`](crate::Epoll) (nesting). Sealed: the crate implements it.
+/// Something an [`Epoll`](crate::Epoll) can watch: a [`Notifier`](crate::Notifier), another
+/// [`Epoll`](crate::Epoll) (nesting), a [`KernelNotifier`](crate::KernelNotifier), or any
+/// kernel fd as a [`BorrowedFd`](std::os::fd::BorrowedFd). Sealed: the crate implements it.
 ///
 /// # Examples
 ///
@@ -84,22 +102,52 @@ pub(crate) mod sealed {
 pub trait Source: sealed::Sealed {}
 
 impl sealed::Sealed for crate::Notifier {
-    fn source_ref(&self) -> sealed::SourceRef {
-        sealed::SourceRef(SourceCore::Notifier(Arc::clone(&self.inner.core)))
+    fn source_ref(&self) -> sealed::SourceRef<'_> {
+        sealed::SourceRef::Mem(sealed::MemRef(SourceCore::Notifier(Arc::clone(
+            &self.inner.core,
+        ))))
     }
 }
 impl Source for crate::Notifier {}
 
 impl sealed::Sealed for crate::Epoll {
-    fn source_ref(&self) -> sealed::SourceRef {
-        sealed::SourceRef(SourceCore::Epoll(Arc::clone(&self.inner.core)))
+    fn source_ref(&self) -> sealed::SourceRef<'_> {
+        sealed::SourceRef::Mem(sealed::MemRef(SourceCore::Epoll(Arc::clone(
+            &self.inner.core,
+        ))))
     }
 }
 impl Source for crate::Epoll {}
 
 impl<T: sealed::Sealed + ?Sized> sealed::Sealed for &T {
-    fn source_ref(&self) -> sealed::SourceRef {
+    fn source_ref(&self) -> sealed::SourceRef<'_> {
         (**self).source_ref()
     }
 }
+
+/// Any kernel fd (a socket, a pipe, a timerfd, an eventfd another process writes): watched
+/// through the epoll's embedded kernel epoll, with the kernel's own LT/ET/ONESHOT/EXCLUSIVE
+/// rules and errors. Keyed by fd number, as the kernel keys it.
+impl sealed::Sealed for std::os::fd::BorrowedFd<'_> {
+    fn source_ref(&self) -> sealed::SourceRef<'_> {
+        sealed::SourceRef::Kernel(sealed::KernelRef {
+            fd: *self,
+            autoreset: false,
+        })
+    }
+}
+impl Source for std::os::fd::BorrowedFd<'_> {}
+
+/// A kernel-backed notifier: in AutoReset mode the delivery of its `IN` reads the eventfd,
+/// so the consumer never calls `read`.
+impl sealed::Sealed for crate::KernelNotifier {
+    fn source_ref(&self) -> sealed::SourceRef<'_> {
+        use std::os::fd::AsFd;
+        sealed::SourceRef::Kernel(sealed::KernelRef {
+            fd: self.as_fd(),
+            autoreset: self.mode() == crate::Mode::AutoReset,
+        })
+    }
+}
+impl Source for crate::KernelNotifier {}
 impl<T: Source + ?Sized> Source for &T {}

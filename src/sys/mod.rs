@@ -23,6 +23,7 @@
 //! Kernel eventfd wrappers for [`KernelNotifier`](crate::KernelNotifier) live in
 //! [`eventfd`] whatever the doorbell backend is.
 
+pub(crate) mod epoll;
 pub(crate) mod eventfd;
 #[cfg(evfd_loom)]
 pub(crate) mod mock;

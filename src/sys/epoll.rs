@@ -1,0 +1,84 @@
+//! Thin wrappers over the kernel's epoll, for the mini-epoll's embedded kernel epoll
+//! (kernel-fd sources). Errors carry the kernel's errno.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::time::Instant;
+
+use rustix::event::epoll;
+use rustix::event::Timespec;
+
+use crate::Events;
+
+/// `epoll_create1(EPOLL_CLOEXEC)`.
+pub(crate) fn create() -> io::Result<OwnedFd> {
+    Ok(epoll::create(epoll::CreateFlags::CLOEXEC)?)
+}
+
+fn flags(events: Events) -> epoll::EventFlags {
+    epoll::EventFlags::from_bits_retain(events.bits())
+}
+
+/// `EPOLL_CTL_ADD`.
+pub(crate) fn add(
+    ep: BorrowedFd<'_>,
+    fd: BorrowedFd<'_>,
+    events: Events,
+    data: u64,
+) -> io::Result<()> {
+    Ok(epoll::add(
+        ep,
+        fd,
+        epoll::EventData::new_u64(data),
+        flags(events),
+    )?)
+}
+
+/// `EPOLL_CTL_MOD`.
+pub(crate) fn modify(
+    ep: BorrowedFd<'_>,
+    fd: BorrowedFd<'_>,
+    events: Events,
+    data: u64,
+) -> io::Result<()> {
+    Ok(epoll::modify(
+        ep,
+        fd,
+        epoll::EventData::new_u64(data),
+        flags(events),
+    )?)
+}
+
+/// `EPOLL_CTL_DEL`.
+pub(crate) fn delete(ep: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> io::Result<()> {
+    Ok(epoll::delete(ep, fd)?)
+}
+
+/// `epoll_wait` into `out` (at most `out.len()` events) until `deadline` (`None`: forever;
+/// a past deadline: don't block). `EINTR` returns 0 (the caller loops with its deadline).
+pub(crate) fn wait(
+    ep: BorrowedFd<'_>,
+    out: &mut Vec<(Events, u64)>,
+    max: usize,
+    deadline: Option<Instant>,
+) -> io::Result<()> {
+    out.clear();
+    let mut buf = [MaybeUninit::<epoll::Event>::uninit(); 64];
+    let max = max.clamp(1, buf.len());
+    let timeout = match deadline {
+        None => None,
+        Some(d) => Timespec::try_from(d.saturating_duration_since(Instant::now())).ok(),
+    };
+    match epoll::wait(ep, &mut buf[..max], timeout.as_ref()) {
+        Ok((got, _)) => {
+            for e in got.iter() {
+                let (f, d) = (e.flags, e.data);
+                out.push((Events::from_bits_retain(f.bits()), d.u64()));
+            }
+            Ok(())
+        }
+        Err(rustix::io::Errno::INTR) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
