@@ -7,15 +7,15 @@
 //! unit it took is a job (ticket < JOBS) or its stop signal. Every consumer stops exactly
 //! once, so every job is done exactly once and the totals add up.
 //!
-//! `cargo run --example async_tokio`
+//! Then a task awaits an `Epoll` over several notifiers (`wait_async`), written by other
+//! tasks and a thread, until every unit has been seen.
 //!
-//! (The `Epoll` half of this example — a task awaiting several notifiers at once — comes
-//! with the embedded epoll.)
+//! `cargo run --example async_tokio`
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use evfd::{Mode, Notifier};
+use evfd::{Epoll, Event, Events, Mode, Notifier};
 
 const JOBS: u64 = 10_000;
 const TASKS: u64 = 3;
@@ -110,5 +110,59 @@ async fn main() -> std::io::Result<()> {
     assert_eq!(total_jobs, JOBS, "every job done once");
     assert_eq!(total_sum, JOBS * (JOBS - 1) / 2, "and no job done twice");
     assert_eq!(work.count(), 0);
+
+    epoll_part().await
+}
+
+/// One task awaits an `Epoll` over three notifiers; two tasks and one OS thread write them.
+async fn epoll_part() -> std::io::Result<()> {
+    const PER: u64 = 5_000;
+    let ep = Epoll::new();
+    let sources: Vec<Notifier> = (0..3).map(|_| Notifier::new()).collect();
+    for (i, n) in sources.iter().enumerate() {
+        ep.add(n, Events::IN | Events::ET, i as u64)?;
+    }
+    let writers: Vec<_> = sources[..2]
+        .iter()
+        .cloned()
+        .map(|n| {
+            tokio::spawn(async move {
+                for i in 0..PER {
+                    n.write(1)?;
+                    if i % 500 == 0 {
+                        tokio::time::sleep(std::time::Duration::from_micros(200)).await;
+                    }
+                }
+                Ok::<_, std::io::Error>(())
+            })
+        })
+        .collect();
+    let thread = {
+        let n = sources[2].clone();
+        std::thread::spawn(move || {
+            (0..PER).try_for_each(|i| {
+                if i % 500 == 0 {
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+                n.write(1)
+            })
+        })
+    };
+    let (mut seen, mut wakes) = ([0u64; 3], 0u64);
+    let mut evs = [Event::default(); 8];
+    while seen.iter().sum::<u64>() < 3 * PER {
+        let n = ep.wait_async(&mut evs).await?;
+        wakes += 1;
+        for e in &evs[..n] {
+            // Edge-triggered: take everything that is there.
+            seen[e.data as usize] += sources[e.data as usize].try_read().unwrap_or(0);
+        }
+    }
+    for w in writers {
+        w.await.expect("writer task")?;
+    }
+    thread.join().expect("writer thread")?;
+    println!("epoll:    {seen:?} units from 3 notifiers in {wakes} wait_async() wakes");
+    assert_eq!(seen, [PER; 3]);
     Ok(())
 }
