@@ -479,6 +479,208 @@ fn cloexec_and_backend() {
     assert!(format!("{v:?}").contains("FdView"));
 }
 
+/// A small kernel-differential run with fd views attached to every evfd epoll: random
+/// programs over 3 eventfd-style notifiers (Counter, Semaphore) and 2 epolls (the second
+/// nestable in the first, with random masks, `OUT` included) run on kernel `eventfd` +
+/// `epoll` and on evfd in lockstep, and must agree op by op (return values, error kinds,
+/// events and their order, `poll` of the epoll). The views' hooks (harvest end, delete,
+/// close) must not change what the epolls report, and the views must be exact where the
+/// epoll was just re-polled: after `Epoll::poll` (readable iff it said `IN`) and after a
+/// `wait` that returned 0 (not readable).
+#[test]
+fn kernel_differential_with_views() {
+    use rustix::event::{eventfd, EventfdFlags};
+    use std::io::ErrorKind;
+
+    #[derive(Debug, PartialEq)]
+    enum Out {
+        Unit(Result<(), ErrorKind>),
+        Read(Result<u64, ErrorKind>),
+        Events(Vec<(u32, u64)>),
+        Poll(u32),
+        Skipped,
+    }
+    const MASKS: [u32; 10] = [
+        0x1,
+        0x4,
+        0x5,
+        0x1 | 0x8000_0000,
+        0x4 | 0x8000_0000,
+        0x5 | 0x8000_0000,
+        0x1 | 0x4000_0000,
+        0x5 | 0x4000_0000,
+        0x1 | 0x8000_0000 | 0x4000_0000,
+        0x1 | 0x10,
+    ];
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let zero = Timespec::default();
+    let (mut compared, mut events, mut exact_checks) = (0u64, 0u64, 0u64);
+    for prog in 0..2000 {
+        let sem: Vec<bool> = (0..3).map(|_| rnd(2) == 1).collect();
+        let mut kn: Vec<Option<OwnedFd>> = sem
+            .iter()
+            .map(|&s| {
+                let mut f = EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC;
+                if s {
+                    f |= EventfdFlags::SEMAPHORE;
+                }
+                Some(eventfd(0, f).unwrap())
+            })
+            .collect();
+        let ke: Vec<OwnedFd> = (0..2)
+            .map(|_| epoll::create(CreateFlags::CLOEXEC).unwrap())
+            .collect();
+        let mut en: Vec<Option<Notifier>> = sem
+            .iter()
+            .map(|&s| {
+                let mode = if s { Mode::Semaphore } else { Mode::Counter };
+                Some(Notifier::builder().mode(mode).build().unwrap())
+            })
+            .collect();
+        let ee: Vec<Epoll> = (0..2).map(|_| Epoll::new()).collect();
+        let views: Vec<FdView> = ee.iter().map(|e| e.fd_view().unwrap()).collect();
+        for step in 0..60 {
+            let ep = rnd(2) as usize;
+            // Targets: notifiers 0..3, and epoll 1 (only inside epoll 0).
+            let t = if ep == 0 && rnd(4) == 0 {
+                3
+            } else {
+                rnd(3) as usize
+            };
+            let mask = MASKS[rnd(MASKS.len() as u64) as usize];
+            let data = t as u64 | (rnd(1000) << 8);
+            let kerr = |e: rustix::io::Errno| std::io::Error::from(e).kind();
+            let op = rnd(100);
+            let (ko, eo) = match op {
+                0..=39 => {
+                    // add / modify / delete
+                    let kt: Option<&OwnedFd> = if t == 3 { Some(&ke[1]) } else { kn[t].as_ref() };
+                    let Some(kt) = kt else {
+                        continue;
+                    };
+                    let ev = Events::from_bits_retain(mask);
+                    let fl = EventFlags::from_bits_retain(mask);
+                    let d = EventData::new_u64(data);
+                    let which = rnd(3);
+                    let ko = match which {
+                        0 => epoll::add(&ke[ep], kt, d, fl),
+                        1 => epoll::modify(&ke[ep], kt, d, fl),
+                        _ => epoll::delete(&ke[ep], kt),
+                    };
+                    let eo = match (t, which) {
+                        (3, 0) => ee[ep].add(&ee[1], ev, data),
+                        (3, 1) => ee[ep].modify(&ee[1], ev, data),
+                        (3, _) => ee[ep].delete(&ee[1]),
+                        (_, 0) => ee[ep].add(en[t].as_ref().unwrap(), ev, data),
+                        (_, 1) => ee[ep].modify(en[t].as_ref().unwrap(), ev, data),
+                        (_, _) => ee[ep].delete(en[t].as_ref().unwrap()),
+                    };
+                    (
+                        Out::Unit(ko.map_err(kerr)),
+                        Out::Unit(eo.map_err(|e| e.kind())),
+                    )
+                }
+                40..=59 => {
+                    let i = rnd(3) as usize;
+                    let (Some(kfd), Some(n)) = (kn[i].as_ref(), en[i].as_ref()) else {
+                        continue;
+                    };
+                    let v = rnd(3);
+                    let ko = rustix::io::write(kfd, &v.to_ne_bytes()).map(drop);
+                    (
+                        Out::Unit(ko.map_err(kerr)),
+                        Out::Unit(n.try_write(v).map_err(|e| e.kind())),
+                    )
+                }
+                60..=71 => {
+                    let i = rnd(3) as usize;
+                    let (Some(kfd), Some(n)) = (kn[i].as_ref(), en[i].as_ref()) else {
+                        continue;
+                    };
+                    let mut b = [0u8; 8];
+                    let ko = rustix::io::read(kfd, &mut b).map(|_| u64::from_ne_bytes(b));
+                    (
+                        Out::Read(ko.map_err(kerr)),
+                        Out::Read(n.try_read().map_err(|e| e.kind())),
+                    )
+                }
+                72..=89 => {
+                    let max = 1 + rnd(3) as usize;
+                    let mut kb = [epoll::Event {
+                        flags: EventFlags::empty(),
+                        data: EventData::new_u64(0),
+                    }; 3];
+                    let k = epoll::wait(&ke[ep], &mut kb[..max], Some(&zero)).unwrap();
+                    let kv: Vec<(u32, u64)> = kb[..k]
+                        .iter()
+                        .map(|e| {
+                            let (f, d) = (e.flags, e.data);
+                            (f.bits(), d.u64())
+                        })
+                        .collect();
+                    let ev = wait0(&ee[ep], max);
+                    events += ev.len() as u64;
+                    if ev.is_empty() {
+                        exact_checks += 1;
+                        assert!(
+                            !poll_readable(&views[ep]),
+                            "program {prog} step {step}: epoll {ep} returned 0 but its view is readable"
+                        );
+                    }
+                    (
+                        Out::Events(kv),
+                        Out::Events(ev.iter().map(|e| (e.events.bits(), e.data)).collect()),
+                    )
+                }
+                90..=96 => {
+                    let mut p = [PollFd::new(&ke[ep], PollFlags::IN | PollFlags::OUT)];
+                    poll(&mut p, Some(&zero)).unwrap();
+                    let er = ee[ep].poll(Events::IN | Events::OUT);
+                    exact_checks += 1;
+                    assert_eq!(
+                        poll_readable(&views[ep]),
+                        er.contains(Events::IN),
+                        "program {prog} step {step}: view of epoll {ep} after Epoll::poll"
+                    );
+                    (
+                        Out::Poll(u32::from(p[0].revents().bits())),
+                        Out::Poll(er.bits()),
+                    )
+                }
+                _ => {
+                    // Close a notifier (both twins): it leaves every interest set.
+                    let i = rnd(3) as usize;
+                    if kn[i].is_none() || rnd(3) != 0 {
+                        continue;
+                    }
+                    kn[i] = None;
+                    en[i] = None;
+                    (Out::Skipped, Out::Skipped)
+                }
+            };
+            assert_eq!(
+                ko, eo,
+                "program {prog} step {step} (op {op}, ep {ep}, target {t}, mask {mask:#x}): \
+                 kernel (left) vs evfd (right)"
+            );
+            compared += 1;
+            if kn.iter().all(Option::is_none) {
+                break;
+            }
+        }
+    }
+    eprintln!(
+        "kernel differential with views: {compared} ops agreed, {events} events, \
+         {exact_checks} exact view checks"
+    );
+}
+
 /// The stress test: 2 producer threads × 500 000 notifies to notifiers registered in the
 /// evfd `Epoll`, while a consumer sleeps in a kernel epoll on the epoll's view, then
 /// harvests with `wait(Some(0))` and reads what it got. No wake may be lost: every notify is
