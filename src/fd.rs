@@ -86,31 +86,37 @@
 //! ready list holds an item that was neither deleted nor closed. That is what every
 //! transition can maintain without polling sources under a lock (a poll of an epoll takes
 //! its registry, which may not be taken under a wait-queue lock); the harvest is where the
-//! queued items are re-polled, so:
+//! queued items are re-polled. So:
 //!
-//! - the changes: queueing an item (the item callback and `add`/`modify` wake `pollers` with
-//!   `IN`, as for an outer epoll); the end of a harvest or poll that left nothing live on
-//!   the list, and a delete or a source close that did (both wake `pollers` with `EMPTIED`
-//!   alone, a key no outer epoll's item listens for); the start of a harvest (no wake: it
-//!   is always followed by its end, which re-decides with the list in hand);
-//! - the proofs carry over with the mutex in place of the `SeqCst` order. Claim 1's step
-//!   "the skipping check's `mirror` load is after `E`'s store" holds because `E` read the
-//!   state before the change in the mutex's order, so `E`'s store happens-before the
-//!   unlock that the changing thread acquired. A harvest start that turns "readable" on
-//!   without a wake is harmless: every live item on the list at quiescence was queued by an
-//!   operation that woke `pollers` after it and stayed live and listed (or on the overflow
-//!   or transfer list, which count as readable) since, so that wake's check is later than
-//!   any sync that read "not readable". Claim 2 holds with "a harvest (`wait`, `poll`)
-//!   that left nothing live" as the consumption that empties the source and "`wait`
-//!   returned 0" as the consumer's `WouldBlock`: the harvest's `EMPTIED` is decided under
-//!   the ready lock at the end of its scan, atomically with the emptying, and its forced
-//!   sync runs before `wait` returns.
-//! - what it is not: exact between harvests. A level-triggered item whose source was
-//!   consumed behind the epoll's back (the user read the notifier after `wait`), or an
-//!   item queued for bits that `modify` removed, stays on the list until the next harvest or
-//!   [`Epoll::poll`] re-polls it — as in the kernel, where the ready list is re-polled only
-//!   when someone polls the epoll. Until then the view is readable: a poller that wakes
-//!   and calls `wait` gets 0 events, and that harvest drains the doorbell.
+//! - The changes and their wakes: queueing an item (the item callback and `add`/`modify`
+//!   wake `pollers` with `IN`, as for an outer epoll); the end of a scan (`wait`,
+//!   `wait_async`, the stream, `poll`, an outer epoll's harvest) that left nothing live on
+//!   the list *or found nothing to report*, and a delete or a source close that left
+//!   nothing live (these wake `pollers` with `EMPTIED` alone, a key that no outer epoll's
+//!   item listens for, so nesting semantics are untouched); the start of a scan (no wake:
+//!   it is always followed by its end, which decides again with the list in hand).
+//! - Claim 1 carries over with the mutex in place of the `SeqCst` order: in its proof, "the
+//!   skipping check's `mirror` load is after `E`'s store" holds because `E` read the state
+//!   before the change in the mutex's order, so `E`'s store happens-before the unlock that
+//!   the changing thread acquired. A scan start that turns "readable" on without a wake is
+//!   harmless: every live item listed at quiescence was queued by an operation that woke
+//!   `pollers` after it, and stayed live and listed (or on the overflow or transfer list,
+//!   which count as readable) since, so that wake's check follows any sync that read "not
+//!   readable".
+//! - Claim 2 holds with "`wait` returned 0" as the consumer's `WouldBlock`, and "a ring
+//!   after the consumer began that `wait`" as the edge (an edge-triggered poller saw the fd
+//!   before calling `wait`). A scan that reports nothing decides `EMPTIED` under the ready
+//!   lock at its end, even when wakes that arrived during it (the overflow list) left the
+//!   list non-empty: its forced sync then re-rings. Without that, such an arrival finds the
+//!   view rung and `mirror` current, skips, and the consumer sleeps on a readable epoll.
+//!   The models `epoll_view_*` in `src/tests/loom_fd.rs` check both claims.
+//! - What it is not: exact between harvests. A level-triggered item whose source was
+//!   consumed behind the epoll's back (the user read the notifier after `wait`), an item
+//!   queued by a wake that left its source not ready (`write(0)`), or one queued for bits
+//!   that `modify` removed, stays on the list until the next scan re-polls it — as in the
+//!   kernel, whose ready list is re-polled only when someone polls the epoll. Until then the
+//!   view is readable: a poller that wakes and calls `wait` gets 0 events, and that harvest
+//!   drains the doorbell.
 //!
 //! A view is registered on the source's queue only while it exists; with no view, the
 //! queue holds no entry of ours and the source's fast path makes no syscall and takes no
@@ -373,10 +379,15 @@ impl Drop for Registration {
 /// The fd is readable while the epoll has an event queued (what makes a kernel epoll fd
 /// readable), and is drained by the `wait` (or `wait_async`, the stream, [`Epoll::poll`])
 /// that leaves nothing ready, by a `delete` and by the close of a source that leave nothing
-/// queued. As in the kernel, a queued level-triggered item is re-polled only by a harvest:
-/// after `wait` delivered it and the consumer read its notifier, the fd stays readable until
-/// the next `wait` (which returns 0 and drains it). Edge-triggered and `ONESHOT` items are
-/// not re-queued, so their harvest drains it at once. See [`Epoll::fd_view`].
+/// queued. As in the kernel, a queued item is re-polled only by a harvest: after `wait`
+/// delivered a level-triggered event and the consumer read its notifier, the fd stays
+/// readable until the next `wait` (which returns 0 and drains it). Edge-triggered and
+/// `ONESHOT` items are not re-queued, so their harvest drains it at once.
+///
+/// Edge-triggered pollers (tokio's `AsyncFd`, `EPOLLET`) get an edge when the epoll goes
+/// from empty to non-empty: call `wait` until it returns 0 before waiting on the fd again
+/// (a `wait` that returns 0 while events arrive during it rings a fresh edge). See
+/// [`Epoll::fd_view`].
 ///
 /// # Examples
 ///
@@ -559,12 +570,14 @@ impl Epoll {
     /// `poll(2)`, mio or tokio's `AsyncFd` can wait on it, and then [`wait`](Self::wait)
     /// (with a zero timeout) harvests the events without blocking.
     ///
-    /// The fd is rung when an item is queued and drained when a harvest leaves nothing
-    /// ready, so level-triggered pollers see it readable while `wait` would return events,
-    /// and edge-triggered ones get an edge each time it goes from empty to non-empty.
-    /// Level-triggered items are re-polled only by a harvest, as in the kernel: after
-    /// consuming the source of a level-triggered event, expect one more wake whose `wait`
-    /// returns 0 (see [`FdView`], "A view of an `Epoll`"). The view keeps the epoll open.
+    /// The fd is rung when an item is queued and drained when a harvest (`wait`,
+    /// `wait_async`, the stream, [`poll`](Self::poll)), a `delete` or a source's close
+    /// leaves nothing queued, so level-triggered pollers see it readable while `wait` would
+    /// return events, and edge-triggered ones get an edge each time it goes from empty to
+    /// non-empty (harvest until `wait` returns 0 before waiting again). Queued items are
+    /// re-polled only by a harvest, as in the kernel: after consuming the source of a
+    /// level-triggered event, expect one more wake whose `wait` returns 0 (see [`FdView`],
+    /// "A view of an `Epoll`"). The view keeps the epoll open, as an fd would.
     ///
     /// Each call makes a new doorbell (one eventfd, close-on-exec); clone the view to share
     /// one. While no view exists the epoll makes no syscall.
