@@ -9,14 +9,14 @@
 //!
 //! # The protocol
 //!
-//! A view hooks a [`Target::Callback`] entry with mask `IN | OUT` at the *head* of the
-//! source's wait queue (head, as the kernel's non-exclusive entries: an exclusive wake that
-//! stops after a blocked reader still visits it). Every state change of a source wakes its
-//! queue with a key in that mask, in the changing thread, after the change: a write wakes
-//! `IN`; a read or an AutoReset delivery wakes `OUT`, plus the key-only bit `EMPTIED` when
-//! it left the count at 0. The callback runs under the queue lock, so it does only the
-//! lock-free check below and, if that fails, defers a [`sync`] to after the unlock
-//! ([`WakeBatch::push_post`]).
+//! A view hooks a [`Target::Callback`] entry with mask `IN | OUT | EMPTIED` at the *head* of
+//! the source's wait queue (head, as the kernel's non-exclusive entries: an exclusive wake
+//! that stops after a blocked reader still visits it). Every state change of a source wakes
+//! its queue with a key in that mask, in the changing thread, after the change: a write
+//! wakes `IN`; a read or an AutoReset delivery wakes `OUT`, plus the key-only bit `EMPTIED`
+//! when it left the count at 0. The callback runs under the queue lock, so it does only the
+//! check below (lock-free for a notifier) and, if that fails, defers a [`sync`] to after the
+//! unlock ([`WakeBatch::push_post`]).
 //!
 //! ```text
 //! check(key):   skip iff !key.EMPTIED && mirror == source.is_readable()  // two SeqCst loads
@@ -77,7 +77,46 @@
 //!
 //! The loom model in `src/tests/loom_fd.rs` checks both claims over every interleaving of
 //! write / read / semaphore read / AutoReset consume / view creation, with a mock doorbell
-//! that asserts `drain` only while rung.
+//! that asserts `drain` only while rung, and for an epoll: notify / harvest / delete.
+//!
+//! # An `Epoll` as a source
+//!
+//! An epoll's state is its ready list, guarded by the `EpInner::ready` mutex rather than one
+//! atomic. "Readable" for a view is `ReadyState::any_live`: a harvest is running, or the
+//! ready list holds an item that was neither deleted nor closed. That is what every
+//! transition can maintain without polling sources under a lock (a poll of an epoll takes
+//! its registry, which may not be taken under a wait-queue lock); the harvest is where the
+//! queued items are re-polled. So:
+//!
+//! - The changes and their wakes: queueing an item (the item callback and `add`/`modify`
+//!   wake `pollers` with `IN`, as for an outer epoll); the end of a scan (`wait`,
+//!   `wait_async`, the stream, `poll`, an outer epoll's harvest) that left nothing live on
+//!   the list *or found nothing to report*, and a delete or a source close that left
+//!   nothing live (these wake `pollers` with `EMPTIED` alone, a key that no outer epoll's
+//!   item listens for, so nesting semantics are untouched); the start of a scan (no wake:
+//!   it is always followed by its end, which decides again with the list in hand).
+//! - Claim 1 carries over with the mutex in place of the `SeqCst` order: in its proof, "the
+//!   skipping check's `mirror` load is after `E`'s store" holds because `E` read the state
+//!   before the change in the mutex's order, so `E`'s store happens-before the unlock that
+//!   the changing thread acquired. A scan start that turns "readable" on without a wake is
+//!   harmless: every live item listed at quiescence was queued by an operation that woke
+//!   `pollers` after it, and stayed live and listed (or on the overflow or transfer list,
+//!   which count as readable) since, so that wake's check follows any sync that read "not
+//!   readable".
+//! - Claim 2 holds with "`wait` returned 0" as the consumer's `WouldBlock`, and "a ring
+//!   after the consumer began that `wait`" as the edge (an edge-triggered poller saw the fd
+//!   before calling `wait`). A scan that reports nothing decides `EMPTIED` under the ready
+//!   lock at its end, even when wakes that arrived during it (the overflow list) left the
+//!   list non-empty: its forced sync then re-rings. Without that, such an arrival finds the
+//!   view rung and `mirror` current, skips, and the consumer sleeps on a readable epoll.
+//!   The models `epoll_view_*` in `src/tests/loom_fd.rs` check both claims.
+//! - What it is not: exact between harvests. A level-triggered item whose source was
+//!   consumed behind the epoll's back (the user read the notifier after `wait`), an item
+//!   queued by a wake that left its source not ready (`write(0)`), or one queued for bits
+//!   that `modify` removed, stays on the list until the next scan re-polls it — as in the
+//!   kernel, whose ready list is re-polled only when someone polls the epoll. Until then the
+//!   view is readable: a poller that wakes and calls `wait` gets 0 events, and that harvest
+//!   drains the doorbell.
 //!
 //! A view is registered on the source's queue only while it exists; with no view, the
 //! queue holds no entry of ours and the source's fast path makes no syscall and takes no
@@ -93,6 +132,9 @@
 //! Order: the source's WaitQueue lock and `rung` are never held together: the callback
 //!        (under the queue lock) only loads atomics and pushes a post-wake; `sync` runs
 //!        after the queue lock is released.
+//!        An epoll source's `is_readable` takes its `EpInner::ready` (a leaf: nothing is
+//!        taken under it), from the callback (under `pollers`, which the epoll's own item
+//!        callbacks take only after releasing `ready`) and from `sync` (under `rung`).
 //! ```
 //!
 //! [`sync`]: Core::sync
@@ -104,29 +146,34 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::Arc;
 
+use crate::epoll::EpHandle;
 use crate::loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use crate::loom::sync::Mutex;
 use crate::notifier::{Handle, KEY_EMPTIED};
 use crate::sys::{Bell, Doorbell, DoorbellStats};
 use crate::wait_queue::{Callback, Key, PostWake, Target, WaitQueue, WakeBatch};
-use crate::{Events, Notifier};
+use crate::{Epoll, Events, Notifier};
 
 /// The mask a view's entry listens with: every state change wakes one of these.
-const VIEW_MASK: Events = Events::IN.union(Events::OUT);
+/// `KEY_EMPTIED` alone is how an epoll tells its views (and nobody else) that it emptied.
+const VIEW_MASK: Events = Events::IN.union(Events::OUT).union(KEY_EMPTIED);
 
 /// An in-memory source an fd view can follow: anything with a [`WaitQueue`] and a
-/// readability function (a `Notifier`; later an `Epoll`).
+/// readability function (a `Notifier`, an `Epoll`).
 ///
 /// # Contract
 ///
-/// - `is_readable` is a `SeqCst` load of the state that changes with `SeqCst` RMWs.
+/// - `is_readable` is a `SeqCst` load of the state that changes with `SeqCst` RMWs, or a
+///   read of state that every change modifies under one mutex, which `is_readable` takes
+///   (an `Epoll`'s ready list; module docs). It may be called under the source's queue lock.
 /// - Every change of that state is followed, in the changing thread, before the call that
-///   made it returns, by a wake of `wait_queue()` with a key intersecting `IN | OUT`:
+///   made it returns, by a wake of `wait_queue()` with a key intersecting `VIEW_MASK`:
 ///   `IN` after a change that may make it readable, `OUT` after a consumption, with
 ///   [`KEY_EMPTIED`] added when the consumption left it not readable (a `Notifier` does
 ///   this in `try_write`, `try_read` and `deliver`). A source whose consumption wakes
-///   nobody (an `Epoll` harvest) must add such a wake. Missing `KEY_EMPTIED` only weakens
-///   claim 2 (edge-triggered pollers with several consumers); missing wakes break claim 1.
+///   nobody (an `Epoll` harvest) must add such a wake (`KEY_EMPTIED` alone will do).
+///   Missing `KEY_EMPTIED` only weakens claim 2 (edge-triggered pollers with several
+///   consumers); missing wakes break claim 1.
 /// - `deliver` hands `IN` to a consumer (AutoReset resets) and returns the readiness seen.
 pub(crate) trait ViewSource: Send + Sync + 'static {
     /// The queue the view hooks into.
@@ -156,6 +203,28 @@ impl ViewSource for Handle {
 
     fn cloexec(&self) -> bool {
         self.cloexec
+    }
+}
+
+/// An epoll's user-level handle: a view keeps the epoll open (its items stay registered), as
+/// an fd referring to it would.
+impl ViewSource for EpHandle {
+    fn wait_queue(&self) -> &WaitQueue {
+        &self.pollers
+    }
+
+    fn is_readable(&self) -> bool {
+        crate::loom::lock(&self.ready).any_live()
+    }
+
+    /// An epoll is never consumed by being polled: this re-polls the queued items (dropping
+    /// the ones no longer ready, whose harvest end drains the doorbell) and reports.
+    fn deliver(&self) -> Events {
+        self.core.readiness()
+    }
+
+    fn cloexec(&self) -> bool {
+        true
     }
 }
 
@@ -241,7 +310,8 @@ struct Hook(Arc<Core>);
 
 impl Callback for Hook {
     fn wake(&self, key: Events, batch: &mut WakeBatch) -> bool {
-        // Two atomic loads, no foreign code: fine under the queue lock.
+        // Two atomic loads (an epoll: an atomic load and its leaf `ready` lock), no foreign
+        // code: fine under the queue lock.
         if !self.0.can_skip(key) {
             batch.push_post(Arc::clone(&self.0) as Arc<dyn PostWake>, key);
         }
@@ -268,14 +338,15 @@ impl Drop for Registration {
 
 /// A real fd that is readable exactly while an in-memory source is readable.
 ///
-/// Made by [`Notifier::fd_view`]. Hand its fd ([`AsFd`], [`AsRawFd`]) to any OS poller:
-/// raw `epoll` (level- or edge-triggered), `poll(2)`, mio, tokio's `AsyncFd`, C code. The
-/// fd is an eventfd (a pipe's read end where eventfd is missing, or with
-/// `--cfg evfd_force_pipe`); it is close-on-exec iff the source is
-/// ([`Notifier::is_cloexec`]).
+/// Made by [`Notifier::fd_view`] and [`Epoll::fd_view`]. Hand its fd ([`AsFd`],
+/// [`AsRawFd`]) to any OS poller: raw `epoll` (level- or edge-triggered), `poll(2)`, mio,
+/// tokio's `AsyncFd`, C code. The fd is an eventfd (a pipe's read end where eventfd is
+/// missing, or with `--cfg evfd_force_pipe`); it is close-on-exec iff the source is
+/// ([`Notifier::is_cloexec`]; always for an epoll, as `epoll_create1(EPOLL_CLOEXEC)`).
 ///
 /// Poll the fd, never read or write it: the view owns its state. Consume through the
-/// source (`read`, `try_read`) or, for AutoReset, through [`consume`](Self::consume).
+/// source (`read`, `try_read`, [`Epoll::wait`]) or, for AutoReset, through
+/// [`consume`](Self::consume).
 ///
 /// The view keeps the source alive; clones share one fd. Dropping the last clone unhooks
 /// the view, after which the source makes no syscall again.
@@ -302,6 +373,21 @@ impl Drop for Registration {
 /// source while a read is emptying it (an edge that edge-triggered pollers must see).
 /// Notifies while the source is readable cost none.
 /// [`doorbell_stats`](Self::doorbell_stats) counts them.
+///
+/// # A view of an `Epoll`
+///
+/// The fd is readable while the epoll has an event queued (what makes a kernel epoll fd
+/// readable), and is drained by the `wait` (or `wait_async`, the stream, [`Epoll::poll`])
+/// that leaves nothing ready, by a `delete` and by the close of a source that leave nothing
+/// queued. As in the kernel, a queued item is re-polled only by a harvest: after `wait`
+/// delivered a level-triggered event and the consumer read its notifier, the fd stays
+/// readable until the next `wait` (which returns 0 and drains it). Edge-triggered and
+/// `ONESHOT` items are not re-queued, so their harvest drains it at once.
+///
+/// Edge-triggered pollers (tokio's `AsyncFd`, `EPOLLET`) get an edge when the epoll goes
+/// from empty to non-empty: call `wait` until it returns 0 before waiting on the fd again
+/// (a `wait` that returns 0 while events arrive during it rings a fresh edge). See
+/// [`Epoll::fd_view`].
 ///
 /// # Examples
 ///
@@ -367,6 +453,10 @@ impl FdView {
     ///
     /// This is the AutoReset consumer's whole job after its poller reports the fd readable:
     /// no `read` of the notifier and no syscall other than the doorbell's drain.
+    ///
+    /// For a view of an [`Epoll`], nothing is consumed (an epoll is consumed by `wait`):
+    /// this is [`Epoll::poll`]`(IN)`, which re-polls the queued items and drains the
+    /// doorbell if none is ready any more.
     ///
     /// # Examples
     ///
@@ -471,6 +561,60 @@ impl Notifier {
     /// ```
     #[doc(alias = "eventfd")]
     pub fn fd_view(&self) -> io::Result<FdView> {
+        FdView::new(Arc::clone(&self.inner) as Arc<dyn ViewSource>)
+    }
+}
+
+impl Epoll {
+    /// A real fd that is readable while this epoll has events to deliver: a kernel epoll,
+    /// `poll(2)`, mio or tokio's `AsyncFd` can wait on it, and then [`wait`](Self::wait)
+    /// (with a zero timeout) harvests the events without blocking.
+    ///
+    /// The fd is rung when an item is queued and drained when a harvest (`wait`,
+    /// `wait_async`, the stream, [`poll`](Self::poll)), a `delete` or a source's close
+    /// leaves nothing queued, so level-triggered pollers see it readable while `wait` would
+    /// return events, and edge-triggered ones get an edge each time it goes from empty to
+    /// non-empty (harvest until `wait` returns 0 before waiting again). Queued items are
+    /// re-polled only by a harvest, as in the kernel: after consuming the source of a
+    /// level-triggered event, expect one more wake whose `wait` returns 0 (see [`FdView`],
+    /// "A view of an `Epoll`"). The view keeps the epoll open, as an fd would.
+    ///
+    /// Each call makes a new doorbell (one eventfd, close-on-exec); clone the view to share
+    /// one. While no view exists the epoll makes no syscall.
+    ///
+    /// # Errors
+    ///
+    /// The OS error from creating the doorbell (`EMFILE`, `ENFILE`, `ENOMEM`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::{Epoll, Event, Events, Notifier};
+    /// use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    /// use std::time::Duration;
+    ///
+    /// let ep = Epoll::new();
+    /// let n = Notifier::new();
+    /// ep.add(&n, Events::IN | Events::ET, 1)?;
+    /// let view = ep.fd_view()?;
+    /// let readable = || {
+    ///     let mut fds = [PollFd::new(&view, PollFlags::IN)];
+    ///     poll(&mut fds, Some(&Timespec { tv_sec: 0, tv_nsec: 0 })).unwrap() == 1
+    /// };
+    /// assert!(!readable());
+    /// n.notify()?;
+    /// assert!(readable()); // an event is queued
+    /// let mut evs = [Event::default(); 4];
+    /// assert_eq!(ep.wait(&mut evs, Some(Duration::ZERO))?, 1);
+    /// assert_eq!(evs[0], Event { events: Events::IN, data: 1 });
+    /// assert!(!readable()); // the harvest left nothing ready
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[doc(alias = "epoll_create")]
+    pub fn fd_view(&self) -> io::Result<FdView> {
+        // Re-poll the queued items first (a poll, as an OS poller's look at a kernel epoll
+        // fd would be): a view made over stale entries starts not readable.
+        let _ = self.inner.core.readiness();
         FdView::new(Arc::clone(&self.inner) as Arc<dyn ViewSource>)
     }
 }

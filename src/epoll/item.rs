@@ -142,5 +142,6 @@ impl Callback for Item {
     fn detach(&self) {
         self.dead.store(true, SeqCst);
         crate::loom::lock(&self.ep.graveyard).push(self.src.id());
+        self.ep.wake_views_if_emptied();
     }
 }

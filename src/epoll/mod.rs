@@ -29,7 +29,8 @@
 //!
 //! Foreign code (wakers, unpark) runs only after all of these are released. Dropping a
 //! source's last handle runs `WaitQueue::detach_all` → `Item::detach`, which takes only (4),
-//! so it is safe from anywhere.
+//! so it is safe from anywhere — plus, only while an fd view watches the epoll, (3) and then
+//! `pollers` on their own (`wake_views_if_emptied`), never with any other of its locks held.
 //!
 //! An `Item` is referenced by the registry, by its entry in the source's wait queue and by
 //! the ready/overflow lists. It holds its epoll strongly; that cycle is broken by
@@ -55,6 +56,7 @@ use crate::loom::sync::atomic::{
     Ordering::{Relaxed, SeqCst},
 };
 use crate::loom::sync::Mutex;
+use crate::notifier::KEY_EMPTIED;
 use crate::wait_queue::{Key, PostWake, Target, ThreadWaiter, WaitQueue, WakeBatch};
 use crate::{Event, Events};
 use item::Item;
@@ -124,6 +126,28 @@ impl PostWake for EpInner {
         self.wake_one_waiter();
         if !key.is_empty() {
             self.pollers.wake(key, usize::MAX);
+        }
+    }
+}
+
+/// fd views' wake (`crate::fd`): nothing is ready any more. Only views listen for
+/// `KEY_EMPTIED` on `pollers`; outer epolls' items never see it.
+struct WakeViews(Arc<EpInner>);
+
+impl PostWake for WakeViews {
+    fn post_wake(&self, key: Events) {
+        self.0.pollers.wake(key, usize::MAX);
+    }
+}
+
+impl EpInner {
+    /// After an item was deleted or its source closed: if an fd view watches this epoll and
+    /// no live item is queued any more, let it drain its doorbell. No lock may be held.
+    pub(crate) fn wake_views_if_emptied(&self) {
+        if self.pollers.interest().contains(KEY_EMPTIED)
+            && !crate::loom::lock(&self.ready).any_live()
+        {
+            self.pollers.wake(KEY_EMPTIED, usize::MAX);
         }
     }
 }
@@ -498,6 +522,7 @@ impl Epoll {
         };
         drop(topo);
         drop(removed);
+        ep.wake_views_if_emptied();
         Ok(())
     }
 
@@ -919,6 +944,15 @@ impl EpInner {
             batch.push_post(
                 Arc::new(WakeOneWaiter(Arc::clone(self))) as Arc<dyn PostWake>,
                 Events::IN,
+            );
+        }
+        if (n == 0 || !rd.any_live()) && self.pollers.interest().contains(KEY_EMPTIED) {
+            // fd views (`crate::fd`): this scan left nothing ready, or found nothing (its
+            // caller's `WouldBlock`) while wakes arrived. Decided under `ready`, so that a
+            // refill racing the end of the scan still gets its edge (KEY_EMPTIED).
+            batch.push_post(
+                Arc::new(WakeViews(Arc::clone(self))) as Arc<dyn PostWake>,
+                KEY_EMPTIED,
             );
         }
         n

@@ -39,6 +39,13 @@ impl ReadyState {
         false
     }
 
+    /// Whether an fd view of this epoll must be rung (`crate::fd`): a scan is running (its
+    /// transfer list may hold ready items) or the ready list holds an item that is neither
+    /// deleted nor closed. Must be called with `EpInner::ready` held.
+    pub(crate) fn any_live(&self) -> bool {
+        self.ovf_active || self.list.iter().any(|it| !it.is_dead())
+    }
+
     /// `ep_start_scan`: hand the ready list to the harvester, turn the overflow list on.
     pub(crate) fn start_scan(&mut self) -> Vec<Arc<Item>> {
         debug_assert!(

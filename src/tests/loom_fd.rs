@@ -5,14 +5,17 @@
 //! `*rung == mirror == mock fd readable == (count > 0)` at quiescence (and, through the
 //! mock, that a drain only ever hits a rung doorbell). `edge_after_would_block` checks
 //! claim 2: a consumer that saw `WouldBlock` gets a ring after it if the notifier is
-//! readable at the end.
+//! readable at the end. The `epoll_view_*` models check both claims for a view of an
+//! `Epoll` (readable iff a live item is queued), harvests racing notifies.
 //!
 //! Run: `RUSTFLAGS="--cfg evfd_loom" cargo test --release --lib tests::loom_fd`
 //! (at least 3 preemptions here, whatever `LOOM_MAX_PREEMPTIONS` says).
 
+use std::time::Duration;
+
 use loom::thread;
 
-use crate::{Events, FdView, Mode, Notifier};
+use crate::{Epoll, Event, Events, FdView, Mode, Notifier};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
@@ -203,5 +206,129 @@ fn edge_after_would_block() {
                 "readable at the end, but no ring after the consumer's WouldBlock"
             );
         }
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// A view of an `Epoll`: its readability is the ready list (`ReadyState::any_live`), changed
+// under the epoll's `ready` mutex; harvests (and deletes) tell the view when it emptied.
+
+/// Claim 1 for an epoll's view at quiescence: rung iff a live item is queued.
+fn assert_epoll_consistent(ep: &Epoll, v: &FdView) {
+    let readable = crate::loom::lock(&ep.inner.ready).any_live();
+    assert_eq!(
+        v.rung_state(),
+        (readable, readable),
+        "rung/mirror vs ready list"
+    );
+    assert_eq!(v.bell().is_rung(), readable, "doorbell vs ready list");
+}
+
+fn wait0(ep: &Epoll) -> usize {
+    let mut buf = [Event::default(); 2];
+    ep.wait(&mut buf, Some(Duration::ZERO)).unwrap()
+}
+
+/// A notify queues an edge-triggered item while a harvest delivers it (or finds nothing):
+/// the view ends up rung iff the item is still queued, and a consumer whose harvest
+/// returned 0 gets a ring after it began if the epoll is readable at the end (claim 2; the
+/// refill may land on the overflow list of that very harvest).
+#[test]
+fn epoll_view_notify_vs_harvest() {
+    model(|| {
+        let ep = Epoll::new();
+        let n = notifier(Mode::Counter, 0);
+        ep.add(&n, Events::IN | Events::ET, 1).unwrap();
+        let v = ep.fd_view().unwrap();
+        let w = {
+            let n = n.clone();
+            thread::spawn(move || n.write(1).unwrap())
+        };
+        // The consumer's observation point is before its harvest (an ET poller saw the fd
+        // before calling `wait`); the harvest's own syncs (a re-ring) count as after it.
+        let rings_at_t = v.doorbell_stats().rings;
+        let got = wait0(&ep);
+        w.join().unwrap();
+        assert_epoll_consistent(&ep, &v);
+        let readable = crate::loom::lock(&ep.inner.ready).any_live();
+        if got == 0 && readable {
+            assert!(
+                v.doorbell_stats().rings > rings_at_t,
+                "queued at the end, but no ring since the harvest that returned 0 began"
+            );
+        }
+        // Whatever the interleaving, the write is delivered exactly once.
+        assert_eq!(got + wait0(&ep), 1);
+        assert_epoll_consistent(&ep, &v);
+    });
+}
+
+/// A level-triggered item is queued and rung; its notifier is read (stale) while another
+/// write refills it and the consumer harvests: the harvest that drops the stale entry races
+/// the refill's queueing. Claims 1 and 2 as above; then a delete empties it.
+#[test]
+fn epoll_view_stale_drop_vs_refill() {
+    model(|| {
+        let ep = Epoll::new();
+        let n = notifier(Mode::Counter, 1);
+        ep.add(&n, Events::IN, 1).unwrap();
+        let v = ep.fd_view().unwrap();
+        assert_eq!(v.doorbell_stats().rings, 1);
+        n.try_read().unwrap(); // stale: still queued, still rung
+        let w = {
+            let n = n.clone();
+            thread::spawn(move || n.write(1).unwrap())
+        };
+        // The consumer's observation point is before its harvest (an ET poller saw the fd
+        // before calling `wait`); the harvest's own syncs (a re-ring) count as after it.
+        let rings_at_t = v.doorbell_stats().rings;
+        let got = wait0(&ep);
+        w.join().unwrap();
+        assert_epoll_consistent(&ep, &v);
+        let readable = crate::loom::lock(&ep.inner.ready).any_live();
+        if got == 0 && readable {
+            assert!(
+                v.doorbell_stats().rings > rings_at_t,
+                "queued at the end, but no ring since the harvest that returned 0 began"
+            );
+        }
+        ep.delete(&n).unwrap();
+        assert_epoll_consistent(&ep, &v);
+        assert!(!v.bell().is_rung());
+    });
+}
+
+/// Claim 2 with two consumers, as `edge_after_would_block` for a notifier: an
+/// edge-triggered item is queued and rung; B harvests it (emptying the epoll), W refills it,
+/// A harvests too. If A's harvest returned 0 and the epoll is readable at the end, a ring
+/// happened after A began, or an edge-triggered A would sleep forever.
+#[test]
+fn epoll_view_edge_after_empty_harvest() {
+    model(|| {
+        let ep = Epoll::new();
+        let n = notifier(Mode::Counter, 1);
+        ep.add(&n, Events::IN | Events::ET, 1).unwrap();
+        let v = ep.fd_view().unwrap();
+        let b = {
+            let ep = ep.clone();
+            thread::spawn(move || wait0(&ep))
+        };
+        let w = {
+            let n = n.clone();
+            thread::spawn(move || n.write(1).unwrap())
+        };
+        let rings_at_t = v.doorbell_stats().rings;
+        let a_got = wait0(&ep);
+        let b_got = b.join().unwrap();
+        w.join().unwrap();
+        assert_epoll_consistent(&ep, &v);
+        let readable = crate::loom::lock(&ep.inner.ready).any_live();
+        if a_got == 0 && readable {
+            assert!(
+                v.doorbell_stats().rings > rings_at_t,
+                "queued at the end, but no ring since A's empty harvest began"
+            );
+        }
+        assert!(a_got + b_got >= 1);
     });
 }
