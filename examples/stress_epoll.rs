@@ -349,12 +349,28 @@ fn scale(cfg: &Cfg, rows: &mut Vec<Row>) {
 /// CPUs for (the timing thread, the echo thread); `None` = unpinned.
 type Placement = (Option<usize>, Option<usize>);
 
+/// The CPUs this process may run on, as it started (before any `pin`).
+fn all_cpus() -> Option<&'static rustix::thread::CpuSet> {
+    static ALL: std::sync::OnceLock<Option<rustix::thread::CpuSet>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| rustix::thread::sched_getaffinity(None).ok())
+        .as_ref()
+}
+
+/// Pin the calling thread to `cpu`, or (`None`) let it run on every CPU it started with
+/// again. Threads spawned later inherit this, so every pinning bench ends with `pin(None)`.
 fn pin(cpu: Option<usize>) {
-    if let Some(c) = cpu {
-        let mut set = rustix::thread::CpuSet::new();
-        set.set(c);
-        let _ = rustix::thread::sched_setaffinity(None, &set);
-    }
+    let set = match cpu {
+        Some(c) => {
+            let mut set = rustix::thread::CpuSet::new();
+            set.set(c);
+            set
+        }
+        None => match all_cpus() {
+            Some(all) => *all,
+            None => return,
+        },
+    };
+    let _ = rustix::thread::sched_setaffinity(None, &set);
 }
 
 /// stress-epoll.c: P producers write(1) to their own notifier; all in one epoll as IN|ET; Q
@@ -1532,8 +1548,10 @@ fn main() {
         .filter(|b| only.map_or(true, |o| o == b.0))
         .collect();
     let mut out = Out::default();
+    all_cpus(); // before anything pins this thread
     let t0 = Instant::now();
     for (i, (name, run)) in todo.iter().enumerate() {
+        pin(None); // each bench starts unpinned, whatever ran before
         eprint!("[{}/{}] {name:<15}", i + 1, todo.len());
         let _ = std::io::stderr().flush();
         let t = Instant::now();
