@@ -1485,7 +1485,10 @@ fn fmt_ratio(r: f64) -> String {
     }
 }
 
-fn print_table(cfg: &Cfg, out: &Out) {
+/// The table, its legend and notes, then the `row` lines.
+fn report(cfg: &Cfg, out: &Out) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
     let head = [
         "bench", "variant", "thr", "evfd", "twin", "ratio", "unit", "±evfd", "±twin",
     ];
@@ -1525,28 +1528,53 @@ fn print_table(cfg: &Cfg, out: &Out) {
         }
         s.trim_end().to_string()
     };
-    println!(
+    let _ = writeln!(
+        o,
         "# evfd vs its twin in one process, interleaved; median of {} repetitions of {} ms{}",
         cfg.reps,
         cfg.dur.as_millis(),
         if cfg.quick { " (--quick)" } else { "" }
     );
-    println!("{}", line(&head.map(String::from)));
+    let _ = writeln!(o, "{}", line(&head.map(String::from)));
     for c in &cells {
-        println!("{}", line(c));
+        let _ = writeln!(o, "{}", line(c));
     }
-    println!("# ratio: bigger is better. evfd/twin for throughput; twin/evfd for costs (us,");
-    println!("#   ns/..., syscalls/op). `inf`: evfd made no syscall where its twin made some.");
-    println!("# ±: spread of the repetitions, (max - min) / median.");
+    let _ = writeln!(
+        o,
+        "# ratio: bigger is better. evfd/twin for throughput; twin/evfd for costs (us,"
+    );
+    let _ = writeln!(
+        o,
+        "#   ns/..., syscalls/op). `inf`: evfd made no syscall where its twin made some."
+    );
+    let _ = writeln!(o, "# ±: spread of the repetitions, (max - min) / median.");
     for n in &out.notes {
-        println!("# {n}");
+        let _ = writeln!(o, "# {n}");
     }
+    let _ = writeln!(o);
+    for r in &out.rows {
+        let _ = writeln!(
+            o,
+            "row {} {} {} evfd={:.3} twin={:.3} ratio={:.3} {}",
+            r.bench,
+            r.variant.replace(' ', "_"),
+            r.threads,
+            r.evfd,
+            r.twin,
+            r.ratio(),
+            r.unit
+        );
+    }
+    o
 }
 
 fn main() {
     let mut quick = false;
     let mut only: Option<&'static str> = None;
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args_os().skip(1).map(|a| match a.into_string() {
+        Ok(a) => a,
+        Err(a) => usage(Some(format!("unknown argument {a:?}")), 2),
+    });
     while let Some(a) = args.next() {
         let bench = match a.as_str() {
             "--quick" => {
@@ -1598,18 +1626,6 @@ fn main() {
         eprintln!(" {:.1} s", t.elapsed().as_secs_f64());
     }
     eprintln!("done in {:.1} s", t0.elapsed().as_secs_f64());
-    print_table(&cfg, &out);
-    println!();
-    for r in &out.rows {
-        println!(
-            "row {} {} {} evfd={:.3} twin={:.3} ratio={:.3} {}",
-            r.bench,
-            r.variant.replace(' ', "_"),
-            r.threads,
-            r.evfd,
-            r.twin,
-            r.ratio(),
-            r.unit
-        );
-    }
+    // One write, errors ignored: `stress_epoll | head` must not panic on a closed pipe.
+    let _ = std::io::stdout().write_all(report(&cfg, &out).as_bytes());
 }
