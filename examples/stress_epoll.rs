@@ -391,6 +391,16 @@ fn all_cpus() -> Option<&'static rustix::thread::CpuSet> {
         .as_ref()
 }
 
+/// The ids of the CPUs this process may run on (as it started), in order.
+fn cpu_ids() -> Vec<usize> {
+    match all_cpus() {
+        Some(all) => (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| all.is_set(c))
+            .collect(),
+        None => vec![0],
+    }
+}
+
 /// Pin the calling thread to `cpu`, or (`None`) let it run on every CPU it started with
 /// again. Threads spawned later inherit this, so every pinning bench ends with `pin(None)`.
 fn pin(cpu: Option<usize>) {
@@ -759,11 +769,17 @@ fn epwait(cfg: &Cfg, rows: &mut Vec<Row>) {
 /// handles each kick. evfd AutoReset (no read) vs evfd Counter + read, and vs the kernel
 /// (epoll_wait + read(2)). Unit: kicks handled (events processed by the consumer) per ms.
 ///
-/// K = CPUs - 1, at most 2: the producers kick without pause, so K + 1 threads on fewer
-/// CPUs measure the scheduler (spread of 70-100% with K = 2 on 2 CPUs), not the loop.
+/// K = CPUs - 1, at most 2, and every thread pinned to a CPU of its own (the consumer on
+/// the first, as an iothread beside vCPU threads): the producers kick without pause, so
+/// K + 1 threads on fewer CPUs, or a consumer that the scheduler puts beside its producer,
+/// measure the scheduler (spreads of 100-1000% unpinned on 2 CPUs), not the loop.
 fn autoreset_loop(cfg: &Cfg, rows: &mut Vec<Row>) {
-    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let k = (cpus - 1).clamp(1, 2);
+    let cpus = cpu_ids();
+    let k = cpus.len().saturating_sub(1).clamp(1, 2);
+    // The CPU of the consumer (`None`) or of producer `i`; none on a 1-CPU machine.
+    let cpu = |i: Option<usize>| {
+        (cpus.len() > 1).then(|| cpus[i.map_or(0, |i| 1 + i % (cpus.len() - 1))])
+    };
     let dur = cfg.dur;
     let evfd_run = |mode: evfd::Mode| {
         let ep = Epoll::new();
@@ -779,9 +795,14 @@ fn autoreset_loop(cfg: &Cfg, rows: &mut Vec<Row>) {
         let producers: Vec<_> = (0..k)
             .map(|i| {
                 let (ns, stop) = (ns.clone(), stop.clone());
-                std::thread::spawn(move || spin_ops(&stop, || ns[i].write(1).unwrap()))
+                let cpu = cpu(Some(i));
+                std::thread::spawn(move || {
+                    pin(cpu);
+                    spin_ops(&stop, || ns[i].write(1).unwrap())
+                })
             })
             .collect();
+        pin(cpu(None));
         let mut buf = vec![Event::default(); k];
         let mut handled = 0u64;
         let t0 = Instant::now();
@@ -813,9 +834,14 @@ fn autoreset_loop(cfg: &Cfg, rows: &mut Vec<Row>) {
         let producers: Vec<_> = (0..k)
             .map(|i| {
                 let (fds, stop) = (fds.clone(), stop.clone());
-                std::thread::spawn(move || spin_ops(&stop, || kwrite(&fds[i], 1)))
+                let cpu = cpu(Some(i));
+                std::thread::spawn(move || {
+                    pin(cpu);
+                    spin_ops(&stop, || kwrite(&fds[i], 1))
+                })
             })
             .collect();
+        pin(cpu(None));
         let mut buf = vec![std::mem::MaybeUninit::uninit(); k];
         let mut handled = 0u64;
         let t0 = Instant::now();
@@ -840,6 +866,7 @@ fn autoreset_loop(cfg: &Cfg, rows: &mut Vec<Row>) {
         c.push(evfd_run(evfd::Mode::Counter));
         kern.push(kernel_run());
     }
+    pin(None);
     for (variant, twin) in [
         ("AutoReset_vs_Counter+read", &c),
         ("AutoReset_vs_kernel", &kern),
