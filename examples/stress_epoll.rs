@@ -1097,9 +1097,10 @@ impl RwProbe {
     /// (reads, writes) since `start`, a probe `probes` probes ago, without the probes.
     fn since(&self, start: (u64, u64), probes: u64) -> Option<(u64, u64)> {
         let now = self.now()?;
+        let net = |now: u64, start: u64, cost: u64| (now - start).saturating_sub(probes * cost);
         Some((
-            now.0 - start.0 - probes * self.cost.0,
-            now.1 - start.1 - probes * self.cost.1,
+            net(now.0, start.0, self.cost.0),
+            net(now.1, start.1, self.cost.1),
         ))
     }
 }
@@ -1345,7 +1346,7 @@ fn doorbell_sleeping(edges: u64, evfd: bool) -> (Counted, Counted) {
             own: own_w,
         },
         Counted {
-            kernel: k.map(|(p, c)| per(p.0 - sleep.checks + c.0)),
+            kernel: k.map(|(p, c)| per(p.0.saturating_sub(sleep.checks) + c.0)),
             own: own_r,
         },
     )
@@ -1361,12 +1362,30 @@ fn doorbell(cfg: &Cfg, rows: &mut Vec<Row>, notes: &mut Vec<String>) {
     };
     let mut s = [(); 8].map(|_| Vec::new());
     let mut counters = [Counted::default(); 6];
+    const NAMES: [&str; 6] = [
+        "awake evfd",
+        "awake twin",
+        "asleep-writes evfd",
+        "asleep-writes twin",
+        "asleep-reads evfd",
+        "asleep-reads twin",
+    ];
     for _ in 0..cfg.reps {
         let (ce, ne) = doorbell_awake(n, true);
         let (ct, nt) = doorbell_awake(n, false);
         let (we, re) = doorbell_sleeping(edges, true);
         let (wt, rt) = doorbell_sleeping(edges, false);
         counters = [ce, ct, we, wt, re, rt];
+        for (name, c) in NAMES.iter().zip(counters) {
+            if let Some(k) = c.kernel {
+                if (k - c.own).abs() > 1e-9 {
+                    notes.push(format!(
+                        "doorbell {name}: the kernel counted {k:.4}/op, the own counter {:.4}/op",
+                        c.own
+                    ));
+                }
+            }
+        }
         for (v, x) in s.iter_mut().zip([
             ce.value(),
             ct.value(),
@@ -1415,24 +1434,6 @@ fn doorbell(cfg: &Cfg, rows: &mut Vec<Row>, notes: &mut Vec<String>) {
     notes.push(format!(
         "doorbell: {n} notifies while awake, {edges} edges while asleep; syscalls counted from {src}"
     ));
-    let names = [
-        "awake evfd",
-        "awake twin",
-        "sleep-writes evfd",
-        "sleep-writes twin",
-        "sleep-reads evfd",
-        "sleep-reads twin",
-    ];
-    for (name, c) in names.iter().zip(counters) {
-        if let Some(k) = c.kernel {
-            if (k - c.own).abs() > 1e-9 {
-                notes.push(format!(
-                    "doorbell {name}: kernel counted {k:.4}/op, own counter {:.4}/op (last rep)",
-                    c.own
-                ));
-            }
-        }
-    }
     progress();
 }
 
