@@ -1,18 +1,53 @@
-//! evfd next to its kernel twin, benchmark by benchmark (definitions: BENCHMARKS.md).
+//! evfd next to its kernel (or peer) twin, benchmark by benchmark (definitions and targets:
+//! BENCHMARKS.md).
 //!
 //! ```sh
-//! cargo run --release --example stress_epoll              # everything, ~3-4 minutes
-//! cargo run --release --example stress_epoll -- --quick   # everything, < 60 s
-//! cargo run --release --example stress_epoll -- --only seed_pri
+//! cargo run --release --example stress_epoll              # everything, ~2.5 min on 2 CPUs
+//! cargo run --release --example stress_epoll -- --quick   # everything, ~25 s on 2 CPUs
+//! cargo run --release --example stress_epoll -- --only doorbell
 //! ```
 //!
-//! Each row runs evfd and its twin in the same process, interleaved, and reports the median
-//! of the repetitions. After the table, one machine-readable line per row:
-//! `row <bench> <variant> <threads> evfd=<v> twin=<v> ratio=<r> <unit>`; `ratio` is always
-//! "bigger is better" (evfd/twin for throughput, twin/evfd for latency and ns per event).
+//! Benchmarks (`--only` names): `seed_pri`, `seed_in`, `stress`, `pingpong`, `epwait`,
+//! `harvest`, `scale`, `async_pingpong`, `autoreset_loop`, `doorbell`. Progress goes to
+//! stderr (`[i/n] <bench>`, a dot per row, seconds per bench); bad arguments print the
+//! usage and exit with status 2.
+//!
+//! Each row runs evfd and its twin in the same process, interleaved (evfd, twin, evfd, ...),
+//! each side for a fixed time (`--quick`: 150 ms × 3 repetitions; default 700 ms × 5), and
+//! reports the medians and the spread of the repetitions ((max - min) / median). After a
+//! table, one machine-readable line per row:
+//!
+//! ```text
+//! row <bench> <variant> <threads> evfd=<v> twin=<v> ratio=<r> <unit>
+//! ```
+//!
+//! `variant` has no spaces. `ratio` is always "bigger is better": evfd/twin for throughput
+//! (ops/ms, rt/s, ...), twin/evfd for costs (µs, ns per event, syscalls/op). A cost row
+//! where evfd is 0 and the twin is not prints `ratio=inf` (Rust's and Python's `float`
+//! parse it); 0 against 0 is `ratio=1.000`.
+//!
+//! # `doorbell` rows (unit `syscalls/op`, except `awake_notify` in ns/op)
+//!
+//! A notifier with a fd view registered (LT) in a kernel epoll; the twin is a kernel
+//! eventfd in the same epoll.
+//!
+//! - `awake_per_notify`: the consumer woke from `epoll_wait` and is busy (not draining)
+//!   while a producer notifies N times: syscalls per notify (target 0; the twin's is 1).
+//!   `awake_notify`: the producer's ns per notify in that state.
+//! - `asleep_writes_per_edge`, `asleep_reads_per_edge`: per edge, the consumer sleeps in
+//!   `epoll_wait` (checked in /proc), the producer notifies once, the consumer wakes and
+//!   reads (evfd: `try_read` until `WouldBlock`; twin: one `read(2)`, which empties an
+//!   eventfd). Syscalls of both threads per edge (target ≤ 1 + 1; the twin's is 1 + 1).
+//!
+//! Syscalls are counted, not timed or guessed: by the kernel's per-thread read/write
+//! accounting (`/proc/thread-self/io`, `syscr`/`syscw`, each probe's own `pread` taken
+//! out), which sees every read(2)/write(2)-family call of the producer and consumer
+//! threads, doorbell or not — not futex or epoll_wait, which the twin makes too. Where that
+//! file is missing, `evfd::doorbell_stats()` deltas (evfd) and the calls made (twin) are
+//! used; either way a note under the table says which, and flags any disagreement.
 
 use std::io::Write as _;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -39,7 +74,7 @@ fn kread(fd: &OwnedFd) -> u64 {
 fn kepoll() -> OwnedFd {
     epoll::create(epoll::CreateFlags::CLOEXEC).expect("epoll_create")
 }
-fn kadd(ep: &OwnedFd, fd: &OwnedFd, flags: epoll::EventFlags, data: u64) {
+fn kadd(ep: &OwnedFd, fd: impl AsFd, flags: epoll::EventFlags, data: u64) {
     epoll::add(ep, fd, epoll::EventData::new_u64(data), flags).expect("epoll_ctl");
 }
 fn kwait(
@@ -63,8 +98,12 @@ fn kwait(
 // ---------------------------------------------------------------- measurement helpers
 
 struct Cfg {
+    /// Measured time of one run of one side of a row.
     dur: Duration,
+    /// Repetitions of each (evfd, twin) pair, interleaved; the median is reported.
     reps: usize,
+    /// `--quick`: smaller fixed-count workloads too (`doorbell`).
+    quick: bool,
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -122,13 +161,54 @@ struct Row {
 }
 
 impl Row {
+    /// Bigger is better: evfd/twin, or twin/evfd for costs (latency, ns, syscalls). A cost
+    /// of 0 against a positive twin is `inf` (printed so); 0 against 0 is 1.
     fn ratio(&self) -> f64 {
-        if self.higher_better {
-            self.evfd / self.twin
+        let (num, den) = if self.higher_better {
+            (self.evfd, self.twin)
         } else {
-            self.twin / self.evfd
+            (self.twin, self.evfd)
+        };
+        if num == den {
+            1.0
+        } else {
+            num / den
         }
     }
+
+    /// A row from the per-repetition samples of both sides: medians and spreads.
+    fn from_samples(
+        bench: &'static str,
+        variant: &str,
+        threads: usize,
+        evfd: &[f64],
+        twin: &[f64],
+        unit: &'static str,
+        higher_better: bool,
+    ) -> Row {
+        let (e, es) = median_spread(evfd);
+        let (t, ts) = median_spread(twin);
+        Row {
+            bench,
+            variant: variant.into(),
+            threads,
+            evfd: e,
+            twin: t,
+            unit,
+            higher_better,
+            evfd_spread: es,
+            twin_spread: ts,
+        }
+    }
+}
+
+/// Median and relative spread ((max - min) / median; 0 when all samples are equal).
+fn median_spread(v: &[f64]) -> (f64, f64) {
+    let m = median(&mut v.to_vec());
+    let max = v.iter().cloned().fold(f64::MIN, f64::max);
+    let min = v.iter().cloned().fold(f64::MAX, f64::min);
+    let spread = if max == min { 0.0 } else { (max - min) / m };
+    (m, spread)
 }
 
 /// Interleave evfd and twin `reps` times; medians and relative spread ((max-min)/median).
@@ -142,13 +222,9 @@ fn interleaved(
         a.push(evfd());
         b.push(twin());
     }
-    let spread = |v: &[f64], m: f64| {
-        (v.iter().cloned().fold(f64::MIN, f64::max) - v.iter().cloned().fold(f64::MAX, f64::min))
-            / m
-    };
-    let ma = median(&mut a.clone());
-    let mb = median(&mut b.clone());
-    (ma, mb, spread(&a, ma), spread(&b, mb))
+    let (ma, sa) = median_spread(&a);
+    let (mb, sb) = median_spread(&b);
+    (ma, mb, sa, sb)
 }
 
 // ---------------------------------------------------------------- benchmarks
@@ -254,7 +330,7 @@ fn harvest(cfg: &Cfg, rows: &mut Vec<Row>) {
     let (e, t, es, ts) = interleaved(cfg.reps, evfd_run, twin_run);
     rows.push(Row {
         bench: "harvest",
-        variant: "200 LT".into(),
+        variant: "200LT".into(),
         threads: 1,
         evfd: e,
         twin: t,
@@ -292,7 +368,7 @@ fn scale(cfg: &Cfg, rows: &mut Vec<Row>) {
         let (e, t, es, ts) = interleaved(cfg.reps, || run(r, dur), || run(10, dur));
         rows.push(Row {
             bench: "scale",
-            variant: format!("R={r} vs R=10"),
+            variant: format!("R={r}_vs_R=10"),
             threads: 1,
             evfd: e,
             twin: t,
@@ -308,12 +384,38 @@ fn scale(cfg: &Cfg, rows: &mut Vec<Row>) {
 /// CPUs for (the timing thread, the echo thread); `None` = unpinned.
 type Placement = (Option<usize>, Option<usize>);
 
-fn pin(cpu: Option<usize>) {
-    if let Some(c) = cpu {
-        let mut set = rustix::thread::CpuSet::new();
-        set.set(c);
-        let _ = rustix::thread::sched_setaffinity(None, &set);
+/// The CPUs this process may run on, as it started (before any `pin`).
+fn all_cpus() -> Option<&'static rustix::thread::CpuSet> {
+    static ALL: std::sync::OnceLock<Option<rustix::thread::CpuSet>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| rustix::thread::sched_getaffinity(None).ok())
+        .as_ref()
+}
+
+/// The ids of the CPUs this process may run on (as it started), in order.
+fn cpu_ids() -> Vec<usize> {
+    match all_cpus() {
+        Some(all) => (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| all.is_set(c))
+            .collect(),
+        None => vec![0],
     }
+}
+
+/// Pin the calling thread to `cpu`, or (`None`) let it run on every CPU it started with
+/// again. Threads spawned later inherit this, so every pinning bench ends with `pin(None)`.
+fn pin(cpu: Option<usize>) {
+    let set = match cpu {
+        Some(c) => {
+            let mut set = rustix::thread::CpuSet::new();
+            set.set(c);
+            set
+        }
+        None => match all_cpus() {
+            Some(all) => *all,
+            None => return,
+        },
+    };
+    let _ = rustix::thread::sched_setaffinity(None, &set);
 }
 
 /// stress-epoll.c: P producers write(1) to their own notifier; all in one epoll as IN|ET; Q
@@ -666,13 +768,23 @@ fn epwait(cfg: &Cfg, rows: &mut Vec<Row>) {
 /// Seed 004's virtio loop: K producers kick their queue's notifier; one consumer waits and
 /// handles each kick. evfd AutoReset (no read) vs evfd Counter + read, and vs the kernel
 /// (epoll_wait + read(2)). Unit: kicks handled (events processed by the consumer) per ms.
+///
+/// K = CPUs - 1, at most 2, and every thread pinned to a CPU of its own (the consumer on
+/// the first, as an iothread beside vCPU threads): the producers kick without pause, so
+/// K + 1 threads on fewer CPUs, or a consumer that the scheduler puts beside its producer,
+/// measure the scheduler (spreads of 100-1000% unpinned on 2 CPUs), not the loop.
 fn autoreset_loop(cfg: &Cfg, rows: &mut Vec<Row>) {
-    const K: usize = 2;
+    let cpus = cpu_ids();
+    let k = cpus.len().saturating_sub(1).clamp(1, 2);
+    // The CPU of the consumer (`None`) or of producer `i`; none on a 1-CPU machine.
+    let cpu = |i: Option<usize>| {
+        (cpus.len() > 1).then(|| cpus[i.map_or(0, |i| 1 + i % (cpus.len() - 1))])
+    };
     let dur = cfg.dur;
     let evfd_run = |mode: evfd::Mode| {
         let ep = Epoll::new();
         let ns: Arc<Vec<Notifier>> = Arc::new(
-            (0..K)
+            (0..k)
                 .map(|_| Notifier::builder().mode(mode).build().unwrap())
                 .collect(),
         );
@@ -680,13 +792,18 @@ fn autoreset_loop(cfg: &Cfg, rows: &mut Vec<Row>) {
             ep.add(n, Events::IN, i as u64).unwrap();
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let producers: Vec<_> = (0..K)
+        let producers: Vec<_> = (0..k)
             .map(|i| {
                 let (ns, stop) = (ns.clone(), stop.clone());
-                std::thread::spawn(move || spin_ops(&stop, || ns[i].write(1).unwrap()))
+                let cpu = cpu(Some(i));
+                std::thread::spawn(move || {
+                    pin(cpu);
+                    spin_ops(&stop, || ns[i].write(1).unwrap())
+                })
             })
             .collect();
-        let mut buf = [Event::default(); K];
+        pin(cpu(None));
+        let mut buf = vec![Event::default(); k];
         let mut handled = 0u64;
         let t0 = Instant::now();
         while t0.elapsed() < dur {
@@ -709,18 +826,23 @@ fn autoreset_loop(cfg: &Cfg, rows: &mut Vec<Row>) {
     };
     let kernel_run = || {
         let ep = kepoll();
-        let fds: Arc<Vec<OwnedFd>> = Arc::new((0..K).map(|_| kfd()).collect());
+        let fds: Arc<Vec<OwnedFd>> = Arc::new((0..k).map(|_| kfd()).collect());
         for (i, f) in fds.iter().enumerate() {
             kadd(&ep, f, epoll::EventFlags::IN, i as u64);
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let producers: Vec<_> = (0..K)
+        let producers: Vec<_> = (0..k)
             .map(|i| {
                 let (fds, stop) = (fds.clone(), stop.clone());
-                std::thread::spawn(move || spin_ops(&stop, || kwrite(&fds[i], 1)))
+                let cpu = cpu(Some(i));
+                std::thread::spawn(move || {
+                    pin(cpu);
+                    spin_ops(&stop, || kwrite(&fds[i], 1))
+                })
             })
             .collect();
-        let mut buf = vec![std::mem::MaybeUninit::uninit(); K];
+        pin(cpu(None));
+        let mut buf = vec![std::mem::MaybeUninit::uninit(); k];
         let mut handled = 0u64;
         let t0 = Instant::now();
         while t0.elapsed() < dur {
@@ -738,148 +860,729 @@ fn autoreset_loop(cfg: &Cfg, rows: &mut Vec<Row>) {
         }
         handled as f64 / el.as_secs_f64() / 1000.0
     };
-    let (mut a, mut c, mut k) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut a, mut c, mut kern) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..cfg.reps {
         a.push(evfd_run(evfd::Mode::AutoReset));
         c.push(evfd_run(evfd::Mode::Counter));
-        k.push(kernel_run());
+        kern.push(kernel_run());
     }
-    let spread = |v: &[f64]| {
-        let m = median(&mut v.to_vec());
-        (v.iter().cloned().fold(f64::MIN, f64::max) - v.iter().cloned().fold(f64::MAX, f64::min))
-            / m
+    pin(None);
+    for (variant, twin) in [
+        ("AutoReset_vs_Counter+read", &c),
+        ("AutoReset_vs_kernel", &kern),
+    ] {
+        rows.push(Row::from_samples(
+            "autoreset_loop",
+            variant,
+            k + 1,
+            &a,
+            twin,
+            "kicks/ms",
+            true,
+        ));
+    }
+    progress();
+}
+
+// ---------------------------------------------------------------- async_pingpong
+
+/// A 2-worker tokio runtime, as BENCHMARKS.md's `async_pingpong` says.
+fn tokio_rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_io()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// Spawn `pong` and `ping` on `rt`; `ping` returns round trips/s and stops `pong`.
+fn ap_run<Pi, Po>(rt: &tokio::runtime::Runtime, ping: Pi, pong: Po) -> f64
+where
+    Pi: std::future::Future<Output = f64> + Send + 'static,
+    Po: std::future::Future<Output = ()> + Send + 'static,
+{
+    rt.block_on(async move {
+        let pong = tokio::spawn(pong);
+        let rate = tokio::spawn(ping).await.expect("ping task");
+        pong.await.expect("pong task");
+        rate
+    })
+}
+
+/// `ping`'s loop: `rt()` is one round trip; runs `dur`, returns round trips/s.
+macro_rules! ap_ping {
+    ($dur:expr, $rt:expr) => {{
+        let t0 = Instant::now();
+        let mut n = 0u64;
+        while t0.elapsed() < $dur {
+            for _ in 0..64 {
+                $rt;
+            }
+            n += 64;
+        }
+        n as f64 / t0.elapsed().as_secs_f64()
+    }};
+}
+
+fn ap_evfd(rt: &tokio::runtime::Runtime, dur: Duration) -> f64 {
+    let (a, b) = (Notifier::new(), Notifier::new());
+    let (a2, b2) = (a.clone(), b.clone());
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    ap_run(
+        rt,
+        async move {
+            let rate = ap_ping!(dur, {
+                a.write(1).unwrap();
+                b.read_async().await.unwrap();
+            });
+            stop.store(true, Ordering::Relaxed);
+            a.write(1).unwrap();
+            rate
+        },
+        async move {
+            loop {
+                a2.read_async().await.unwrap();
+                if stop2.load(Ordering::Relaxed) {
+                    break;
+                }
+                b2.write(1).unwrap();
+            }
+        },
+    )
+}
+
+fn ap_notify(rt: &tokio::runtime::Runtime, dur: Duration) -> f64 {
+    use tokio::sync::Notify;
+    let (a, b) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let (a2, b2) = (a.clone(), b.clone());
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    ap_run(
+        rt,
+        async move {
+            let rate = ap_ping!(dur, {
+                a.notify_one();
+                b.notified().await;
+            });
+            stop.store(true, Ordering::Relaxed);
+            a.notify_one();
+            rate
+        },
+        async move {
+            loop {
+                a2.notified().await;
+                if stop2.load(Ordering::Relaxed) {
+                    break;
+                }
+                b2.notify_one();
+            }
+        },
+    )
+}
+
+/// A kernel eventfd in tokio's reactor. Call inside the runtime.
+fn async_kfd() -> Arc<tokio::io::unix::AsyncFd<OwnedFd>> {
+    use tokio::io::{unix::AsyncFd, Interest};
+    // SAFETY: an `OwnedFd` owns its fd: it stays open, and `as_raw_fd` returns that same fd,
+    // until the `AsyncFd` (which owns the `OwnedFd`) drops it.
+    let afd = unsafe { AsyncFd::register_with_interest(kfd(), Interest::READABLE) };
+    Arc::new(afd.map_err(|e| e.into_parts().1).expect("AsyncFd"))
+}
+
+async fn async_kread(fd: &tokio::io::unix::AsyncFd<OwnedFd>) -> u64 {
+    loop {
+        let mut guard = fd.readable().await.expect("readable");
+        let mut b = [0u8; 8];
+        match guard
+            .try_io(|fd| rustix::io::read(fd.get_ref(), &mut b[..]).map_err(std::io::Error::from))
+        {
+            Ok(Ok(8)) => return u64::from_ne_bytes(b),
+            Ok(r) => panic!("eventfd read: {r:?}"),
+            Err(_would_block) => continue,
+        }
+    }
+}
+
+fn ap_asyncfd(rt: &tokio::runtime::Runtime, dur: Duration) -> f64 {
+    let (a, b) = rt.block_on(async { (async_kfd(), async_kfd()) });
+    let (a2, b2) = (a.clone(), b.clone());
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    ap_run(
+        rt,
+        async move {
+            let rate = ap_ping!(dur, {
+                kwrite(a.get_ref(), 1);
+                async_kread(&b).await;
+            });
+            stop.store(true, Ordering::Relaxed);
+            kwrite(a.get_ref(), 1);
+            rate
+        },
+        async move {
+            loop {
+                async_kread(&a2).await;
+                if stop2.load(Ordering::Relaxed) {
+                    break;
+                }
+                kwrite(b2.get_ref(), 1);
+            }
+        },
+    )
+}
+
+/// Two tasks on a 2-worker tokio runtime bounce a token: evfd `write` / `read_async`, vs
+/// tokio `Notify` and vs `AsyncFd` over kernel eventfds; the three interleaved. rt/s.
+fn async_pingpong(cfg: &Cfg, rows: &mut Vec<Row>) {
+    let rt = tokio_rt();
+    let dur = cfg.dur;
+    let (mut e, mut n, mut f) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..cfg.reps {
+        e.push(ap_evfd(&rt, dur));
+        n.push(ap_notify(&rt, dur));
+        f.push(ap_asyncfd(&rt, dur));
+    }
+    for (variant, twin) in [("vs_Notify", &n), ("vs_AsyncFd", &f)] {
+        rows.push(Row::from_samples(
+            "async_pingpong",
+            variant,
+            2,
+            &e,
+            twin,
+            "rt/s",
+            true,
+        ));
+    }
+    progress();
+}
+
+// ---------------------------------------------------------------- doorbell
+
+/// The calling thread's read(2)- and write(2)-family syscall counts, as the kernel accounts
+/// them per thread (`/proc/thread-self/io`: `syscr`, `syscw`). They see every read and write
+/// the thread makes — doorbell or not, evfd's or anyone's — but no other syscall (futex,
+/// epoll_wait). Each probe is one `pread(2)` on a file this thread opened; [`RwProbe::cost`]
+/// is what one probe adds, measured, and [`RwProbe::since`] subtracts it.
+struct RwProbe {
+    file: std::fs::File,
+    cost: (u64, u64),
+}
+
+impl RwProbe {
+    /// `None` where the kernel has no per-thread I/O accounting.
+    fn new() -> Option<RwProbe> {
+        let file = std::fs::File::open("/proc/thread-self/io").ok()?;
+        let mut p = RwProbe { file, cost: (0, 0) };
+        let a = p.now()?;
+        let b = p.now()?;
+        p.cost = (b.0 - a.0, b.1 - a.1);
+        Some(p)
+    }
+
+    /// (syscr, syscw) now.
+    fn now(&self) -> Option<(u64, u64)> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 512];
+        let n = self.file.read_at(&mut buf, 0).ok()?;
+        let text = std::str::from_utf8(&buf[..n]).ok()?;
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        Some((field("syscr:")?, field("syscw:")?))
+    }
+
+    /// (reads, writes) since `start`, a probe `probes` probes ago, without the probes.
+    fn since(&self, start: (u64, u64), probes: u64) -> Option<(u64, u64)> {
+        let now = self.now()?;
+        let net = |now: u64, start: u64, cost: u64| (now - start).saturating_sub(probes * cost);
+        Some((
+            net(now.0, start.0, self.cost.0),
+            net(now.1, start.1, self.cost.1),
+        ))
+    }
+}
+
+/// Whether thread `tid` of this process sleeps, from its /proc stat (state `S`). Each
+/// check is one `pread(2)`, counted in `checks`, so that the caller's read count can leave
+/// them out.
+struct SleepProbe {
+    file: Option<std::fs::File>,
+    checks: u64,
+}
+
+impl SleepProbe {
+    fn new(tid: i32) -> SleepProbe {
+        let file = std::fs::File::open(format!("/proc/self/task/{tid}/stat")).ok();
+        SleepProbe { file, checks: 0 }
+    }
+
+    fn asleep(&mut self) -> bool {
+        use std::os::unix::fs::FileExt;
+        let Some(f) = &self.file else { return false };
+        let mut buf = [0u8; 512];
+        self.checks += 1;
+        let Ok(n) = f.read_at(&mut buf, 0) else {
+            return false;
+        };
+        let s = String::from_utf8_lossy(&buf[..n]);
+        s.rfind(')')
+            .and_then(|i| s[i + 1..].trim_start().chars().next())
+            == Some('S')
+    }
+
+    /// Wait (≤ 10 ms) until the thread sleeps, so that the next notify finds it in
+    /// `epoll_wait`. No /proc, or a thread that does not sleep (a ptrace stop is `t`),
+    /// times out and goes on: the syscall counts are the same either way; only the
+    /// "sleeping" premise is weaker.
+    fn until_asleep(&mut self) {
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_millis(10) {
+            if self.asleep() {
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+}
+
+fn gettid() -> i32 {
+    rustix::thread::gettid().as_raw_nonzero().get()
+}
+
+/// What one doorbell measurement counted.
+#[derive(Default, Clone, Copy)]
+struct Counted {
+    /// Syscalls per op as the kernel counted them (`RwProbe`), if it can.
+    kernel: Option<f64>,
+    /// Syscalls per op by the program's own counter: `evfd::doorbell_stats()` deltas for
+    /// evfd, the `write`/`read` calls it made for the eventfd twin.
+    own: f64,
+}
+
+impl Counted {
+    /// The figure reported: the kernel's count where there is one.
+    fn value(&self) -> f64 {
+        self.kernel.unwrap_or(self.own)
+    }
+}
+
+/// Consumer awake: the fd (a view, or the twin eventfd) is readable and registered in a
+/// kernel epoll (LT); the consumer woke from `epoll_wait` and is busy (sleeping 1 ms at a
+/// time, not draining) while this thread, the producer, notifies `n` times. Returns the
+/// producer's syscalls per notify and ns per notify.
+fn doorbell_awake(n: u64, evfd: bool) -> (Counted, f64) {
+    let notifier = Notifier::new();
+    let view = notifier.fd_view().expect("fd_view");
+    let twin = Arc::new(kfd());
+    let ep = kepoll();
+    if evfd {
+        kadd(&ep, &view, epoll::EventFlags::IN, 0);
+    } else {
+        kadd(&ep, &*twin, epoll::EventFlags::IN, 0);
+    }
+    let notify = || {
+        if evfd {
+            notifier.notify().unwrap();
+        } else {
+            kwrite(&twin, 1);
+        }
     };
-    let (ma, mc, mk) = (
-        median(&mut a.clone()),
-        median(&mut c.clone()),
-        median(&mut k.clone()),
+    let awake = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicBool::new(false));
+    let consumer = {
+        let (notifier, twin, awake, done) =
+            (notifier.clone(), twin.clone(), awake.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut buf = vec![std::mem::MaybeUninit::uninit(); 1];
+            while kwait(&ep, &mut buf, Some(10_000)).is_empty() {}
+            awake.store(true, Ordering::Release);
+            while !done.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(1)); // busy elsewhere
+            }
+            if evfd {
+                notifier.try_read().unwrap()
+            } else {
+                kread(&twin)
+            }
+        })
+    };
+    notify(); // the edge that wakes the consumer
+    while !awake.load(Ordering::Acquire) {
+        std::thread::yield_now();
+    }
+    let probe = RwProbe::new();
+    let s0 = evfd::doorbell_stats();
+    let k0 = probe.as_ref().and_then(|p| p.now());
+    let t0 = Instant::now();
+    for _ in 0..n {
+        notify();
+    }
+    let ns = t0.elapsed().as_nanos() as f64 / n as f64;
+    let k = probe.as_ref().zip(k0).and_then(|(p, k0)| p.since(k0, 1));
+    let s1 = evfd::doorbell_stats();
+    done.store(true, Ordering::Release);
+    assert_eq!(
+        consumer.join().unwrap(),
+        n + 1,
+        "doorbell: every notify read"
     );
-    rows.push(Row {
-        bench: "autoreset_loop",
-        variant: "AutoReset_vs_Counter+read".into(),
-        threads: K + 1,
-        evfd: ma,
-        twin: mc,
-        unit: "kicks/ms",
-        higher_better: true,
-        evfd_spread: spread(&a),
-        twin_spread: spread(&c),
-    });
-    rows.push(Row {
-        bench: "autoreset_loop",
-        variant: "AutoReset_vs_kernel".into(),
-        threads: K + 1,
-        evfd: ma,
-        twin: mk,
-        unit: "kicks/ms",
-        higher_better: true,
-        evfd_spread: spread(&a),
-        twin_spread: spread(&k),
-    });
+    let own = if evfd {
+        (s1.rings - s0.rings + s1.drains - s0.drains) as f64
+    } else {
+        n as f64 // one write(2) per kwrite
+    };
+    let c = Counted {
+        kernel: k.map(|(r, w)| (r + w) as f64 / n as f64),
+        own: own / n as f64,
+    };
+    (c, ns)
+}
+
+/// Consumer sleeping: per edge, the consumer sleeps in `epoll_wait` (kernel epoll, LT) on
+/// the fd; the producer (this thread) notifies once; the consumer wakes and reads — evfd:
+/// `try_read` until `WouldBlock`; twin: one `read(2)`, which empties an eventfd. Returns
+/// (writes per edge, reads per edge), both threads' syscalls.
+fn doorbell_sleeping(edges: u64, evfd: bool) -> (Counted, Counted) {
+    let notifier = Notifier::new();
+    let view = notifier.fd_view().expect("fd_view");
+    let twin = Arc::new(kfd());
+    let ep = kepoll();
+    if evfd {
+        kadd(&ep, &view, epoll::EventFlags::IN, 0);
+    } else {
+        kadd(&ep, &*twin, epoll::EventFlags::IN, 0);
+    }
+    let drained = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let tid = Arc::new(std::sync::atomic::AtomicI32::new(0));
+    let s0 = evfd::doorbell_stats();
+    let consumer = {
+        let (notifier, twin, drained, stop, tid) = (
+            notifier.clone(),
+            twin.clone(),
+            drained.clone(),
+            stop.clone(),
+            tid.clone(),
+        );
+        std::thread::spawn(move || {
+            let probe = RwProbe::new();
+            let k0 = probe.as_ref().and_then(|p| p.now());
+            tid.store(gettid(), Ordering::Release);
+            let (mut got, mut reads) = (0u64, 0u64);
+            let mut k = None;
+            let mut buf = vec![std::mem::MaybeUninit::uninit(); 1];
+            loop {
+                if kwait(&ep, &mut buf, Some(10_000)).is_empty() {
+                    panic!("doorbell: no wake in 10 s");
+                }
+                if stop.load(Ordering::Acquire) {
+                    break;
+                }
+                if evfd {
+                    while let Ok(v) = notifier.try_read() {
+                        got += v;
+                    }
+                } else {
+                    got += kread(&twin);
+                    reads += 1;
+                }
+                // Before publishing the edge as handled: after the last one, the main
+                // thread stops us with one more (uncounted) notify.
+                let d = drained.load(Ordering::Relaxed) + 1;
+                k = probe.as_ref().zip(k0).and_then(|(p, k0)| p.since(k0, d));
+                drained.store(d, Ordering::Release);
+            }
+            (got, reads, k)
+        })
+    };
+    let mut tid_v = 0;
+    while tid_v == 0 {
+        std::thread::yield_now();
+        tid_v = tid.load(Ordering::Acquire);
+    }
+    let mut sleep = SleepProbe::new(tid_v);
+    let probe = RwProbe::new();
+    let k0 = probe.as_ref().and_then(|p| p.now());
+    for i in 0..edges {
+        while drained.load(Ordering::Acquire) < i {
+            std::thread::yield_now();
+        }
+        sleep.until_asleep();
+        if evfd {
+            notifier.notify().unwrap();
+        } else {
+            kwrite(&twin, 1);
+        }
+    }
+    while drained.load(Ordering::Acquire) < edges {
+        std::thread::yield_now();
+    }
+    let kp = probe.as_ref().zip(k0).and_then(|(p, k0)| p.since(k0, 1));
+    let s1 = evfd::doorbell_stats();
+    stop.store(true, Ordering::Release);
+    if evfd {
+        notifier.notify().unwrap();
+    } else {
+        kwrite(&twin, 1);
+    }
+    let (got, reads, kc) = consumer.join().unwrap();
+    assert_eq!(got, edges, "doorbell: every notify read");
+    let per = |x: u64| x as f64 / edges as f64;
+    let (own_w, own_r) = if evfd {
+        (per(s1.rings - s0.rings), per(s1.drains - s0.drains))
+    } else {
+        (1.0, per(reads)) // one write(2) per edge
+    };
+    // Both threads: a doorbell syscall runs in whichever thread finds the doorbell out of
+    // date (the producer may drain if the consumer emptied the notifier while the producer
+    // was still ringing), minus the producer's /proc checks (`SleepProbe`).
+    let k = kp.zip(kc);
+    (
+        Counted {
+            kernel: k.map(|(p, c)| per(p.1 + c.1)),
+            own: own_w,
+        },
+        Counted {
+            kernel: k.map(|(p, c)| per(p.0.saturating_sub(sleep.checks) + c.0)),
+            own: own_r,
+        },
+    )
+}
+
+/// `doorbell` (BENCHMARKS.md): a notifier with a fd view registered in a kernel epoll vs a
+/// plain kernel eventfd. Syscalls are counted, not timed: see `RwProbe` and `Counted`.
+fn doorbell(cfg: &Cfg, rows: &mut Vec<Row>, notes: &mut Vec<String>) {
+    let (n, edges) = if cfg.quick {
+        (200_000, 300)
+    } else {
+        (500_000, 1_000)
+    };
+    let mut s = [(); 8].map(|_| Vec::new());
+    let mut counters = [Counted::default(); 6];
+    const NAMES: [&str; 6] = [
+        "awake evfd",
+        "awake twin",
+        "asleep-writes evfd",
+        "asleep-writes twin",
+        "asleep-reads evfd",
+        "asleep-reads twin",
+    ];
+    for _ in 0..cfg.reps {
+        let (ce, ne) = doorbell_awake(n, true);
+        let (ct, nt) = doorbell_awake(n, false);
+        let (we, re) = doorbell_sleeping(edges, true);
+        let (wt, rt) = doorbell_sleeping(edges, false);
+        counters = [ce, ct, we, wt, re, rt];
+        for (name, c) in NAMES.iter().zip(counters) {
+            if let Some(k) = c.kernel {
+                if (k - c.own).abs() > 1e-9 {
+                    notes.push(format!(
+                        "doorbell {name}: the kernel counted {k:.4}/op, the own counter {:.4}/op",
+                        c.own
+                    ));
+                }
+            }
+        }
+        for (v, x) in s.iter_mut().zip([
+            ce.value(),
+            ct.value(),
+            ne,
+            nt,
+            we.value(),
+            wt.value(),
+            re.value(),
+            rt.value(),
+        ]) {
+            v.push(x);
+        }
+    }
+    for (i, variant) in ["awake_per_notify", "awake_notify"].iter().enumerate() {
+        let unit = if i == 0 { "syscalls/op" } else { "ns/op" };
+        rows.push(Row::from_samples(
+            "doorbell",
+            variant,
+            2,
+            &s[2 * i],
+            &s[2 * i + 1],
+            unit,
+            false,
+        ));
+    }
+    for (i, variant) in ["asleep_writes_per_edge", "asleep_reads_per_edge"]
+        .iter()
+        .enumerate()
+    {
+        rows.push(Row::from_samples(
+            "doorbell",
+            variant,
+            2,
+            &s[4 + 2 * i],
+            &s[5 + 2 * i],
+            "syscalls/op",
+            false,
+        ));
+    }
+    let src = if counters.iter().all(|c| c.kernel.is_some()) {
+        "the kernel's per-thread read/write syscall counts (/proc/thread-self/io syscr+syscw)"
+    } else {
+        "evfd::doorbell_stats() deltas (evfd) and write/read calls made (twin); \
+         /proc/thread-self/io unavailable"
+    };
+    notes.push(format!(
+        "doorbell: {n} notifies while awake, {edges} edges while asleep; syscalls counted from {src}"
+    ));
     progress();
 }
 
 // ---------------------------------------------------------------- driver
 
+/// Everything the benchmarks produce.
+#[derive(Default)]
+struct Out {
+    rows: Vec<Row>,
+    /// Printed under the table, as `# ` lines.
+    notes: Vec<String>,
+}
+
+type BenchFn = fn(&Cfg, &mut Out);
+
+/// Every benchmark of BENCHMARKS.md, in run order.
+const BENCHES: &[(&str, BenchFn)] = &[
+    ("seed_pri", |c, o| {
+        seed(c, "seed_pri", Events::PRI, &mut o.rows)
+    }),
+    ("seed_in", |c, o| {
+        seed(c, "seed_in", Events::IN, &mut o.rows)
+    }),
+    ("stress", |c, o| stress(c, &mut o.rows)),
+    ("pingpong", |c, o| pingpong(c, &mut o.rows)),
+    ("epwait", |c, o| epwait(c, &mut o.rows)),
+    ("harvest", |c, o| harvest(c, &mut o.rows)),
+    ("scale", |c, o| scale(c, &mut o.rows)),
+    ("async_pingpong", |c, o| async_pingpong(c, &mut o.rows)),
+    ("autoreset_loop", |c, o| autoreset_loop(c, &mut o.rows)),
+    ("doorbell", |c, o| doorbell(c, &mut o.rows, &mut o.notes)),
+];
+
+/// One dot per finished row, on the progress line.
 fn progress() {
     eprint!(".");
     let _ = std::io::stderr().flush();
 }
 
-const BENCHES: &[&str] = &[
-    "seed_pri",
-    "seed_in",
-    "stress",
-    "pingpong",
-    "epwait",
-    "harvest",
-    "scale",
-    "autoreset_loop",
-];
-
-fn usage() -> ! {
-    eprintln!(
-        "usage: stress_epoll [--quick] [--only <bench>]\n  benches: {}",
-        BENCHES.join(", ")
+/// Print the usage (stdout for `--help`, else stderr after `why`) and exit with `code`.
+fn usage(why: Option<String>, code: i32) -> ! {
+    let names: Vec<&str> = BENCHES.iter().map(|b| b.0).collect();
+    let text = format!(
+        "usage: stress_epoll [--quick] [--only <bench>]\n\
+         \n\
+         Runs every benchmark of BENCHMARKS.md, evfd next to its kernel or peer twin.\n\
+         \n  --quick         shorter runs: everything in < 60 s on 2 cores (default < 5 min)\
+         \n  --only <bench>  run one benchmark: {}\
+         \n  -h, --help      print this",
+        names.join(", ")
     );
-    std::process::exit(2);
+    match why {
+        None => println!("{text}"),
+        Some(why) => eprintln!("stress_epoll: {why}\n{text}"),
+    }
+    std::process::exit(code)
 }
 
-fn main() {
-    let mut quick = false;
-    let mut only: Option<String> = None;
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--quick" => quick = true,
-            "--only" => match args.next() {
-                Some(b) if BENCHES.contains(&b.as_str()) => only = Some(b),
-                _ => usage(),
-            },
-            "-h" | "--help" => usage(),
-            _ => usage(),
-        }
-    }
-    let cfg = if quick {
-        Cfg {
-            dur: Duration::from_millis(150),
-            reps: 3,
-        }
+/// A value for the table: as many digits as its size deserves.
+fn fmt_value(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if v.abs() >= 1000.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
     } else {
-        Cfg {
-            dur: Duration::from_millis(700),
-            reps: 5,
+        format!("{v:.3}")
+    }
+}
+
+fn fmt_ratio(r: f64) -> String {
+    if r.is_infinite() {
+        "inf".into()
+    } else {
+        format!("{r:.2}x")
+    }
+}
+
+/// The table, its legend and notes, then the `row` lines.
+fn report(cfg: &Cfg, out: &Out) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let head = [
+        "bench", "variant", "thr", "evfd", "twin", "ratio", "unit", "±evfd", "±twin",
+    ];
+    let cells: Vec<[String; 9]> = out
+        .rows
+        .iter()
+        .map(|r| {
+            [
+                r.bench.to_string(),
+                r.variant.clone(),
+                r.threads.to_string(),
+                fmt_value(r.evfd),
+                fmt_value(r.twin),
+                fmt_ratio(r.ratio()),
+                r.unit.to_string(),
+                format!("{:.0}%", r.evfd_spread * 100.0),
+                format!("{:.0}%", r.twin_spread * 100.0),
+            ]
+        })
+        .collect();
+    let mut w = head.map(|h| h.chars().count());
+    for c in &cells {
+        for (w, s) in w.iter_mut().zip(c) {
+            *w = (*w).max(s.chars().count());
         }
+    }
+    // Text columns left-aligned, numbers right-aligned.
+    let line = |c: &[String]| {
+        let mut s = String::new();
+        for (i, (x, w)) in c.iter().zip(w).enumerate() {
+            let pad = " ".repeat(w - x.chars().count());
+            if matches!(i, 0 | 1 | 6) {
+                s += &format!("{x}{pad}  ");
+            } else {
+                s += &format!("{pad}{x}  ");
+            }
+        }
+        s.trim_end().to_string()
     };
-    let want = |b: &str| only.as_deref().map_or(true, |o| o == b);
-    let mut rows = Vec::new();
-    eprint!("running");
-    if want("seed_pri") {
-        seed(&cfg, "seed_pri", Events::PRI, &mut rows);
-    }
-    if want("seed_in") {
-        seed(&cfg, "seed_in", Events::IN, &mut rows);
-    }
-    if want("stress") {
-        stress(&cfg, &mut rows);
-    }
-    if want("pingpong") {
-        pingpong(&cfg, &mut rows);
-    }
-    if want("epwait") {
-        epwait(&cfg, &mut rows);
-    }
-    if want("harvest") {
-        harvest(&cfg, &mut rows);
-    }
-    if want("scale") {
-        scale(&cfg, &mut rows);
-    }
-    if want("autoreset_loop") {
-        autoreset_loop(&cfg, &mut rows);
-    }
-    eprintln!(" done");
-    println!(
-        "{:<10} {:<18} {:>3} {:>14} {:>14} {:>9}  {:<9} {:>7} {:>7}",
-        "bench", "variant", "thr", "evfd", "twin", "ratio", "unit", "±evfd", "±twin"
+    let _ = writeln!(
+        o,
+        "# evfd vs its twin in one process, interleaved; median of {} repetitions of {} ms{}",
+        cfg.reps,
+        cfg.dur.as_millis(),
+        if cfg.quick { " (--quick)" } else { "" }
     );
-    for r in &rows {
-        println!(
-            "{:<10} {:<18} {:>3} {:>14.1} {:>14.1} {:>8.2}x  {:<9} {:>6.0}% {:>6.0}%",
-            r.bench,
-            r.variant,
-            r.threads,
-            r.evfd,
-            r.twin,
-            r.ratio(),
-            r.unit,
-            r.evfd_spread * 100.0,
-            r.twin_spread * 100.0
-        );
+    let _ = writeln!(o, "{}", line(&head.map(String::from)));
+    for c in &cells {
+        let _ = writeln!(o, "{}", line(c));
     }
-    println!();
-    for r in &rows {
-        println!(
+    let _ = writeln!(
+        o,
+        "# ratio: bigger is better. evfd/twin for throughput; twin/evfd for costs (us,"
+    );
+    let _ = writeln!(
+        o,
+        "#   ns/..., syscalls/op). `inf`: evfd made no syscall where its twin made some."
+    );
+    let _ = writeln!(o, "# ±: spread of the repetitions, (max - min) / median.");
+    for n in &out.notes {
+        let _ = writeln!(o, "# {n}");
+    }
+    let _ = writeln!(o);
+    for r in &out.rows {
+        let _ = writeln!(
+            o,
             "row {} {} {} evfd={:.3} twin={:.3} ratio={:.3} {}",
             r.bench,
             r.variant.replace(' ', "_"),
@@ -890,4 +1593,67 @@ fn main() {
             r.unit
         );
     }
+    o
+}
+
+fn main() {
+    let mut quick = false;
+    let mut only: Option<&'static str> = None;
+    let mut args = std::env::args_os().skip(1).map(|a| match a.into_string() {
+        Ok(a) => a,
+        Err(a) => usage(Some(format!("unknown argument {a:?}")), 2),
+    });
+    while let Some(a) = args.next() {
+        let bench = match a.as_str() {
+            "--quick" => {
+                quick = true;
+                continue;
+            }
+            "-h" | "--help" => usage(None, 0),
+            "--only" => match args.next() {
+                Some(b) => b,
+                None => usage(Some("--only needs a benchmark name".into()), 2),
+            },
+            _ => match a.strip_prefix("--only=") {
+                Some(b) => b.to_string(),
+                None => usage(Some(format!("unknown argument `{a}`")), 2),
+            },
+        };
+        match BENCHES.iter().find(|b| b.0 == bench) {
+            Some(b) if only.is_none() => only = Some(b.0),
+            Some(_) => usage(Some("--only given twice".into()), 2),
+            None => usage(Some(format!("unknown benchmark `{bench}`")), 2),
+        }
+    }
+    let cfg = if quick {
+        Cfg {
+            dur: Duration::from_millis(150),
+            reps: 3,
+            quick,
+        }
+    } else {
+        Cfg {
+            dur: Duration::from_millis(700),
+            reps: 5,
+            quick,
+        }
+    };
+    let todo: Vec<&(&str, BenchFn)> = BENCHES
+        .iter()
+        .filter(|b| only.map_or(true, |o| o == b.0))
+        .collect();
+    let mut out = Out::default();
+    all_cpus(); // before anything pins this thread
+    let t0 = Instant::now();
+    for (i, (name, run)) in todo.iter().enumerate() {
+        pin(None); // each bench starts unpinned, whatever ran before
+        eprint!("[{}/{}] {name:<15}", i + 1, todo.len());
+        let _ = std::io::stderr().flush();
+        let t = Instant::now();
+        run(&cfg, &mut out);
+        eprintln!(" {:.1} s", t.elapsed().as_secs_f64());
+    }
+    eprintln!("done in {:.1} s", t0.elapsed().as_secs_f64());
+    // One write, errors ignored: `stress_epoll | head` must not panic on a closed pipe.
+    let _ = std::io::stdout().write_all(report(&cfg, &out).as_bytes());
 }
