@@ -61,3 +61,8 @@ pub use tokio_fd::AsyncFdNotifier;
 
 #[cfg(all(test, evfd_loom))]
 mod tests;
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
