@@ -420,11 +420,26 @@ fn pin(cpu: Option<usize>) {
 
 /// stress-epoll.c: P producers write(1) to their own notifier; all in one epoll as IN|ET; Q
 /// pollers loop wait() + read() of each returned notifier. Checks sum read == sum written.
+/// Spin-before-park of the `_spin` rows.
+const SPIN: Option<Duration> = Some(Duration::from_micros(50));
+
 fn stress(cfg: &Cfg, rows: &mut Vec<Row>) {
-    for (p, q) in [(1usize, 1usize), (2, 1), (4, 1), (2, 2)] {
+    // The `_spin` rows: the same, with the pollers' epoll spinning 50 us before parking
+    // (`Epoll::set_spin`; BENCHMARKS.md asks for blocking and spinning variants apart).
+    for (p, q, spin) in [
+        (1usize, 1usize, false),
+        (2, 1, false),
+        (4, 1, false),
+        (2, 2, false),
+        (1, 1, true),
+        (2, 2, true),
+    ] {
         let dur = cfg.dur;
         let evfd_run = || {
             let ep = Epoll::new();
+            if spin {
+                ep.set_spin(SPIN);
+            }
             let ns: Arc<Vec<Notifier>> = Arc::new((0..p).map(|_| Notifier::new()).collect());
             for (i, n) in ns.iter().enumerate() {
                 ep.add(n, Events::IN | Events::ET, i as u64).unwrap();
@@ -517,7 +532,7 @@ fn stress(cfg: &Cfg, rows: &mut Vec<Row>) {
         let (e, t, es, ts) = interleaved(cfg.reps, evfd_run, twin_run);
         rows.push(Row {
             bench: "stress",
-            variant: format!("P{p}Q{q}"),
+            variant: format!("P{p}Q{q}{}", if spin { "_spin" } else { "" }),
             threads: p + q,
             evfd: e,
             twin: t,
@@ -672,11 +687,15 @@ fn pingpong(cfg: &Cfg, rows: &mut Vec<Row>) {
 /// perf bench epoll wait: W workers share one epoll over 64 notifiers each; one writer
 /// writes 1 to every notifier in turn, then sleeps 500 ns; each worker loops wait(1) + read.
 fn epwait(cfg: &Cfg, rows: &mut Vec<Row>) {
-    for w in [1usize, 2] {
+    // `_spin`: the workers' epoll spins 50 us before parking.
+    for (w, spin) in [(1usize, false), (2, false), (1, true), (2, true)] {
         let dur = cfg.dur;
         let nfd = 64 * w;
         let evfd_run = || {
             let ep = Epoll::new();
+            if spin {
+                ep.set_spin(SPIN);
+            }
             let ns: Arc<Vec<Notifier>> = Arc::new((0..nfd).map(|_| Notifier::new()).collect());
             for (i, n) in ns.iter().enumerate() {
                 ep.add(n, Events::IN, i as u64).unwrap();
@@ -752,7 +771,7 @@ fn epwait(cfg: &Cfg, rows: &mut Vec<Row>) {
         let (e, t, es, ts) = interleaved(cfg.reps, evfd_run, twin_run);
         rows.push(Row {
             bench: "epwait",
-            variant: format!("W{w}"),
+            variant: format!("W{w}{}", if spin { "_spin" } else { "" }),
             threads: w + 1,
             evfd: e,
             twin: t,
@@ -781,8 +800,11 @@ fn autoreset_loop(cfg: &Cfg, rows: &mut Vec<Row>) {
         (cpus.len() > 1).then(|| cpus[i.map_or(0, |i| 1 + i % (cpus.len() - 1))])
     };
     let dur = cfg.dur;
-    let evfd_run = |mode: evfd::Mode| {
+    let evfd_run = |mode: evfd::Mode, spin: bool| {
         let ep = Epoll::new();
+        if spin {
+            ep.set_spin(SPIN);
+        }
         let ns: Arc<Vec<Notifier>> = Arc::new(
             (0..k)
                 .map(|_| Notifier::builder().mode(mode).build().unwrap())
@@ -861,21 +883,27 @@ fn autoreset_loop(cfg: &Cfg, rows: &mut Vec<Row>) {
         handled as f64 / el.as_secs_f64() / 1000.0
     };
     let (mut a, mut c, mut kern) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut a_spin, mut c_spin) = (Vec::new(), Vec::new());
     for _ in 0..cfg.reps {
-        a.push(evfd_run(evfd::Mode::AutoReset));
-        c.push(evfd_run(evfd::Mode::Counter));
+        a.push(evfd_run(evfd::Mode::AutoReset, false));
+        c.push(evfd_run(evfd::Mode::Counter, false));
         kern.push(kernel_run());
+        // `_spin`: the consumer's epoll spins 50 us before parking.
+        a_spin.push(evfd_run(evfd::Mode::AutoReset, true));
+        c_spin.push(evfd_run(evfd::Mode::Counter, true));
     }
     pin(None);
-    for (variant, twin) in [
-        ("AutoReset_vs_Counter+read", &c),
-        ("AutoReset_vs_kernel", &kern),
+    for (variant, evfd, twin) in [
+        ("AutoReset_vs_Counter+read", &a, &c),
+        ("AutoReset_vs_kernel", &a, &kern),
+        ("AutoReset_spin_vs_Counter+read_spin", &a_spin, &c_spin),
+        ("AutoReset_spin_vs_kernel", &a_spin, &kern),
     ] {
         rows.push(Row::from_samples(
             "autoreset_loop",
             variant,
             k + 1,
-            &a,
+            evfd,
             twin,
             "kicks/ms",
             true,
