@@ -13,7 +13,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
-use crate::mode::{self, Mode, LIMIT};
+use crate::mode::{self, Mode};
 use crate::sys::{self, eventfd};
 use crate::Events;
 
@@ -102,7 +102,7 @@ impl KernelNotifierBuilder {
         self
     }
 
-    /// The initial count (default 0; at most [`LIMIT`]). The syscall takes 32 bits; a
+    /// The initial count (default 0; at most [`LIMIT`](crate::LIMIT)). The syscall takes 32 bits; a
     /// larger initial count is written right after creation.
     ///
     /// ```
@@ -144,7 +144,7 @@ impl KernelNotifierBuilder {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` if the initial count is above [`LIMIT`]; the kernel's errno
+    /// `InvalidInput` if the initial count is above [`LIMIT`](crate::LIMIT); the kernel's errno
     /// (`EMFILE`, `ENFILE`, `ENOMEM`) if the eventfd cannot be created.
     ///
     /// ```
@@ -152,15 +152,7 @@ impl KernelNotifierBuilder {
     /// assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     /// ```
     pub fn build(self) -> io::Result<KernelNotifier> {
-        if self.initial > LIMIT {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "initial count {:#x} is above the limit {LIMIT:#x}",
-                    self.initial
-                ),
-            ));
-        }
+        mode::check_initial(self.initial)?;
         let (init32, rest) = match u32::try_from(self.initial) {
             Ok(v) => (v, 0),
             Err(_) => (0, self.initial),
@@ -225,7 +217,7 @@ impl KernelNotifier {
     /// # Errors
     ///
     /// `InvalidInput` for an unknown bit, for `SEMAPHORE | AUTORESET`, and for an initial
-    /// count above [`LIMIT`]; the kernel's errno if the eventfd cannot be created.
+    /// count above [`LIMIT`](crate::LIMIT); the kernel's errno if the eventfd cannot be created.
     ///
     /// # Examples
     ///
@@ -371,7 +363,7 @@ impl KernelNotifier {
     /// # Errors
     ///
     /// `InvalidInput` for `n == u64::MAX`; `WouldBlock` (`EAGAIN`) if the count would pass
-    /// [`LIMIT`]. Nothing changes on error.
+    /// [`LIMIT`](crate::LIMIT). Nothing changes on error.
     ///
     /// # Examples
     ///
@@ -388,7 +380,7 @@ impl KernelNotifier {
         eventfd::write(self.fd.as_fd(), n)
     }
 
-    /// Add `n` to the count, waiting for room if it would pass [`LIMIT`]. With `NONBLOCK`,
+    /// Add `n` to the count, waiting for room if it would pass [`LIMIT`](crate::LIMIT). With `NONBLOCK`,
     /// behaves as [`try_write`](Self::try_write).
     ///
     /// # Implementation notes

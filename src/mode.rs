@@ -44,6 +44,17 @@ pub enum Mode {
     AutoReset,
 }
 
+/// `InvalidInput` for an initial count above [`LIMIT`] (both notifier builders).
+pub(crate) fn check_initial(initial: u64) -> std::io::Result<()> {
+    if initial > LIMIT {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("initial count {initial:#x} is above the limit {LIMIT:#x}"),
+        ));
+    }
+    Ok(())
+}
+
 /// Why a write cannot be applied now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WriteRefused {

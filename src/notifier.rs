@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
-use crate::mode::{self, flags, Mode, WriteRefused, LIMIT};
+use crate::mode::{self, flags, Mode, WriteRefused};
 use crate::wait_queue::{Target, ThreadWaiter, WaitQueue};
 use crate::Events;
 
@@ -87,7 +87,7 @@ impl Drop for Handle {
 /// reads and writes, at memory speed.
 ///
 /// Cloning gives another handle to the same notifier. The semantics are eventfd(2)'s
-/// (see [`Mode`] for the three modes): counts up to [`LIMIT`] (`0xffff_ffff_ffff_fffe`);
+/// (see [`Mode`] for the three modes): counts up to [`LIMIT`](crate::LIMIT) (`0xffff_ffff_ffff_fffe`);
 /// a write that would pass it waits (or fails with `WouldBlock`); a read of zero waits (or
 /// fails with `WouldBlock`). A failed call changes nothing.
 ///
@@ -154,7 +154,7 @@ impl NotifierBuilder {
         self
     }
 
-    /// The initial count (default 0; at most [`LIMIT`]).
+    /// The initial count (default 0; at most [`LIMIT`](crate::LIMIT)).
     ///
     /// ```
     /// let n = evfd::Notifier::builder().initial(2).build().unwrap();
@@ -191,22 +191,14 @@ impl NotifierBuilder {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` if the initial count is above [`LIMIT`].
+    /// `InvalidInput` if the initial count is above [`LIMIT`](crate::LIMIT).
     ///
     /// ```
     /// let e = evfd::Notifier::builder().initial(u64::MAX).build().unwrap_err();
     /// assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     /// ```
     pub fn build(self) -> io::Result<Notifier> {
-        if self.initial > LIMIT {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "initial count {:#x} is above the limit {LIMIT:#x}",
-                    self.initial
-                ),
-            ));
-        }
+        mode::check_initial(self.initial)?;
         Ok(Notifier {
             inner: Arc::new(Handle {
                 core: Arc::new(Inner {
@@ -265,7 +257,7 @@ impl Notifier {
     /// # Errors
     ///
     /// `InvalidInput` for an unknown bit, for `SEMAPHORE | AUTORESET` (as in the RFC), and
-    /// for an initial count above [`LIMIT`].
+    /// for an initial count above [`LIMIT`](crate::LIMIT).
     ///
     /// # Examples
     ///
@@ -368,7 +360,7 @@ impl Notifier {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` for `n == u64::MAX`; `WouldBlock` if the count would pass [`LIMIT`].
+    /// `InvalidInput` for `n == u64::MAX`; `WouldBlock` if the count would pass [`LIMIT`](crate::LIMIT).
     /// Nothing changes on error.
     ///
     /// # Examples
@@ -389,7 +381,7 @@ impl Notifier {
         }
     }
 
-    /// Add `n` to the count, waiting for room if it would pass [`LIMIT`] (a later read makes
+    /// Add `n` to the count, waiting for room if it would pass [`LIMIT`](crate::LIMIT) (a later read makes
     /// room). With `NONBLOCK`, behaves as [`try_write`](Self::try_write).
     ///
     /// # Errors
@@ -677,6 +669,7 @@ impl Inner {
 #[cfg(all(test, not(evfd_loom)))]
 mod tests {
     use super::*;
+    use crate::LIMIT;
 
     #[test]
     fn send_sync_debug() {
