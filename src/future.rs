@@ -573,6 +573,11 @@ impl Epoll {
     /// timeout for one). The semantics are `wait`'s: re-poll at delivery, LT requeue, ET,
     /// ONESHOT, AutoReset reset by the delivery.
     ///
+    /// Kernel-fd sources (`BorrowedFd`, [`KernelNotifier`](crate::KernelNotifier)) are
+    /// harvested by every poll of this future, but their readiness does not wake a pending
+    /// one: to await an `Epoll` that has kernel sources, await its
+    /// [`fd_view`](Epoll::fd_view) through your reactor, or use the blocking `wait`.
+    ///
     /// # Errors
     ///
     /// `InvalidInput` if `events` is empty.
