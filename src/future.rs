@@ -575,8 +575,8 @@ impl Epoll {
     ///
     /// Kernel-fd sources (`BorrowedFd`, [`KernelNotifier`](crate::KernelNotifier)) are
     /// harvested by every poll of this future, but their readiness does not wake a pending
-    /// one: to await an `Epoll` that has kernel sources, await its
-    /// [`fd_view`](Epoll::fd_view) through your reactor, or use the blocking `wait`.
+    /// one (nor ring an [`Epoll::fd_view`]): for an `Epoll` with kernel sources, use the
+    /// blocking `wait` on a thread, or register those fds with your reactor directly.
     ///
     /// # Errors
     ///
