@@ -186,3 +186,29 @@ fn no_lost_wake_between_the_two_sides() {
         assert_eq!(total, 2 * N);
     });
 }
+
+#[test]
+fn a_waiter_asleep_before_the_first_kernel_source_sees_it() {
+    bounded("late kernel source", || {
+        let ep = Epoll::new();
+        let mem = Notifier::new();
+        ep.add(&mem, Events::IN, 0).unwrap();
+        let ep2 = ep.clone();
+        let waiter = std::thread::spawn(move || {
+            let mut buf = [Event::default(); 2];
+            let n = ep2.wait(&mut buf, Some(Duration::from_secs(20))).unwrap();
+            buf[..n].iter().map(|e| e.data).collect::<Vec<_>>()
+        });
+        std::thread::sleep(Duration::from_millis(50)); // the waiter parks (in-memory path)
+        let k = KernelNotifier::new(Mode::Counter).unwrap();
+        ep.add(&k, Events::IN, 1).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        k.notify().unwrap(); // only the kernel side changes
+        let t0 = Instant::now();
+        assert_eq!(waiter.join().unwrap(), vec![1]);
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "woken by the kernel source"
+        );
+    });
+}

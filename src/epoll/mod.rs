@@ -572,10 +572,12 @@ impl Epoll {
         }
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let forever = deadline.is_none();
-        if ep.kernel.get().is_some() {
-            return ep.wait_kernel(events, deadline);
-        }
         loop {
+            // Kernel sources (possibly added while we slept, which wakes us): sleep in the
+            // kernel from now on.
+            if ep.kernel.get().is_some() {
+                return ep.wait_kernel(events, deadline);
+            }
             let waiter = Arc::new(ThreadWaiter::current());
             let key = ep
                 .waiters
