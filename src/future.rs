@@ -268,6 +268,15 @@ impl WriteOp {
 /// Dropping it before it returned `Ready` consumes nothing. If a write had already woken it
 /// (in Semaphore mode, a wake stands for one unit), the drop hands that wake on to the next
 /// waiting reader, so no unit is left behind a reader that went away.
+///
+/// # Examples
+///
+/// ```
+/// let n = evfd::Notifier::new();
+/// n.write(2).unwrap();
+/// let f: evfd::ReadFuture<'_> = n.read_async();
+/// assert_eq!(futures::executor::block_on(f).unwrap(), 2);
+/// ```
 #[must_use = "futures do nothing unless you .await or poll them"]
 pub struct ReadFuture<'a> {
     notifier: &'a Notifier,
@@ -280,6 +289,16 @@ pub struct ReadFuture<'a> {
 /// # Cancel safety
 ///
 /// As [`ReadFuture`]: dropped early, it consumes nothing and hands on a wake it had won.
+///
+/// # Examples
+///
+/// ```
+/// let n = evfd::Notifier::new();
+/// let f: evfd::OwnedReadFuture = n.read_owned();
+/// let t = std::thread::spawn(move || futures::executor::block_on(f).unwrap());
+/// n.write(5).unwrap();
+/// assert_eq!(t.join().unwrap(), 5);
+/// ```
 #[must_use = "futures do nothing unless you .await or poll them"]
 pub struct OwnedReadFuture {
     notifier: Notifier,
@@ -295,6 +314,15 @@ pub struct OwnedReadFuture {
 ///
 /// Dropping it before it returned `Ready` writes nothing: the count changes only in the poll
 /// that returns `Ready(Ok(()))`.
+///
+/// # Examples
+///
+/// ```
+/// let n = evfd::Notifier::new();
+/// let f: evfd::WriteFuture<'_> = n.write_async(3);
+/// futures::executor::block_on(f).unwrap();
+/// assert_eq!(n.count(), 3);
+/// ```
 #[must_use = "futures do nothing unless you .await or poll them"]
 pub struct WriteFuture<'a> {
     notifier: &'a Notifier,
@@ -307,6 +335,15 @@ pub struct WriteFuture<'a> {
 /// # Cancel safety
 ///
 /// As [`WriteFuture`]: dropped early, it writes nothing.
+///
+/// # Examples
+///
+/// ```
+/// let n = evfd::Notifier::new();
+/// let f: evfd::OwnedWriteFuture = n.write_owned(4);
+/// std::thread::spawn(move || futures::executor::block_on(f).unwrap()).join().unwrap();
+/// assert_eq!(n.count(), 4);
+/// ```
 #[must_use = "futures do nothing unless you .await or poll them"]
 pub struct OwnedWriteFuture {
     notifier: Notifier,
@@ -505,6 +542,19 @@ impl Notifier {
 /// Dropping it before it returned `Ready` delivers nothing: events are harvested (and
 /// AutoReset notifiers reset) only in the poll that returns them. A wake it had already won
 /// is handed on to another waiter of the epoll if events are still queued.
+///
+/// # Examples
+///
+/// ```
+/// use evfd::{Epoll, Event, Events, Notifier};
+/// let ep = Epoll::new();
+/// let n = Notifier::builder().initial(1).build().unwrap();
+/// ep.add(&n, Events::IN, 3).unwrap();
+/// let mut evs = [Event::default(); 2];
+/// let f: evfd::EpollWaitFuture<'_> = ep.wait_async(&mut evs);
+/// assert_eq!(futures::executor::block_on(f).unwrap(), 1);
+/// assert_eq!(evs[0].data, 3);
+/// ```
 #[must_use = "futures do nothing unless you .await or poll them"]
 pub struct EpollWaitFuture<'a> {
     ep: &'a Epoll,
