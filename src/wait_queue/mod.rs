@@ -46,7 +46,6 @@
 mod list;
 mod waiter;
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::task::Waker;
 
@@ -100,38 +99,60 @@ enum Deferred {
     Thread(Arc<ThreadWaiter>),
     Task(Waker),
     Post(Arc<dyn PostWake>, Events),
+    /// Already run.
+    Done,
 }
 
 /// Wakes collected under a lock, run after it is released. If one wake panics (a foreign
 /// waker), the rest still run when the batch is dropped during unwinding.
+///
+/// Most batches stay empty (a wake that only coalesces into an already-queued epoll item), so
+/// the empty case is kept to a length check: no allocation, no drop glue.
 #[derive(Default)]
 pub(crate) struct WakeBatch {
-    items: VecDeque<Deferred>,
+    items: Vec<Deferred>,
+    /// The next item to run; the ones before it have run (or are running).
+    next: usize,
 }
 
 impl WakeBatch {
+    #[inline]
     pub(crate) fn new() -> Self {
         WakeBatch {
-            items: VecDeque::new(),
+            items: Vec::new(),
+            next: 0,
         }
     }
 
+    fn push(&mut self, d: Deferred) {
+        self.items.push(d);
+    }
+
     pub(crate) fn push_post(&mut self, p: Arc<dyn PostWake>, key: Events) {
-        self.items.push_back(Deferred::Post(p, key));
+        self.push(Deferred::Post(p, key));
     }
 
     /// Runs every collected wake, in the order collected. Must be called with no lock held.
+    #[inline]
     pub(crate) fn run(mut self) {
+        if self.items.capacity() == 0 {
+            // Nothing was ever pushed: an empty, unallocated Vec owns nothing to drop.
+            std::mem::forget(self);
+            return;
+        }
         self.run_all();
     }
 
     fn run_all(&mut self) {
-        // Pop one at a time so that a panic leaves the untouched remainder in `items`.
-        while let Some(d) = self.items.pop_front() {
-            match d {
+        // One at a time, the cursor moved first, so that a panic leaves exactly the
+        // untouched remainder for `Drop` to run.
+        while let Some(slot) = self.items.get_mut(self.next) {
+            self.next += 1;
+            match std::mem::replace(slot, Deferred::Done) {
                 Deferred::Thread(t) => t.unpark(),
                 Deferred::Task(w) => w.wake(),
                 Deferred::Post(p, key) => p.post_wake(key),
+                Deferred::Done => {}
             }
         }
     }
@@ -139,9 +160,9 @@ impl WakeBatch {
 
 impl Drop for WakeBatch {
     fn drop(&mut self) {
-        // Only non-empty if `run` was never called or a wake panicked: deliver the rest so
-        // that nothing owed is lost.
-        if !self.items.is_empty() {
+        // Only something left if `run` was never called or a wake panicked: deliver the rest
+        // so that nothing owed is lost.
+        if self.next < self.items.len() {
             self.run_all();
         }
     }
@@ -325,7 +346,10 @@ impl WaitQueue {
             },
             |e| gone.push(e),
         );
-        if !gone.is_empty() {
+        if gone.is_empty() {
+            // Never pushed to, so never allocated: nothing to drop.
+            std::mem::forget(gone);
+        } else {
             self.publish(&l);
             for e in gone {
                 match e.target {
@@ -333,9 +357,9 @@ impl WaitQueue {
                         // Under the lock, so a waiter that finds its entry gone also finds
                         // the flag set.
                         t.set_notified();
-                        batch.items.push_back(Deferred::Thread(t));
+                        batch.push(Deferred::Thread(t));
                     }
-                    Target::Task(w) => batch.items.push_back(Deferred::Task(w)),
+                    Target::Task(w) => batch.push(Deferred::Task(w)),
                     Target::Callback(_) => unreachable!("callbacks are never auto-removed"),
                 }
             }
@@ -358,9 +382,9 @@ impl WaitQueue {
                 Target::Callback(cb) => cb.detach(),
                 Target::Thread(t) => {
                     t.set_notified();
-                    batch.items.push_back(Deferred::Thread(t));
+                    batch.push(Deferred::Thread(t));
                 }
-                Target::Task(w) => batch.items.push_back(Deferred::Task(w)),
+                Target::Task(w) => batch.push(Deferred::Task(w)),
             }
         }
         batch.run();
