@@ -2,72 +2,16 @@
 //! (level- and edge-triggered) and tokio's `AsyncFd`, through every mode and transition;
 //! doorbell syscall counts; a million-notify stress test against a sleeping kernel epoll.
 
-use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use evfd::{Events, FdView, Mode, Notifier, LIMIT};
 use rustix::event::epoll::{self, CreateFlags, EventData, EventFlags};
-use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::event::Timespec;
 
-/// `poll(2)` with a zero timeout: is the fd readable now?
-fn poll_readable(fd: impl AsFd) -> bool {
-    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
-    poll(
-        &mut fds,
-        Some(&Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        }),
-    )
-    .unwrap();
-    fds[0].revents().contains(PollFlags::IN)
-}
-
-/// A kernel epoll watching one fd for `IN` (plus `ET` if asked).
-struct Kep {
-    ep: OwnedFd,
-}
-
-impl Kep {
-    fn new(fd: impl AsFd, et: bool) -> Kep {
-        let ep = epoll::create(CreateFlags::CLOEXEC).unwrap();
-        let mut flags = EventFlags::IN;
-        if et {
-            flags |= EventFlags::ET;
-        }
-        epoll::add(&ep, fd, EventData::new_u64(7), flags).unwrap();
-        Kep { ep }
-    }
-
-    /// `epoll_wait`; returns the number of events (0 or 1).
-    fn wait(&self, timeout: Option<Duration>) -> usize {
-        let mut evs = [epoll::Event {
-            flags: EventFlags::empty(),
-            data: EventData::new_u64(0),
-        }];
-        let ts = timeout.map(|d| Timespec::try_from(d).unwrap());
-        loop {
-            match epoll::wait(&self.ep, &mut evs, ts.as_ref()) {
-                Ok(n) => {
-                    if n == 1 {
-                        assert_eq!(evs[0].data.u64(), 7);
-                        let flags = evs[0].flags;
-                        assert!(flags.contains(EventFlags::IN));
-                    }
-                    return n;
-                }
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => panic!("epoll_wait: {e}"),
-            }
-        }
-    }
-
-    fn ready_now(&self) -> bool {
-        self.wait(Some(Duration::ZERO)) == 1
-    }
-}
+mod util;
+use util::{poll_readable, Kep};
 
 /// Every poller looks at the view after one step of a script.
 struct Watch {

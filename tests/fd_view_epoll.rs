@@ -4,7 +4,7 @@
 //! dropped); an `Epoll` nested in a kernel epoll through its view; a stress test of 2
 //! producers against a consumer asleep in a kernel epoll on the view.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,19 +13,8 @@ use evfd::{Epoll, Event, Events, FdView, Mode, Notifier};
 use rustix::event::epoll::{self, CreateFlags, EventData, EventFlags};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
-/// `poll(2)` with a zero timeout: is the fd readable now?
-fn poll_readable(fd: impl AsFd) -> bool {
-    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
-    poll(
-        &mut fds,
-        Some(&Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        }),
-    )
-    .unwrap();
-    fds[0].revents().contains(PollFlags::IN)
-}
+mod util;
+use util::{poll_readable, Kep};
 
 /// `Epoll::wait` that never blocks.
 fn wait0(ep: &Epoll, max: usize) -> Vec<Event> {
@@ -39,50 +28,6 @@ fn ev(data: u64) -> Event {
     Event {
         events: Events::IN,
         data,
-    }
-}
-
-/// A kernel epoll watching one fd for `IN` (plus `ET` if asked).
-struct Kep {
-    ep: OwnedFd,
-}
-
-impl Kep {
-    fn new(fd: impl AsFd, et: bool) -> Kep {
-        let ep = epoll::create(CreateFlags::CLOEXEC).unwrap();
-        let mut flags = EventFlags::IN;
-        if et {
-            flags |= EventFlags::ET;
-        }
-        epoll::add(&ep, fd, EventData::new_u64(7), flags).unwrap();
-        Kep { ep }
-    }
-
-    /// `epoll_wait`; returns the number of events (0 or 1).
-    fn wait(&self, timeout: Option<Duration>) -> usize {
-        let mut evs = [epoll::Event {
-            flags: EventFlags::empty(),
-            data: EventData::new_u64(0),
-        }];
-        let ts = timeout.map(|d| Timespec::try_from(d).unwrap());
-        loop {
-            match epoll::wait(&self.ep, &mut evs, ts.as_ref()) {
-                Ok(n) => {
-                    if n == 1 {
-                        assert_eq!(evs[0].data.u64(), 7);
-                        let flags = evs[0].flags;
-                        assert!(flags.contains(EventFlags::IN));
-                    }
-                    return n;
-                }
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => panic!("epoll_wait: {e}"),
-            }
-        }
-    }
-
-    fn ready_now(&self) -> bool {
-        self.wait(Some(Duration::ZERO)) == 1
     }
 }
 
