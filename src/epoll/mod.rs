@@ -215,6 +215,25 @@ impl Default for Epoll {
     }
 }
 
+/// `ENOENT`, as the kernel answers for an fd it does not watch (no kernel epoll yet).
+fn not_registered_kernel() -> io::Error {
+    io::Error::from_raw_os_error(rustix::io::Errno::NOENT.raw_os_error())
+}
+
+/// The fd registered in the kernel epoll for `k`: the dup of an AutoReset
+/// `KernelNotifier` (see `kernel::KItem::dup`), else `k`'s own fd.
+fn kernel_target<'a>(reg: &'a Registry, k: &KernelRef<'a>) -> std::os::fd::BorrowedFd<'a> {
+    use std::os::fd::{AsFd, AsRawFd};
+    match reg
+        .kitems
+        .get(&k.fd.as_raw_fd())
+        .and_then(|i| i.dup.as_ref())
+    {
+        Some(d) => d.as_fd(),
+        None => k.fd,
+    }
+}
+
 fn invalid(msg: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
@@ -683,26 +702,14 @@ impl EpInner {
         use std::os::fd::{AsFd, AsRawFd};
         let mut reg = crate::loom::lock(&self.registry);
         let user = k.fd.as_raw_fd();
-        let Some(side) = self.kernel.get() else {
-            return Err(io::Error::from_raw_os_error(
-                rustix::io::Errno::NOENT.raw_os_error(),
-            ));
-        };
-        let r = match reg.kitems.get(&user).and_then(|i| i.dup.as_ref()) {
-            Some(d) => crate::sys::epoll::modify(side.epfd.as_fd(), d.as_fd(), events, user as u64),
-            None => crate::sys::epoll::modify(side.epfd.as_fd(), k.fd, events, user as u64),
-        };
-        match r {
-            Ok(()) => {
-                if let Some(i) = reg.kitems.get_mut(&user) {
-                    i.data = data;
-                } else {
-                    reg.kitems.insert(user, kernel::KItem { data, dup: None });
-                }
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
+        let side = self.kernel.get().ok_or_else(not_registered_kernel)?;
+        let target = kernel_target(&reg, &k);
+        crate::sys::epoll::modify(side.epfd.as_fd(), target, events, user as u64)?;
+        reg.kitems
+            .entry(user)
+            .and_modify(|i| i.data = data)
+            .or_insert(kernel::KItem { data, dup: None });
+        Ok(())
     }
 
     /// `delete` of a kernel fd (`EPOLL_CTL_DEL`).
@@ -710,15 +717,8 @@ impl EpInner {
         use std::os::fd::{AsFd, AsRawFd};
         let mut reg = crate::loom::lock(&self.registry);
         let user = k.fd.as_raw_fd();
-        let Some(side) = self.kernel.get() else {
-            return Err(io::Error::from_raw_os_error(
-                rustix::io::Errno::NOENT.raw_os_error(),
-            ));
-        };
-        let r = match reg.kitems.get(&user).and_then(|i| i.dup.as_ref()) {
-            Some(d) => crate::sys::epoll::delete(side.epfd.as_fd(), d.as_fd()),
-            None => crate::sys::epoll::delete(side.epfd.as_fd(), k.fd),
-        };
+        let side = self.kernel.get().ok_or_else(not_registered_kernel)?;
+        let r = crate::sys::epoll::delete(side.epfd.as_fd(), kernel_target(&reg, &k));
         if r.is_ok() || reg.kitems.get(&user).is_some_and(|i| i.dup.is_none()) {
             // Success, or the kernel no longer knows a plain fd we still listed (closed).
             reg.kitems.remove(&user);
@@ -777,14 +777,7 @@ impl EpInner {
                 let k = r?;
                 if k > 0 {
                     // Fill what is left with in-memory events (never blocks).
-                    let mut batch = WakeBatch::new();
-                    let m = {
-                        let mut reg = crate::loom::lock(&self.registry);
-                        self.purge(&mut reg);
-                        self.scan(&mut reg, Some(&mut out[k..]), &mut batch)
-                    };
-                    batch.run();
-                    return Ok(k + m);
+                    return Ok(k + self.scan_now(Some(&mut out[k..])));
                 }
             }
             let n = self.harvest_now(out);
@@ -840,15 +833,22 @@ impl EpInner {
         }
     }
 
-    /// One harvest; its deferred wakes run before returning, with no lock held.
-    pub(crate) fn harvest_now(self: &Arc<Self>, out: &mut [Event]) -> usize {
+    /// One in-memory scan (`scan`) with `registry` taken and dead items purged; its deferred
+    /// wakes run before returning, with no lock held.
+    fn scan_now(self: &Arc<Self>, out: Option<&mut [Event]>) -> usize {
         let mut batch = WakeBatch::new();
-        let mut n = {
+        let n = {
             let mut reg = crate::loom::lock(&self.registry);
             self.purge(&mut reg);
-            self.scan(&mut reg, Some(out), &mut batch)
+            self.scan(&mut reg, out, &mut batch)
         };
         batch.run();
+        n
+    }
+
+    /// One harvest; its deferred wakes run before returning, with no lock held.
+    pub(crate) fn harvest_now(self: &Arc<Self>, out: &mut [Event]) -> usize {
+        let mut n = self.scan_now(Some(&mut *out));
         if n < out.len() && self.kernel.get().is_some() {
             // Kernel sources after the in-memory ones; never blocks. An error here (only
             // EBADF/EFAULT-class failures are possible) reports nothing rather than losing
@@ -962,13 +962,7 @@ impl EpInner {
 
     /// Readiness as a source (`IN | RDNORM` iff a queued item re-polls ready). Never consumes.
     pub(crate) fn readiness(self: &Arc<Self>) -> Events {
-        let mut batch = WakeBatch::new();
-        let n = {
-            let mut reg = crate::loom::lock(&self.registry);
-            self.purge(&mut reg);
-            self.scan(&mut reg, None, &mut batch)
-        };
-        batch.run();
+        let n = self.scan_now(None);
         // Kernel sources: the embedded kernel epoll is readable iff one of them is ready
         // (a rung doorbell only means an in-memory event, which the scan above saw).
         let kernel_ready = || {
