@@ -1,4 +1,7 @@
-//! Poll/epoll event bits with the kernel's numeric values, and the `epoll_event` twin.
+//! The crate's shared vocabulary: poll/epoll event bits with the kernel's numeric values,
+//! the `epoll_event` twin, the wake-key-only bits, and source identities.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use bitflags::bitflags;
 
@@ -95,4 +98,21 @@ pub struct Event {
     pub events: Events,
     /// The `data` given at `add`/`modify`, returned verbatim.
     pub data: u64,
+}
+
+/// A wake-key-only bit (never a readiness or interest bit, never reported; `EPOLL*` leaves
+/// bit 26 unused) that rides with `OUT` when a consumption (a read, an AutoReset delivery)
+/// left the count at 0, and alone when an epoll's harvest, delete or source close left
+/// nothing ready. Entries that do not ask for it are unaffected: an epoll item's mask filter
+/// and blocked writers look at `OUT`. Only fd views listen for it (`crate::fd`).
+pub(crate) const KEY_EMPTIED: Events = Events::from_bits_retain(1 << 26);
+
+/// Identities of sources (notifiers and epolls) for epoll interest sets: never reused in a
+/// process. Not part of any synchronisation protocol, so a plain `std` atomic (never the
+/// loom shim) with `Relaxed` ordering.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh source id.
+pub(crate) fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Relaxed)
 }

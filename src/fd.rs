@@ -146,13 +146,14 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::Arc;
 
-use crate::epoll::EpHandle;
+use crate::epoll::{EpHandle, Epoll};
+use crate::events::{Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use crate::loom::sync::Mutex;
-use crate::notifier::{Handle, KEY_EMPTIED};
+use crate::notifier::{Handle, Notifier};
 use crate::sys::{Bell, Doorbell, DoorbellStats};
-use crate::wait_queue::{Callback, Key, PostWake, Target, WaitQueue, WakeBatch};
-use crate::{Epoll, Events, Notifier};
+use crate::wait_queue::list::Key;
+use crate::wait_queue::{Callback, PostWake, Target, WaitQueue, WakeBatch};
 
 /// The mask a view's entry listens with: every state change wakes one of these.
 /// `KEY_EMPTIED` alone is how an epoll tells its views (and nobody else) that it emptied.
@@ -539,6 +540,9 @@ impl fmt::Debug for FdView {
     }
 }
 
+// `fd_view` lives here rather than beside `Notifier` and `Epoll`: a view is built from the
+// fd-view layer's types (`ViewSource`, `FdView`), and the notifier and epoll modules sit
+// below this one, so they may not name them.
 impl Notifier {
     /// A real fd that is readable exactly while this notifier is readable (count > 0).
     ///
@@ -622,7 +626,7 @@ impl Epoll {
 #[cfg(all(test, not(evfd_loom)))]
 mod tests {
     use super::*;
-    use crate::Mode;
+    use crate::mode::Mode;
 
     fn readable(v: &FdView) -> bool {
         crate::sys::poll_now(v.as_fd(), Events::IN)

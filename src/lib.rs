@@ -29,30 +29,37 @@
 #![deny(missing_docs)]
 #![doc(test(attr(deny(warnings))))]
 
+// Layers, bottom first; a module imports only from the layers below it, by the defining
+// module's path:
+//   events, loom, mode, sys      vocabulary, sync primitives, arithmetic, OS calls
+//   wait_queue                   the wait queue, the blocking wait and the async wait
+//   notifier                     Notifier (+ futures, stream), KernelNotifier
+//   epoll                        the user-space epoll (+ its futures, kernel fds)
+//   fd                           fd views over notifiers and epolls
+//   tokio_fd                     tokio AsyncFd glue
 mod epoll;
 mod events;
 mod fd;
-mod future;
-mod kernel;
 mod loom;
 mod mode;
 mod notifier;
-#[cfg(feature = "futures")]
-mod stream;
 mod sys;
 #[cfg(feature = "tokio")]
 mod tokio_fd;
 mod wait_queue;
 
+#[cfg(feature = "futures")]
+pub use epoll::future::EpollStream;
+pub use epoll::future::EpollWaitFuture;
 pub use epoll::{Epoll, Source};
 pub use events::{Event, Events};
 pub use fd::FdView;
-pub use future::{EpollWaitFuture, OwnedReadFuture, OwnedWriteFuture, ReadFuture, WriteFuture};
-pub use kernel::{KernelNotifier, KernelNotifierBuilder};
 pub use mode::{flags, Mode, LIMIT};
-pub use notifier::{Notifier, NotifierBuilder};
+pub use notifier::future::{OwnedReadFuture, OwnedWriteFuture, ReadFuture, WriteFuture};
+pub use notifier::kernel::{KernelNotifier, KernelNotifierBuilder};
 #[cfg(feature = "futures")]
-pub use stream::{EpollStream, NotifierStream};
+pub use notifier::stream::NotifierStream;
+pub use notifier::{Notifier, NotifierBuilder};
 #[doc(hidden)]
 pub use sys::doorbell_stats;
 pub use sys::DoorbellStats;

@@ -1,9 +1,15 @@
-//! The eventfd(2) arithmetic of each mode, as pure functions: no atomics, no locks.
+//! The eventfd(2) arithmetic of each mode, as pure functions: no atomics, no locks; and the
+//! creation options (mode, initial count, `EFD_*` flags) that both notifier builders share.
 //!
-//! [`Notifier`](crate::Notifier) applies these inside compare-and-swap loops; keeping them
-//! pure lets them be tested exhaustively at the boundaries (0, 1, `LIMIT - 1`, `LIMIT`).
+//! [`Notifier`](crate::Notifier) applies the arithmetic inside compare-and-swap loops;
+//! keeping it pure lets it be tested exhaustively at the boundaries (0, 1, `LIMIT - 1`,
+//! `LIMIT`). [`Options`] is parsed and checked here once, so that
+//! [`Notifier`](crate::Notifier) and [`KernelNotifier`](crate::KernelNotifier) accept and
+//! refuse exactly the same flags with the same messages.
 
-use crate::Events;
+use std::io;
+
+use crate::events::Events;
 
 /// The largest count a write can produce: `0xffff_ffff_ffff_fffe`, as on Linux.
 ///
@@ -44,15 +50,97 @@ pub enum Mode {
     AutoReset,
 }
 
-/// `InvalidInput` for an initial count above [`LIMIT`] (both notifier builders).
-pub(crate) fn check_initial(initial: u64) -> std::io::Result<()> {
-    if initial > LIMIT {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("initial count {initial:#x} is above the limit {LIMIT:#x}"),
-        ));
+/// What a notifier is created with: the settings of both builders, and what
+/// `eventfd2(initial, flags)` flags parse into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Options {
+    pub(crate) mode: Mode,
+    pub(crate) initial: u64,
+    /// `EFD_NONBLOCK`: `read`/`write` behave as `try_read`/`try_write`.
+    pub(crate) nonblock: bool,
+    /// `EFD_CLOEXEC`: fds handed out are close-on-exec.
+    pub(crate) cloexec: bool,
+}
+
+impl Options {
+    /// Counter mode, count 0, blocking; `cloexec` is the builder's default (an in-memory
+    /// notifier's fds follow `EFD_CLOEXEC`, off by default as in `eventfd2`; a
+    /// `KernelNotifier` is close-on-exec by default, as every fd `std` opens).
+    pub(crate) const fn new(cloexec: bool) -> Options {
+        Options {
+            mode: Mode::Counter,
+            initial: 0,
+            nonblock: false,
+            cloexec,
+        }
     }
-    Ok(())
+
+    /// Parse `eventfd2(initial, flags)` flags (Linux values plus the RFC's `AUTORESET`).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for an unknown bit and for `SEMAPHORE | AUTORESET` (as in the RFC).
+    /// The initial count is checked by [`check`](Self::check), at build.
+    pub(crate) fn from_flags(initial: u64, bits: u32) -> io::Result<Options> {
+        let unknown = bits & !flags::ALL;
+        if unknown != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("unknown notifier flag bits {unknown:#x} (valid: SEMAPHORE 0x1, AUTORESET 0x40, NONBLOCK 0o4000, CLOEXEC 0o2000000)"),
+            ));
+        }
+        let sem = bits & flags::SEMAPHORE != 0;
+        let auto = bits & flags::AUTORESET != 0;
+        let mode = match (sem, auto) {
+            (true, true) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "SEMAPHORE and AUTORESET cannot be combined",
+                ))
+            }
+            (true, false) => Mode::Semaphore,
+            (false, true) => Mode::AutoReset,
+            (false, false) => Mode::Counter,
+        };
+        Ok(Options {
+            mode,
+            initial,
+            nonblock: bits & flags::NONBLOCK != 0,
+            cloexec: bits & flags::CLOEXEC != 0,
+        })
+    }
+
+    /// A builder's `Debug`: its name, then these fields.
+    pub(crate) fn debug_as(&self, name: &str, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(name)
+            .field("mode", &self.mode)
+            .field("initial", &self.initial)
+            .field("nonblock", &self.nonblock)
+            .field("cloexec", &self.cloexec)
+            .finish()
+    }
+
+    /// `InvalidInput` for an initial count above [`LIMIT`] (both builders, at `build`).
+    pub(crate) fn check(&self) -> io::Result<()> {
+        if self.initial > LIMIT {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "initial count {:#x} is above the limit {LIMIT:#x}",
+                    self.initial
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The error for a write of `u64::MAX` (both notifiers, every write form).
+pub(crate) fn invalid_write() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "write of u64::MAX (0xffffffffffffffff) is not allowed: the largest count is 0xfffffffffffffffe",
+    )
 }
 
 /// Why a write cannot be applied now.

@@ -1,16 +1,64 @@
 //! tokio integration through `AsyncFd` (feature `tokio`).
+//!
+//! `AsyncFd::register_with_interest` is `unsafe` (tokio ≥ 1.51.6): the fd must stay open
+//! and be the same fd for the `AsyncFd`'s whole life. [`AsyncSource`] is a closed set of
+//! our own types for which that holds, so the one `unsafe` block lives here, in
+//! [`AsyncSource::register`].
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 
-use crate::sys::async_fd::AsyncSource;
-use crate::{Events, KernelNotifier, Notifier};
+use crate::events::Events;
+use crate::fd::FdView;
+use crate::notifier::kernel::KernelNotifier;
+use crate::notifier::Notifier;
+
+/// What an `AsyncFdNotifier` watches.
+#[derive(Debug)]
+enum AsyncSource {
+    /// An in-memory notifier through a fd view of it: readable only (the doorbell shows
+    /// `IN`; room to write is waited for on the notifier's own queue).
+    View { notifier: Notifier, view: FdView },
+    /// A kernel eventfd: readable and writable, as the kernel reports.
+    Kernel(KernelNotifier),
+}
+
+impl AsRawFd for AsyncSource {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            AsyncSource::View { view, .. } => view.as_raw_fd(),
+            AsyncSource::Kernel(k) => k.as_raw_fd(),
+        }
+    }
+}
+
+impl AsyncSource {
+    /// Register with the current tokio reactor.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime with I/O enabled (tokio's own panic).
+    #[allow(unsafe_code)]
+    fn register(self) -> io::Result<AsyncFd<AsyncSource>> {
+        let interest = match self {
+            AsyncSource::View { .. } => Interest::READABLE,
+            AsyncSource::Kernel(_) => Interest::READABLE | Interest::WRITABLE,
+        };
+        // SAFETY: the fd is owned by the value that moves into the AsyncFd and is never
+        // replaced: a FdView's fd is its doorbell's, owned by the view's core, which the
+        // view keeps alive and never swaps; a KernelNotifier's is an OwnedFd field that no
+        // method replaces or closes. So it stays open and `as_raw_fd` returns the same fd
+        // until the AsyncFd drops or gives the value back.
+        unsafe { AsyncFd::register_with_interest(self, interest) }.map_err(io::Error::from)
+    }
+}
 
 /// Await an evfd object through tokio's reactor: a [`KernelNotifier`] (an eventfd that
 /// another process, KVM or vhost signals) or an in-memory [`Notifier`] through a
-/// [`FdView`](crate::FdView).
+/// [`FdView`].
 ///
 /// This is the way to await evfd objects that **another process or the kernel** signals:
 /// the reactor's epoll watches the real fd, so a write from anywhere wakes the task. For an
@@ -20,7 +68,7 @@ use crate::{Events, KernelNotifier, Notifier};
 ///
 /// Built on [`tokio::io::unix::AsyncFd`]: readiness comes from the reactor; every
 /// operation is tried without blocking and, on `WouldBlock`, clears the readiness and waits
-/// for the next edge — which fd views guarantee (see [`FdView`](crate::FdView)).
+/// for the next edge — which fd views guarantee (see [`FdView`]).
 ///
 /// # Panics
 ///
@@ -47,7 +95,7 @@ pub struct AsyncFdNotifier {
 }
 
 impl AsyncFdNotifier {
-    /// Watch an in-memory notifier through a new [`FdView`](crate::FdView) of it.
+    /// Watch an in-memory notifier through a new [`FdView`] of it.
     ///
     /// # Errors
     ///

@@ -4,12 +4,12 @@ use std::sync::{Arc, Weak};
 
 use super::source::SourceCore;
 use super::EpInner;
+use crate::events::Events;
 use crate::loom::sync::atomic::{
     AtomicBool, AtomicU32, AtomicU64,
     Ordering::{Acquire, Relaxed, SeqCst},
 };
-use crate::wait_queue::{Callback, WakeBatch};
-use crate::Events;
+use crate::wait_queue::{Callback, PostWake, WakeBatch};
 
 /// One registration of a source in an epoll.
 pub(crate) struct Item {
@@ -22,7 +22,8 @@ pub(crate) struct Item {
     pub(crate) src: SourceCore,
     /// The interest mask, control bits included (`epi->event.events`). Written with
     /// `ep.registry` held (add, modify, ONESHOT disarm in the harvest); read lock-free by the
-    /// callback. SeqCst: the callback's load pairs with `modify`'s store + fence (seed 000).
+    /// callback. SeqCst: the callback's load pairs with `modify`'s store and poll (the
+    /// callback checks the mask before taking `ep.ready`; see `Callback::wake` below).
     pub(crate) events: AtomicU32,
     /// The user's data. Written and read with `ep.registry` held.
     pub(crate) data: AtomicU64,
@@ -64,7 +65,10 @@ impl Item {
     }
 }
 
-/// Whether an exclusive item "consumed" the wake (§4.4 step 7 of KERNEL-SEMANTICS.md).
+/// Whether an exclusive item "consumed" the wake, as `ep_poll_callback`'s return value
+/// (docs/semantics.md, the wake callback): only if the key's `IN`/`OUT` part is exactly `IN`
+/// with the item wanting `IN`, exactly `OUT` with the item wanting `OUT`, or neither bit. So
+/// a key carrying both `IN | OUT` never ends an exclusive walk.
 fn exclusive_accepts(key: Events, ev: Events) -> bool {
     let io = key & (Events::IN | Events::OUT);
     if io == Events::IN {
@@ -78,10 +82,12 @@ fn exclusive_accepts(key: Events, ev: Events) -> bool {
 
 impl Callback for Item {
     /// `ep_poll_callback`. Runs under the source's wait-queue lock. The mask is read before
-    /// `ep.ready` is taken, so an event nobody registered for costs no epoll lock (seed 000):
-    /// the SeqCst load pairs with `modify`, which stores the new mask, issues a SeqCst fence
-    /// and only then polls the source. A wake racing `modify` either sees the new mask or is
-    /// covered by `modify`'s own poll.
+    /// `ep.ready` is taken, so an event nobody registered for costs no epoll lock (as the
+    /// kernel patch "eventpoll: check the event mask before taking ep->lock" does):
+    /// the SeqCst load pairs with `modify`, which stores the new mask (SeqCst) and only then
+    /// polls the source (SeqCst loads), while the waker changed the source (SeqCst RMW)
+    /// before this load: a Dekker pair, marked by `loom::dekker_fence` on both sides. A wake
+    /// racing `modify` either sees the new mask or is covered by `modify`'s own poll.
     fn wake(&self, key: Events, batch: &mut WakeBatch) -> bool {
         let ev = self.events();
         let exclusive = ev.contains(Events::EXCLUSIVE);
@@ -116,10 +122,7 @@ impl Callback for Item {
         };
         if sleeper {
             // One `wait`er, after every lock is released (an empty key: waiters only).
-            batch.push_post(
-                Arc::clone(ep) as Arc<dyn crate::wait_queue::PostWake>,
-                Events::empty(),
-            );
+            batch.push_post(Arc::clone(ep) as Arc<dyn PostWake>, Events::empty());
         }
         if pollers {
             // The pollers of this epoll (outer epolls' items) are woken now, still under the

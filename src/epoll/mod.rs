@@ -36,8 +36,10 @@
 //! the ready/overflow lists. It holds its epoll strongly; that cycle is broken by
 //! `EpInner::close` when the last `Epoll` handle goes.
 
+pub(crate) mod future;
+mod harvest;
 mod item;
-mod kernel;
+mod kernel_fds;
 mod ready;
 pub(crate) mod source;
 mod topology;
@@ -51,17 +53,18 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::events::{next_id, Event, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::{
-    fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize,
+    AtomicBool, AtomicU32, AtomicU64, AtomicUsize,
     Ordering::{Relaxed, SeqCst},
 };
 use crate::loom::sync::Mutex;
-use crate::notifier::KEY_EMPTIED;
-use crate::wait_queue::{Key, PostWake, Target, ThreadWaiter, WaitQueue, WakeBatch};
-use crate::{Event, Events};
+use crate::wait_queue::list::Key;
+use crate::wait_queue::thread::ThreadWaiter;
+use crate::wait_queue::{Callback, PostWake, Target, WaitQueue, WakeBatch};
 use item::Item;
 use ready::ReadyState;
-use source::sealed::{KernelRef, MemRef, SourceRef};
+use source::sealed::{MemRef, SourceRef};
 pub use source::Source;
 
 /// One registration: the item and its entry in the source's wait queue.
@@ -75,7 +78,7 @@ struct Reg {
 struct Registry {
     items: HashMap<u64, Reg>,
     /// Kernel-fd sources, keyed by the user's fd number (as the kernel keys them).
-    kitems: HashMap<i32, kernel::KItem>,
+    kitems: HashMap<i32, kernel_fds::KItem>,
     /// Reused for level-triggered requeues in the harvest.
     requeue: Vec<Arc<Item>>,
 }
@@ -102,21 +105,12 @@ pub(crate) struct EpInner {
     /// Mirrors `ReadyState::ovf_active` (written with `ready` held), readable without it:
     /// see `Item::wake`'s coalescing fast path.
     pub(crate) scanning: AtomicBool,
-    /// The embedded kernel epoll, created by the first kernel-fd `add` (see `kernel`).
-    kernel: std::sync::OnceLock<kernel::KernelSide>,
+    /// The embedded kernel epoll, created by the first kernel-fd `add` (see `kernel_fds`).
+    kernel: std::sync::OnceLock<kernel_fds::KernelSide>,
     /// Threads that may be asleep in `epoll_wait` on `kernel` (QEMU's `notify_me`): while
     /// non-zero, in-memory wakes ring the kernel side's doorbell. Incremented before the
     /// sleeper looks at the ready list under `ready`; read by callbacks under `ready`.
     pub(crate) kernel_sleepers: AtomicUsize,
-}
-
-/// The LT cascade's deferred wake: one more `wait`er.
-struct WakeOneWaiter(Arc<EpInner>);
-
-impl PostWake for WakeOneWaiter {
-    fn post_wake(&self, _key: Events) {
-        self.0.wake_one_waiter();
-    }
 }
 
 impl PostWake for EpInner {
@@ -127,16 +121,6 @@ impl PostWake for EpInner {
         if !key.is_empty() {
             self.pollers.wake(key, usize::MAX);
         }
-    }
-}
-
-/// fd views' wake (`crate::fd`): nothing is ready any more. Only views listen for
-/// `KEY_EMPTIED` on `pollers`; outer epolls' items never see it.
-struct WakeViews(Arc<EpInner>);
-
-impl PostWake for WakeViews {
-    fn post_wake(&self, key: Events) {
-        self.0.pollers.wake(key, usize::MAX);
     }
 }
 
@@ -215,29 +199,12 @@ impl Default for Epoll {
     }
 }
 
-/// `ENOENT`, as the kernel answers for an fd it does not watch (no kernel epoll yet).
-fn not_registered_kernel() -> io::Error {
-    io::Error::from_raw_os_error(rustix::io::Errno::NOENT.raw_os_error())
-}
-
-/// The fd registered in the kernel epoll for `k`: the dup of an AutoReset
-/// `KernelNotifier` (see `kernel::KItem::dup`), else `k`'s own fd.
-fn kernel_target<'a>(reg: &'a Registry, k: &KernelRef<'a>) -> std::os::fd::BorrowedFd<'a> {
-    use std::os::fd::{AsFd, AsRawFd};
-    match reg
-        .kitems
-        .get(&k.fd.as_raw_fd())
-        .and_then(|i| i.dup.as_ref())
-    {
-        Some(d) => d.as_fd(),
-        None => k.fd,
-    }
-}
-
 fn invalid(msg: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
 
+// The other `impl Epoll` blocks: `wait_async` and `stream` in `future` (beside their
+// types), and `fd_view` in `crate::fd` (it builds an `FdView`, a type of the layer above).
 impl Epoll {
     /// An empty epoll.
     ///
@@ -249,7 +216,7 @@ impl Epoll {
         Epoll {
             inner: Arc::new(EpHandle {
                 core: Arc::new(EpInner {
-                    id: crate::notifier::next_id(),
+                    id: next_id(),
                     registry: Mutex::new(Registry::default()),
                     ready: Mutex::new(ReadyState::default()),
                     graveyard: Mutex::new(Vec::new()),
@@ -405,7 +372,7 @@ impl Epoll {
                 ev & !Events::PRIVATE,
                 exclusive,
                 !exclusive,
-                Target::Callback(Arc::clone(&item) as Arc<dyn crate::wait_queue::Callback>),
+                Target::Callback(Arc::clone(&item) as Arc<dyn Callback>),
             );
             reg.items.insert(
                 sc.id(),
@@ -417,9 +384,9 @@ impl Epoll {
             if let Some(child) = sc.as_epoll() {
                 topology::link(ep, child);
             }
-            // The entry is published (SeqCst); now poll (SeqCst): a wake racing the add is
-            // seen by one side or the other.
-            fence(SeqCst);
+            // The entry is published (SeqCst, in `add`); now poll (SeqCst): a wake racing the
+            // add is seen by one side or the other (the Dekker pair of `wait_queue`).
+            crate::loom::dekker_fence();
             ep.queue_if_ready(&item, ev, &mut batch);
         }
         drop(topo);
@@ -487,9 +454,13 @@ impl Epoll {
             r.item.data.store(data, Relaxed);
             r.item.events.store(ev.bits(), SeqCst);
             sc.wait_queue().set_mask(r.key, ev & !Events::PRIVATE);
-            // Seed 000's barrier: the new mask is visible before we poll; pairs with the
-            // callback's SeqCst mask load.
-            fence(SeqCst);
+            // The new mask (SeqCst stores of `events` and, in `set_mask`, of the queue's
+            // `interest`) before we poll (SeqCst): the Dekker pair with the callback, whose
+            // source change (SeqCst RMW) comes before its SeqCst loads of `interest` and of
+            // the mask. A wake racing `modify` either sees the new mask or is seen by our
+            // poll. (The kernel needs an `smp_mb()` here once its callback reads the mask
+            // before taking `ep->lock`; with SeqCst on both sides, C11 needs no extra fence.)
+            crate::loom::dekker_fence();
             ep.queue_if_ready(&r.item, ev, &mut batch);
         }
         batch.run();
@@ -658,138 +629,6 @@ impl EpInner {
         }
     }
 
-    fn kernel_side(&self) -> io::Result<&kernel::KernelSide> {
-        if let Some(k) = self.kernel.get() {
-            return Ok(k);
-        }
-        let k = kernel::KernelSide::new()?;
-        // Creation happens with `registry` held, so there is no race to lose.
-        Ok(self.kernel.get_or_init(|| k))
-    }
-
-    /// `add` of a kernel fd: the kernel's `EPOLL_CTL_ADD` on the embedded kernel epoll.
-    fn kernel_add(&self, k: KernelRef<'_>, events: Events, data: u64) -> io::Result<()> {
-        use std::os::fd::{AsFd, AsRawFd};
-        let mut reg = crate::loom::lock(&self.registry);
-        let side = self.kernel_side()?;
-        let user = k.fd.as_raw_fd();
-        let dup = if k.autoreset {
-            Some(crate::sys::eventfd::dup(k.fd, true)?)
-        } else {
-            None
-        };
-        let target = dup.as_ref().map_or(k.fd, |d| d.as_fd());
-        // An old entry under this number whose fd was closed meanwhile (the kernel dropped
-        // its item): the kernel's answer decides, and a stale entry is replaced.
-        if let Some(old) = reg.kitems.get(&user) {
-            if old.dup.is_some() || k.autoreset {
-                // A registered AutoReset dup is still in the kernel epoll: that is EEXIST.
-                return Err(io::Error::from_raw_os_error(
-                    rustix::io::Errno::EXIST.raw_os_error(),
-                ));
-            }
-        }
-        crate::sys::epoll::add(side.epfd.as_fd(), target, events, user as u64)?;
-        reg.kitems.insert(user, kernel::KItem { data, dup });
-        drop(reg);
-        // A waiter may be asleep in the in-memory path: let it go to the kernel side.
-        self.wake_one_waiter();
-        Ok(())
-    }
-
-    /// `modify` of a kernel fd (`EPOLL_CTL_MOD`).
-    fn kernel_modify(&self, k: KernelRef<'_>, events: Events, data: u64) -> io::Result<()> {
-        use std::os::fd::{AsFd, AsRawFd};
-        let mut reg = crate::loom::lock(&self.registry);
-        let user = k.fd.as_raw_fd();
-        let side = self.kernel.get().ok_or_else(not_registered_kernel)?;
-        let target = kernel_target(&reg, &k);
-        crate::sys::epoll::modify(side.epfd.as_fd(), target, events, user as u64)?;
-        reg.kitems
-            .entry(user)
-            .and_modify(|i| i.data = data)
-            .or_insert(kernel::KItem { data, dup: None });
-        Ok(())
-    }
-
-    /// `delete` of a kernel fd (`EPOLL_CTL_DEL`).
-    fn kernel_delete(&self, k: KernelRef<'_>) -> io::Result<()> {
-        use std::os::fd::{AsFd, AsRawFd};
-        let mut reg = crate::loom::lock(&self.registry);
-        let user = k.fd.as_raw_fd();
-        let side = self.kernel.get().ok_or_else(not_registered_kernel)?;
-        let r = crate::sys::epoll::delete(side.epfd.as_fd(), kernel_target(&reg, &k));
-        if r.is_ok() || reg.kitems.get(&user).is_some_and(|i| i.dup.is_none()) {
-            // Success, or the kernel no longer knows a plain fd we still listed (closed).
-            reg.kitems.remove(&user);
-        }
-        r
-    }
-
-    /// Collect kernel events into `out`: wait in `epoll_wait` until `deadline` (`Some(now)`:
-    /// don't block), then map them under `registry`. Returns the number delivered. Must be
-    /// called with no lock held.
-    fn kernel_collect(&self, out: &mut [Event], deadline: Option<Instant>) -> io::Result<usize> {
-        use std::os::fd::AsFd;
-        let Some(side) = self.kernel.get() else {
-            return Ok(0);
-        };
-        let mut got = Vec::new();
-        crate::sys::epoll::wait(side.epfd.as_fd(), &mut got, out.len(), deadline)?;
-        if got.is_empty() {
-            return Ok(0);
-        }
-        let reg = crate::loom::lock(&self.registry);
-        let mut n = 0;
-        for (ev, tok) in got {
-            if tok == kernel::BELL {
-                side.drain();
-                continue;
-            }
-            let Some(item) = reg.kitems.get(&(tok as i32)) else {
-                continue;
-            };
-            item.deliver(ev);
-            out[n] = Event {
-                events: ev,
-                data: item.data,
-            };
-            n += 1;
-        }
-        Ok(n)
-    }
-
-    /// `wait` once kernel sources exist: block in `epoll_wait` (which also watches the
-    /// doorbell that in-memory wakes ring while `kernel_sleepers` is non-zero).
-    fn wait_kernel(
-        self: &Arc<Self>,
-        out: &mut [Event],
-        deadline: Option<Instant>,
-    ) -> io::Result<usize> {
-        loop {
-            self.kernel_sleepers.fetch_add(1, SeqCst);
-            // After publishing ourselves (SeqCst), look at the in-memory side under `ready`.
-            if self.has_ready() {
-                self.kernel_sleepers.fetch_sub(1, SeqCst);
-            } else {
-                let r = self.kernel_collect(out, deadline);
-                self.kernel_sleepers.fetch_sub(1, SeqCst);
-                let k = r?;
-                if k > 0 {
-                    // Fill what is left with in-memory events (never blocks).
-                    return Ok(k + self.scan_now(Some(&mut out[k..])));
-                }
-            }
-            let n = self.harvest_now(out);
-            if n > 0 {
-                return Ok(n);
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(0);
-            }
-        }
-    }
-
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(SeqCst)
     }
@@ -830,152 +669,6 @@ impl EpInner {
         };
         if post {
             batch.push_post(Arc::clone(&item.ep) as Arc<dyn PostWake>, Events::IN);
-        }
-    }
-
-    /// One in-memory scan (`scan`) with `registry` taken and dead items purged; its deferred
-    /// wakes run before returning, with no lock held.
-    fn scan_now(self: &Arc<Self>, out: Option<&mut [Event]>) -> usize {
-        let mut batch = WakeBatch::new();
-        let n = {
-            let mut reg = crate::loom::lock(&self.registry);
-            self.purge(&mut reg);
-            self.scan(&mut reg, out, &mut batch)
-        };
-        batch.run();
-        n
-    }
-
-    /// One harvest; its deferred wakes run before returning, with no lock held.
-    pub(crate) fn harvest_now(self: &Arc<Self>, out: &mut [Event]) -> usize {
-        let mut n = self.scan_now(Some(&mut *out));
-        if n < out.len() && self.kernel.get().is_some() {
-            // Kernel sources after the in-memory ones; never blocks. An error here (only
-            // EBADF/EFAULT-class failures are possible) reports nothing rather than losing
-            // the in-memory events already harvested.
-            n += self
-                .kernel_collect(&mut out[n..], Some(Instant::now()))
-                .unwrap_or(0);
-        }
-        n
-    }
-
-    /// `ep_send_events` (with `out`) or `__ep_eventpoll_poll` (without: stop at the first
-    /// ready item, consume nothing). Must be called with `registry` held.
-    fn scan(
-        self: &Arc<Self>,
-        reg: &mut Registry,
-        out: Option<&mut [Event]>,
-        batch: &mut WakeBatch,
-    ) -> usize {
-        let mut tx = {
-            let mut rd = crate::loom::lock(&self.ready);
-            if rd.list.is_empty() {
-                return 0;
-            }
-            // Published before any source is polled (SeqCst store, then SeqCst loads of the
-            // sources): pairs with Item::wake's lock-free coalescing check.
-            self.scanning.store(true, SeqCst);
-            rd.start_scan()
-        };
-        crate::loom::dekker_fence();
-        let mut requeue = std::mem::take(&mut reg.requeue);
-        let mut n = 0;
-        let mut peek_first = None;
-        let mut it = tx.drain(..);
-        match out {
-            Some(out) => {
-                while n < out.len() {
-                    let Some(item) = it.next() else { break };
-                    // The harvester owns `linked` of transfer-list items (see Item::linked):
-                    // it stays set only for a level-triggered item requeued below.
-                    if item.is_dead() {
-                        item.set_linked(false);
-                        continue;
-                    }
-                    let ev = item.events();
-                    let r = item.src.poll(ev, true) & ev & !Events::PRIVATE;
-                    if r.is_empty() {
-                        // Not ready (or a disarmed ONESHOT): dropped, no slot used.
-                        item.set_linked(false);
-                        continue;
-                    }
-                    out[n] = Event {
-                        events: r,
-                        data: item.data.load(Relaxed),
-                    };
-                    n += 1;
-                    if !ev.intersects(Events::ONESHOT | Events::ET) {
-                        requeue.push(item);
-                    } else {
-                        item.set_linked(false);
-                        if ev.contains(Events::ONESHOT) {
-                            item.events.store((ev & Events::PRIVATE).bits(), SeqCst);
-                        }
-                    }
-                }
-            }
-            None => {
-                // Stop at the first ready item and keep it; drop the not-ready ones before it.
-                let mut first = None;
-                for item in it.by_ref() {
-                    let ev = item.events();
-                    if !item.is_dead()
-                        && !(item.src.poll(ev, false) & ev & !Events::PRIVATE).is_empty()
-                    {
-                        first = Some(item);
-                        break;
-                    }
-                    item.set_linked(false);
-                }
-                if first.is_some() {
-                    n = 1;
-                }
-                peek_first = first;
-            }
-        }
-        let mut rd = crate::loom::lock(&self.ready);
-        let any_left = peek_first.is_some() || it.len() > 0;
-        rd.done_scan(peek_first.into_iter().chain(it), any_left, &mut requeue);
-        // After every `linked = false` of this scan (release by SeqCst).
-        self.scanning.store(false, SeqCst);
-        rd.spare = tx;
-        reg.requeue = requeue;
-        if !rd.list.is_empty() && self.has_sleeper() {
-            // The LT cascade: let the next sleeper look too.
-            batch.push_post(
-                Arc::new(WakeOneWaiter(Arc::clone(self))) as Arc<dyn PostWake>,
-                Events::IN,
-            );
-        }
-        if (n == 0 || !rd.any_live()) && self.pollers.interest().contains(KEY_EMPTIED) {
-            // fd views (`crate::fd`): this scan left nothing ready, or found nothing (its
-            // caller's `WouldBlock`) while wakes arrived. Decided under `ready`, so that a
-            // refill racing the end of the scan still gets its edge (KEY_EMPTIED).
-            batch.push_post(
-                Arc::new(WakeViews(Arc::clone(self))) as Arc<dyn PostWake>,
-                KEY_EMPTIED,
-            );
-        }
-        n
-    }
-
-    /// Readiness as a source (`IN | RDNORM` iff a queued item re-polls ready). Never consumes.
-    pub(crate) fn readiness(self: &Arc<Self>) -> Events {
-        let n = self.scan_now(None);
-        // Kernel sources: the embedded kernel epoll is readable iff one of them is ready
-        // (a rung doorbell only means an in-memory event, which the scan above saw).
-        let kernel_ready = || {
-            self.kernel.get().is_some_and(|k| {
-                use std::os::fd::AsFd;
-                crate::sys::poll_now(k.epfd.as_fd(), Events::IN)
-                    .is_ok_and(|e| e.contains(Events::IN))
-            })
-        };
-        if n > 0 || kernel_ready() {
-            Events::IN | Events::RDNORM
-        } else {
-            Events::empty()
         }
     }
 

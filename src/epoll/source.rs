@@ -1,11 +1,13 @@
-//! What an [`Epoll`](crate::Epoll) can watch: the [`Source`] trait and its in-crate view.
+//! What an [`Epoll`] can watch: the [`Source`] trait and its in-crate view.
 
 use std::sync::Arc;
 
-use super::EpInner;
-use crate::notifier;
+use super::{EpInner, Epoll};
+use crate::events::Events;
+use crate::mode::Mode;
+use crate::notifier::kernel::KernelNotifier;
+use crate::notifier::{self, Notifier};
 use crate::wait_queue::WaitQueue;
-use crate::Events;
 
 /// The in-crate view of a source: its core, held strongly so the harvest can poll it without
 /// upgrading a `Weak` per event. Whether the source is still open is tracked separately (the
@@ -84,8 +86,8 @@ pub(crate) mod sealed {
     }
 }
 
-/// Something an [`Epoll`](crate::Epoll) can watch: a [`Notifier`](crate::Notifier), another
-/// [`Epoll`](crate::Epoll) (nesting), a [`KernelNotifier`](crate::KernelNotifier), or any
+/// Something an [`Epoll`] can watch: a [`Notifier`], another
+/// [`Epoll`] (nesting), a [`KernelNotifier`], or any
 /// kernel fd as a [`BorrowedFd`](std::os::fd::BorrowedFd). Sealed: the crate implements it.
 ///
 /// # Examples
@@ -101,23 +103,23 @@ pub(crate) mod sealed {
 /// ```
 pub trait Source: sealed::Sealed {}
 
-impl sealed::Sealed for crate::Notifier {
+impl sealed::Sealed for Notifier {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
         sealed::SourceRef::Mem(sealed::MemRef(SourceCore::Notifier(Arc::clone(
             &self.inner.core,
         ))))
     }
 }
-impl Source for crate::Notifier {}
+impl Source for Notifier {}
 
-impl sealed::Sealed for crate::Epoll {
+impl sealed::Sealed for Epoll {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
         sealed::SourceRef::Mem(sealed::MemRef(SourceCore::Epoll(Arc::clone(
             &self.inner.core,
         ))))
     }
 }
-impl Source for crate::Epoll {}
+impl Source for Epoll {}
 
 impl<T: sealed::Sealed + ?Sized> sealed::Sealed for &T {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
@@ -140,14 +142,14 @@ impl Source for std::os::fd::BorrowedFd<'_> {}
 
 /// A kernel-backed notifier: in AutoReset mode the delivery of its `IN` reads the eventfd,
 /// so the consumer never calls `read`.
-impl sealed::Sealed for crate::KernelNotifier {
+impl sealed::Sealed for KernelNotifier {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
         use std::os::fd::AsFd;
         sealed::SourceRef::Kernel(sealed::KernelRef {
             fd: self.as_fd(),
-            autoreset: self.mode() == crate::Mode::AutoReset,
+            autoreset: self.mode() == Mode::AutoReset,
         })
     }
 }
-impl Source for crate::KernelNotifier {}
+impl Source for KernelNotifier {}
 impl<T: Source + ?Sized> Source for &T {}

@@ -4,7 +4,10 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use crate::{Epoll, Event, Events, Mode, Notifier};
+use crate::epoll::Epoll;
+use crate::events::{Event, Events};
+use crate::mode::Mode;
+use crate::notifier::Notifier;
 
 fn wait0(ep: &Epoll) -> Vec<(u32, u64)> {
     let mut buf = [Event::default(); 8];
@@ -115,7 +118,6 @@ fn exclusive_item_return_value_matches_locked_path() {
 mod stored_mask {
 
     use super::*;
-    use crate::Notifier;
 
     /// The mask stored for `n` in `ep` (not observable through the public API while no
     /// source raises `ERR`/`HUP`).

@@ -9,7 +9,7 @@ use std::time::Instant;
 use rustix::event::epoll;
 use rustix::event::Timespec;
 
-use crate::Events;
+use crate::events::Events;
 
 /// `epoll_create1(EPOLL_CLOEXEC)`.
 pub(crate) fn create() -> io::Result<OwnedFd> {

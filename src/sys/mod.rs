@@ -28,8 +28,6 @@ pub(crate) mod eventfd;
 #[cfg(evfd_loom)]
 pub(crate) mod mock;
 // Compiled (and unit-tested) everywhere, selected by `Bell` only where needed.
-#[cfg(feature = "tokio")]
-pub(crate) mod async_fd;
 #[cfg_attr(any(not(evfd_force_pipe), evfd_loom), allow(dead_code))]
 pub(crate) mod pipe;
 
@@ -41,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec};
 
-use crate::Events;
+use crate::events::Events;
 
 /// The contract every doorbell backend fulfils.
 ///
@@ -104,7 +102,7 @@ pub(crate) type Bell = mock::MockDoorbell;
 /// `EAGAIN`.
 ///
 /// Per view: [`FdView::doorbell_stats`](crate::FdView::doorbell_stats); process-wide:
-/// [`doorbell_stats`](crate::doorbell_stats).
+/// [`doorbell_stats`].
 ///
 /// # Examples
 ///

@@ -80,7 +80,7 @@ impl Doorbell for PipeDoorbell {
 #[cfg(all(test, not(evfd_loom)))]
 mod tests {
     use super::*;
-    use crate::Events;
+    use crate::events::Events;
 
     #[test]
     #[cfg_attr(miri, ignore = "syscalls")]

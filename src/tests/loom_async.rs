@@ -17,7 +17,9 @@ use std::task::{Context, Poll, Wake, Waker};
 use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use loom::thread;
 
-use crate::{Mode, Notifier, OwnedReadFuture};
+use crate::mode::Mode;
+use crate::notifier::future::OwnedReadFuture;
+use crate::notifier::Notifier;
 
 /// A waker that counts its wakes in a loom atomic.
 struct Flag(AtomicUsize);
@@ -226,7 +228,10 @@ fn loom_async_barging_reader() {
 #[test]
 fn loom_async_write_waits_for_room() {
     loom::model(|| {
-        let n = Notifier::builder().initial(crate::LIMIT).build().unwrap();
+        let n = Notifier::builder()
+            .initial(crate::mode::LIMIT)
+            .build()
+            .unwrap();
         let flag = Arc::new(Flag(AtomicUsize::new(0)));
         let waker = Waker::from(flag.clone());
         let mut w = n.write_owned(2);
@@ -235,7 +240,7 @@ fn loom_async_write_waits_for_room() {
         let reader = thread::spawn(move || n2.try_read().unwrap());
         let mut seen = flag.0.load(SeqCst);
         let mut r = Pin::new(&mut w).poll(&mut Context::from_waker(&waker));
-        assert_eq!(reader.join().unwrap(), crate::LIMIT);
+        assert_eq!(reader.join().unwrap(), crate::mode::LIMIT);
         while r.is_pending() {
             assert!(flag.0.load(SeqCst) > seen, "the read woke the writer");
             seen = flag.0.load(SeqCst);

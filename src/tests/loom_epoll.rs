@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use loom::thread;
 
-use crate::{Epoll, Event, Events, Notifier};
+use crate::epoll::Epoll;
+use crate::events::{Event, Events};
+use crate::notifier::Notifier;
 
 fn wait0(ep: &Epoll) -> Vec<Event> {
     let mut buf = [Event::default(); 4];
@@ -12,8 +14,8 @@ fn wait0(ep: &Epoll) -> Vec<Event> {
     buf[..n].to_vec()
 }
 
-/// Seed 000: the callback reads the mask before the epoll lock; `modify` stores the new
-/// mask, fences, then polls. A write racing a modify that widens the mask to `IN` is never
+/// The callback reads the mask before the epoll lock; `modify` stores the new mask, then
+/// polls (a Dekker pair, `loom::dekker_fence`). A write racing a modify that widens the mask to `IN` is never
 /// lost: one side or the other queues the item.
 #[test]
 fn callback_vs_modify() {

@@ -15,7 +15,11 @@ use std::time::Duration;
 
 use loom::thread;
 
-use crate::{Epoll, Event, Events, FdView, Mode, Notifier};
+use crate::epoll::Epoll;
+use crate::events::{Event, Events};
+use crate::fd::FdView;
+use crate::mode::Mode;
+use crate::notifier::Notifier;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();

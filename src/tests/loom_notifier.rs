@@ -8,8 +8,11 @@ use std::sync::Arc;
 
 use loom::thread;
 
-use crate::wait_queue::{Target, ThreadWaiter, WaitQueue};
-use crate::{Events, Mode, Notifier, LIMIT};
+use crate::events::Events;
+use crate::mode::{Mode, LIMIT};
+use crate::notifier::Notifier;
+use crate::wait_queue::thread::ThreadWaiter;
+use crate::wait_queue::{Target, WaitQueue};
 
 /// Runs `f` under loom (preemption bound from `LOOM_MAX_PREEMPTIONS`, else 2) and reports
 /// how many interleavings were explored (visible with `--nocapture`).

@@ -4,7 +4,7 @@
 //! It also keeps, per event bit, how many entries want that bit, so that the locked layer
 //! (`super::WaitQueue`) can publish the union of all masks in one atomic word.
 
-use crate::Events;
+use crate::events::Events;
 
 const NIL: u32 = u32::MAX;
 

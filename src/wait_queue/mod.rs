@@ -43,19 +43,18 @@
 //! was linked before `interest` was published under the same lock), or the waiter's
 //! re-check sees the new state and does not sleep.
 
-mod list;
-mod waiter;
+pub(crate) mod list;
+pub(crate) mod task;
+pub(crate) mod thread;
 
 use std::sync::Arc;
 use std::task::Waker;
 
+use crate::events::Events;
 use crate::loom::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use crate::loom::sync::Mutex;
-use crate::Events;
-
-pub(crate) use list::Key;
-use list::{List, Visit};
-pub(crate) use waiter::ThreadWaiter;
+use list::{Key, List, Visit};
+use thread::ThreadWaiter;
 
 /// What an entry wakes.
 pub(crate) enum Target {
@@ -285,10 +284,11 @@ impl WaitQueue {
     /// Wake the entries whose mask intersects `key`, head to tail, stopping after
     /// `nr_exclusive` exclusive entries accepted. At most one exclusive *callback* (an
     /// `EXCLUSIVE` epoll item) accepts per wake, whatever `nr_exclusive` is: the kernel wakes
-    /// an eventfd's queue with `nr_exclusive = 1`; evfd's larger budgets (a Semaphore
-    /// `write(n)`, a read waking every writer) exist for its own exclusive blocked readers
-    /// and must not wake a second `EXCLUSIVE` epoll (KERNEL-SEMANTICS.md §4.8). Foreign wakes
-    /// run after unlocking.
+    /// an eventfd's queue with `nr_exclusive = 1`, so that of several `EXCLUSIVE` epolls on
+    /// one source exactly one epoll waiter wakes per event (docs/semantics.md, several
+    /// epolls on one source); evfd's larger budgets (a Semaphore `write(n)`, a read waking
+    /// every writer) exist for its own exclusive blocked readers and must not wake a second
+    /// `EXCLUSIVE` epoll. Foreign wakes run after unlocking.
     #[inline]
     pub(crate) fn wake(&self, key: Events, nr_exclusive: usize) {
         // Fast path: the SeqCst load pairs with the waiter's SeqCst store (module docs).
@@ -367,8 +367,11 @@ impl WaitQueue {
     }
 
     /// Remove every entry (the source is going away) and tell callbacks so, after unlocking.
-    /// Threads and tasks still queued (there should be none: they hold the source alive) are
-    /// woken so that nobody sleeps forever.
+    ///
+    /// Only callbacks can be queued here: a blocked thread or a pending task holds a handle
+    /// to the source, so the source cannot go away under it. One found here is a bug, a
+    /// debug assertion; release builds still wake it (after unlocking) rather than leave
+    /// it asleep for ever.
     pub(crate) fn detach_all(&self) {
         let drained = {
             let mut l = crate::loom::lock(&self.list);
@@ -381,10 +384,14 @@ impl WaitQueue {
             match e.target {
                 Target::Callback(cb) => cb.detach(),
                 Target::Thread(t) => {
+                    debug_assert!(false, "a blocked thread outlived its source's handles");
                     t.set_notified();
                     batch.push(Deferred::Thread(t));
                 }
-                Target::Task(w) => batch.push(Deferred::Task(w)),
+                Target::Task(w) => {
+                    debug_assert!(false, "a pending task outlived its source's handles");
+                    batch.push(Deferred::Task(w));
+                }
             }
         }
         batch.run();
@@ -393,6 +400,22 @@ impl WaitQueue {
     /// Number of entries (a snapshot, for tests and `Debug`).
     pub(crate) fn len(&self) -> usize {
         crate::loom::lock(&self.list).len()
+    }
+}
+
+impl Drop for WaitQueue {
+    /// Every owner empties its queue before dropping it: a notifier's and an epoll's
+    /// `pollers` by `detach_all` when the last handle goes, an epoll's `waiters` by the
+    /// waits themselves (which hold a handle). An entry left here would be a waiter that
+    /// nobody will ever wake: a bug, so a debug assertion rather than a silent wake.
+    fn drop(&mut self) {
+        if cfg!(debug_assertions) && !std::thread::panicking() {
+            let left = crate::loom::lock(&self.list).len();
+            debug_assert_eq!(
+                left, 0,
+                "a WaitQueue dropped with {left} entries still queued"
+            );
+        }
     }
 }
 

@@ -1,12 +1,13 @@
 //! [`NotifierStream`]: a notifier's reads as a `futures_core::Stream` (feature `futures`).
 //!
-//! Each item is one successful read, made with the same [`TaskWait`] machinery as
-//! [`Notifier::read_async`]; between items the stream holds no registration.
+//! Each item is one successful read, made with the same async wait as
+//! [`Notifier::read_async`] ([`TaskWait`]); between items
+//! the stream holds no registration.
 //!
 //! # LOCKING
 //!
-//! No lock of its own; see `future` (the wait queue's lock is taken only through its API and
-//! no foreign code runs under it).
+//! No lock of its own; see `crate::wait_queue::task` (the wait queue's lock is taken only
+//! through its API and no foreign code runs under it).
 
 use std::fmt;
 use std::io;
@@ -15,8 +16,9 @@ use std::task::{Context, Poll};
 
 use futures_core::stream::{FusedStream, Stream};
 
-use crate::future::TaskWait;
-use crate::{Epoll, Event, Events, Notifier};
+use super::Notifier;
+use crate::events::Events;
+use crate::wait_queue::task::TaskWait;
 
 /// A `Stream` of reads from a [`Notifier`]: each item is what one [`Notifier::read`] would
 /// return — the whole count in Counter and AutoReset mode, `1` per unit in Semaphore mode.
@@ -119,112 +121,6 @@ impl fmt::Debug for NotifierStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NotifierStream")
             .field("notifier", &self.notifier)
-            .field("registered", &self.wait.is_registered())
-            .finish()
-    }
-}
-
-/// A `Stream` of an [`Epoll`]'s events, one [`Event`] per item (feature `futures`).
-///
-/// Each item is harvested on its own (`maxevents` 1), in the order [`Epoll::wait`] would
-/// deliver them, so nothing is buffered inside the stream. The stream never ends.
-///
-/// # Cancel safety
-///
-/// Cancel-safe: an event (and an AutoReset notifier's reset) is delivered only in the poll
-/// that returns it, so dropping a pending `next()` or the stream loses nothing; a wake it had
-/// won is handed on to another waiter of the epoll if events are still queued.
-///
-/// # Examples
-///
-/// ```
-/// use futures::StreamExt;
-/// use evfd::{Epoll, Events, Notifier};
-/// let ep = Epoll::new();
-/// let (a, b) = (Notifier::new(), Notifier::new());
-/// ep.add(&a, Events::IN | Events::ET, 1).unwrap();
-/// ep.add(&b, Events::IN | Events::ET, 2).unwrap();
-/// b.notify().unwrap();
-/// a.notify().unwrap();
-/// let got: Vec<u64> = futures::executor::block_on(
-///     ep.stream().take(2).map(|e| e.unwrap().data).collect(),
-/// );
-/// assert_eq!(got, vec![2, 1]);
-/// ```
-#[must_use = "streams do nothing unless polled"]
-pub struct EpollStream {
-    ep: Epoll,
-    wait: TaskWait,
-}
-
-impl Epoll {
-    /// A [`Stream`] of this epoll's events (feature `futures`); holds its own handle.
-    ///
-    /// # Cancel safety
-    ///
-    /// See [`EpollStream`]: dropping a pending `next()` delivers nothing.
-    ///
-    /// ```
-    /// let ep = evfd::Epoll::new();
-    /// assert!(ep.stream().epoll().ptr_eq(&ep));
-    /// ```
-    pub fn stream(&self) -> EpollStream {
-        EpollStream {
-            ep: self.clone(),
-            wait: TaskWait::new(Events::IN, true),
-        }
-    }
-}
-
-impl EpollStream {
-    /// The epoll this stream harvests.
-    ///
-    /// ```
-    /// let ep = evfd::Epoll::new();
-    /// assert!(ep.stream().epoll().ptr_eq(&ep));
-    /// ```
-    pub fn epoll(&self) -> &Epoll {
-        &self.ep
-    }
-}
-
-impl Stream for EpollStream {
-    type Item = io::Result<Event>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        let core = &this.ep.inner.core;
-        this.wait
-            .poll(&core.waiters, cx, || {
-                let mut one = [Event::default()];
-                (core.harvest_now(&mut one) == 1).then_some(one[0])
-            })
-            .map(|e| Some(Ok(e)))
-    }
-}
-
-impl FusedStream for EpollStream {
-    /// Always `false`: an epoll never ends.
-    fn is_terminated(&self) -> bool {
-        false
-    }
-}
-
-impl Drop for EpollStream {
-    fn drop(&mut self) {
-        let core = &self.ep.inner.core;
-        self.wait.cancel(&core.waiters, || {
-            if core.has_ready() {
-                core.waiters.wake(Events::IN, 1);
-            }
-        });
-    }
-}
-
-impl fmt::Debug for EpollStream {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EpollStream")
-            .field("epoll", &self.ep)
             .field("registered", &self.wait.is_registered())
             .finish()
     }

@@ -21,28 +21,21 @@
 //! leaves (it succeeded, or timed out) while the notifier is still ready for what it waited
 //! for wakes the next one, so no wake is lost to a waiter that did not use it.
 
+pub(crate) mod future;
+pub(crate) mod kernel;
+#[cfg(feature = "futures")]
+pub(crate) mod stream;
+
 use std::fmt;
 use std::io;
-use std::sync::atomic::AtomicU64 as IdCounter;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::events::{next_id, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
-use crate::mode::{self, flags, Mode, WriteRefused};
-use crate::wait_queue::{Target, ThreadWaiter, WaitQueue};
-use crate::Events;
-
-static NEXT_ID: IdCounter = IdCounter::new(1);
-
-/// A wake-key-only bit (never a readiness or interest bit, never reported; `EPOLL*` leaves
-/// bit 26 unused) that rides with `OUT` when a consumption (a read, an AutoReset delivery)
-/// left the count at 0. Entries that do not ask for it are unaffected: an epoll item's mask
-/// filter and blocked writers look at `OUT`.
-pub(crate) const KEY_EMPTIED: Events = Events::from_bits_retain(1 << 26);
-
-pub(crate) fn next_id() -> u64 {
-    NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-}
+use crate::mode::{self, invalid_write, Mode, Options, WriteRefused};
+use crate::wait_queue::thread::ThreadWaiter;
+use crate::wait_queue::{Target, WaitQueue};
 
 /// The shared state behind every clone of a [`Notifier`]. Cache-line aligned (128: the
 /// adjacent-line prefetcher pairs lines) so that two notifiers used by two threads never
@@ -133,13 +126,24 @@ impl Default for Notifier {
 /// assert_eq!(n.read().unwrap(), 5);
 /// assert!(Notifier::builder().initial(u64::MAX).build().is_err());
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Clone)]
 #[must_use = "a builder does nothing until .build()"]
 pub struct NotifierBuilder {
-    mode: Mode,
-    initial: u64,
-    nonblock: bool,
-    cloexec: bool,
+    opts: Options,
+}
+
+impl fmt::Debug for NotifierBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.opts.debug_as("NotifierBuilder", f)
+    }
+}
+
+impl Default for NotifierBuilder {
+    fn default() -> Self {
+        NotifierBuilder {
+            opts: Options::new(false),
+        }
+    }
 }
 
 impl NotifierBuilder {
@@ -150,7 +154,7 @@ impl NotifierBuilder {
     /// assert_eq!(n.mode(), evfd::Mode::Semaphore);
     /// ```
     pub fn mode(mut self, mode: Mode) -> Self {
-        self.mode = mode;
+        self.opts.mode = mode;
         self
     }
 
@@ -161,7 +165,7 @@ impl NotifierBuilder {
     /// assert_eq!(n.count(), 2);
     /// ```
     pub fn initial(mut self, initial: u64) -> Self {
-        self.initial = initial;
+        self.opts.initial = initial;
         self
     }
 
@@ -172,7 +176,7 @@ impl NotifierBuilder {
     /// assert_eq!(n.read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
     /// ```
     pub fn nonblocking(mut self, yes: bool) -> Self {
-        self.nonblock = yes;
+        self.opts.nonblock = yes;
         self
     }
 
@@ -183,7 +187,7 @@ impl NotifierBuilder {
     /// assert!(n.is_cloexec());
     /// ```
     pub fn cloexec(mut self, yes: bool) -> Self {
-        self.cloexec = yes;
+        self.opts.cloexec = yes;
         self
     }
 
@@ -198,14 +202,15 @@ impl NotifierBuilder {
     /// assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     /// ```
     pub fn build(self) -> io::Result<Notifier> {
-        mode::check_initial(self.initial)?;
+        let o = self.opts;
+        o.check()?;
         Ok(Notifier {
             inner: Arc::new(Handle {
                 core: Arc::new(Inner {
-                    count: AtomicU64::new(self.initial),
-                    mode: self.mode,
-                    nonblock: self.nonblock,
-                    cloexec: self.cloexec,
+                    count: AtomicU64::new(o.initial),
+                    mode: o.mode,
+                    nonblock: o.nonblock,
+                    cloexec: o.cloexec,
                     id: next_id(),
                     wq: WaitQueue::new(),
                 }),
@@ -218,13 +223,9 @@ fn would_block() -> io::Error {
     io::Error::from(io::ErrorKind::WouldBlock)
 }
 
-pub(crate) fn invalid_write() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidInput,
-        "write of u64::MAX (0xffffffffffffffff) is not allowed: the largest count is 0xfffffffffffffffe",
-    )
-}
-
+// The other `impl Notifier` blocks: the async API in `future` and `stream` (beside their
+// types, in this folder), and `fd_view` in `crate::fd` (it builds an `FdView`, a type of
+// the layer above this one).
 impl Notifier {
     /// A [`Mode::Counter`] notifier with count 0.
     ///
@@ -251,8 +252,9 @@ impl Notifier {
     }
 
     /// The compatibility constructor: `eventfd2(initial, flags)` with Linux flag values
-    /// ([`flags::SEMAPHORE`], [`flags::NONBLOCK`], [`flags::CLOEXEC`], and the RFC's
-    /// [`flags::AUTORESET`]).
+    /// ([`flags::SEMAPHORE`](crate::flags::SEMAPHORE), [`flags::NONBLOCK`](crate::flags::NONBLOCK),
+    /// [`flags::CLOEXEC`](crate::flags::CLOEXEC), and the RFC's
+    /// [`flags::AUTORESET`](crate::flags::AUTORESET)).
     ///
     /// # Errors
     ///
@@ -275,32 +277,10 @@ impl Notifier {
     #[doc(alias = "eventfd")]
     #[doc(alias = "eventfd2")]
     pub fn from_flags(initial: u64, flags: u32) -> io::Result<Notifier> {
-        let unknown = flags & !flags::ALL;
-        if unknown != 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("unknown notifier flag bits {unknown:#x} (valid: SEMAPHORE 0x1, AUTORESET 0x40, NONBLOCK 0o4000, CLOEXEC 0o2000000)"),
-            ));
+        NotifierBuilder {
+            opts: Options::from_flags(initial, flags)?,
         }
-        let sem = flags & flags::SEMAPHORE != 0;
-        let auto = flags & flags::AUTORESET != 0;
-        let mode = match (sem, auto) {
-            (true, true) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "SEMAPHORE and AUTORESET cannot be combined",
-                ))
-            }
-            (true, false) => Mode::Semaphore,
-            (false, true) => Mode::AutoReset,
-            (false, false) => Mode::Counter,
-        };
-        Notifier::builder()
-            .mode(mode)
-            .initial(initial)
-            .nonblocking(flags & flags::NONBLOCK != 0)
-            .cloexec(flags & flags::CLOEXEC != 0)
-            .build()
+        .build()
     }
 
     /// The mode this notifier was created with.
@@ -669,7 +649,7 @@ impl Inner {
 #[cfg(all(test, not(evfd_loom)))]
 mod tests {
     use super::*;
-    use crate::LIMIT;
+    use crate::mode::LIMIT;
 
     #[test]
     fn send_sync_debug() {

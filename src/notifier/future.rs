@@ -3,35 +3,25 @@
 //! No fd and no syscall: a pending future is a [`Target::Task`] entry in the notifier's
 //! [`WaitQueue`], exactly like a blocked thread is a [`Target::Thread`] entry. The
 //! machinery — register, re-check, swap the waker on a re-poll, unregister on drop and hand
-//! on a wake that was won but not used — lives in [`TaskWait`], which knows nothing about
-//! notifiers, so that `Epoll::wait_async` and the streams can reuse it with their own
-//! operation and hand-on.
+//! on a wake that was won but not used — is the wait queue's async wait ([`TaskWait`]);
+//! this module gives it the notifier's operations and hand-on.
 //!
 //! # LOCKING
 //!
-//! ```text
-//! This module owns no lock. It takes WaitQueue::list only through the WaitQueue API
-//! (add, update_waker, remove), never while holding anything else, and never runs foreign
-//! code under it:
-//!   - the task's Waker is cloned BEFORE add / update_waker is called;
-//!   - a replaced or removed Waker is dropped by WaitQueue after unlocking;
-//!   - wakes (ours and the hand-on's) run from WakeBatch after unlocking.
-//! ```
-//!
-//! # The lost-wakeup rule
-//!
-//! As in `Inner::block`: try the operation; if it would wait, `add` the entry (which
-//! publishes its interest, `SeqCst`, under the queue lock) and then try the operation once
-//! more. A write that lands between the two tries either sees the interest bit and wakes the
-//! entry, or is seen by the second try (module docs of `wait_queue`).
+//! No lock of its own; see `crate::wait_queue::task`.
 //!
 //! # Why the futures are `Unpin`
 //!
 //! tokio's `Notified` is `!Unpin` because its waiter node is intrusive: it lives inside the
 //! future and the queue points into it. Here the entry lives in the queue's slab and the
-//! future only keeps its [`Key`] (an index plus a generation, harmless when stale), so moving
+//! future only keeps its key (an index plus a generation, harmless when stale), so moving
 //! a future is safe and no `unsafe` is needed. Being `Unpin` lets callers poll a future
 //! through `&mut` without pinning it.
+//!
+//! [`Target::Task`]: crate::wait_queue::Target::Task
+//! [`Target::Thread`]: crate::wait_queue::Target::Thread
+//! [`WaitQueue`]: crate::wait_queue::WaitQueue
+//! [`TaskWait`]: crate::wait_queue::task::TaskWait
 
 use std::fmt;
 use std::future::Future;
@@ -39,153 +29,10 @@ use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use crate::mode::WriteRefused;
-use crate::notifier::{invalid_write, Inner};
-use crate::wait_queue::{Key, Target, WaitQueue};
-use crate::{Epoll, Event, Events, Notifier};
-
-/// A task's place in a [`WaitQueue`]: at most one entry, registered on demand.
-///
-/// The protocol, for any operation `op` (returns `None` while it would wait) and any
-/// `hand_on` (passes on a wake that this waiter won but does not use):
-///
-/// * [`poll`](Self::poll) tries `op`. The first time it would wait while no entry in the
-///   queue wants the same event, it yields once instead of registering: it wakes its own task
-///   and returns `Pending` (see "Yield once" below).
-/// * Otherwise, if it would wait, it registers a `Target::Task` entry with a clone of the
-///   task's waker and tries `op` again (lost-wakeup rule). A re-poll while still queued swaps
-///   the stored waker for the current one (`update_waker`).
-/// * A wake removes the entry (autoremove). A poll that then finds its entry gone and `op`
-///   still failing lost the wake to a barging caller or was woken for nothing: it registers
-///   again, at the head of the queue, so it keeps its turn.
-/// * On success the entry is removed if it is still queued. If a wake had removed it, the
-///   success used that wake (one wake stands for one unit in Semaphore mode, for the whole
-///   count otherwise), so nothing is handed on: handing on here would only wake the next
-///   waiter for nothing.
-/// * [`cancel`](Self::cancel) (the owner is dropped) removes the entry; if it was already gone,
-///   a wake was spent on this waiter and not used: `hand_on` runs so that it is not lost.
-///
-/// # Yield once
-///
-/// The async form of spin-then-park (`ThreadWaiter::wait` spins before parking): a wait that
-/// is not satisfied at once goes round the executor's run queue one time before it pays for
-/// the queue lock (waker clone, `add`, and on wake `remove` + `wake` on the writer's side).
-/// When the other side of a hand-off is another task of the same runtime — the typical
-/// producer/consumer or ping-pong — it has usually run by then, and the second poll takes the
-/// count lock-free. The cost is one extra poll per wait that does block. Nothing can be lost
-/// meanwhile: the task has woken itself, so it will be polled again and will either take the
-/// count or register and re-check. It is skipped when another entry already waits for the
-/// same event, so a newcomer never jumps a queued waiter by yielding.
-#[derive(Debug)]
-pub(crate) struct TaskWait {
-    /// The interest mask of the entry (`IN` for readers, `OUT` for writers).
-    mask: Events,
-    /// Exclusive entries take one wake each (readers); others are all woken (writers).
-    exclusive: bool,
-    /// The entry, while registered. A stale key (entry woken and removed) is harmless.
-    key: Option<Key>,
-    /// This wait already yielded once instead of registering (reset on success, so a
-    /// stream yields at most once per item).
-    yielded: bool,
-}
-
-impl TaskWait {
-    /// Not registered yet.
-    pub(crate) const fn new(mask: Events, exclusive: bool) -> Self {
-        TaskWait {
-            mask,
-            exclusive,
-            key: None,
-            yielded: false,
-        }
-    }
-
-    /// Whether this waiter has an entry in the queue, or had one that a wake removed and has
-    /// not yet been polled or dropped since.
-    pub(crate) fn is_registered(&self) -> bool {
-        self.key.is_some()
-    }
-
-    /// One poll of the protocol in the type docs. On `Ready` this waiter is unregistered and
-    /// may be polled again to wait for the next success (streams do that).
-    pub(crate) fn poll<R>(
-        &mut self,
-        wq: &WaitQueue,
-        cx: &mut Context<'_>,
-        mut op: impl FnMut() -> Option<R>,
-    ) -> Poll<R> {
-        if let Some(r) = op() {
-            self.finish(wq);
-            self.yielded = false;
-            return Poll::Ready(r);
-        }
-        if self.key.is_none() && !self.yielded && !wq.interest().intersects(self.mask) {
-            // Yield once (type docs). `wake_by_ref` is foreign code: no lock is held.
-            self.yielded = true;
-            cx.waker().wake_by_ref();
-            return Poll::Pending;
-        }
-        // Foreign code (`clone`) runs here, before any lock; it may re-enter the notifier,
-        // and may even wake our own entry — `update_waker` then reports it gone.
-        let waker = cx.waker().clone();
-        let (waker, front) = match self.key {
-            None => (waker, false),
-            // No interest in our bits: our entry was woken (see `unlink`); skip the lock.
-            Some(_) if !wq.interest().intersects(self.mask) => (waker, true),
-            Some(key) => match wq.update_waker(key, waker) {
-                // Still queued, now with the current waker. `op` failed after our interest was
-                // published, so any later state change will wake this entry.
-                Ok(()) => return Poll::Pending,
-                // Woken, but `op` failed: a barging caller took what the wake announced, or
-                // the wake was spurious. Keep our turn: go back in at the head.
-                Err(waker) => (waker, true),
-            },
-        };
-        self.key = Some(wq.add(self.mask, self.exclusive, front, Target::Task(waker)));
-        // Re-check after publishing interest (the Dekker pair; see the module docs).
-        if let Some(r) = op() {
-            self.finish(wq);
-            self.yielded = false;
-            return Poll::Ready(r);
-        }
-        Poll::Pending
-    }
-
-    /// Remove our entry if it is still queued; `true` if it was (not woken).
-    ///
-    /// Lock-free shortcut: if `interest` has none of our mask's bits, our entry is not linked
-    /// — it was woken — and the lock is not taken. Sound because `interest` is only written
-    /// under the queue lock, by our own `add` (a `fetch_or` of our mask) and by `publish`
-    /// (the exact union of the linked entries' masks); so every value that follows our `add`
-    /// in its modification order includes our mask for as long as our entry is linked, and
-    /// by coherence our load (after our `add`, in program order or through the executor's
-    /// hand-over of the future) sees one of those values. The shortcut saves the lock on the
-    /// common path: woken, sole waiter for that event, and then done.
-    fn unlink(&self, key: Key, wq: &WaitQueue) -> bool {
-        wq.interest().intersects(self.mask) && wq.remove(key)
-    }
-
-    /// `op` succeeded: unregister. A wake that had removed the entry was used by the success.
-    fn finish(&mut self, wq: &WaitQueue) {
-        if let Some(key) = self.key.take() {
-            self.unlink(key, wq);
-        }
-    }
-
-    /// The owner goes away without success: unregister. If the entry had already been removed
-    /// by a wake, that wake was spent on us and not used: run `hand_on`.
-    pub(crate) fn cancel(&mut self, wq: &WaitQueue, hand_on: impl FnOnce()) {
-        if let Some(key) = self.key.take() {
-            if !self.unlink(key, wq) {
-                hand_on();
-            }
-        }
-    }
-}
-
-fn polled_after_completion() -> io::Error {
-    io::Error::other("evfd future polled after it completed")
-}
+use super::{Inner, Notifier};
+use crate::events::Events;
+use crate::mode::{invalid_write, WriteRefused};
+use crate::wait_queue::task::{polled_after_completion, TaskWait};
 
 /// The state of one `read_async`: the read is [`Inner::try_read`] (whole count, or 1 in
 /// Semaphore mode); an unused wake is handed to the next reader.
@@ -530,143 +377,12 @@ impl Notifier {
     }
 }
 
-/// The future returned by [`Epoll::wait_async`].
-///
-/// Resolves to what [`Epoll::wait`] with no timeout would return: the number of events
-/// written to the buffer (at least 1), or `InvalidInput` for an empty buffer. A pending
-/// future is a task entry in the epoll's waiter queue; no thread blocks and no syscall is
-/// made.
-///
-/// # Cancel safety
-///
-/// Dropping it before it returned `Ready` delivers nothing: events are harvested (and
-/// AutoReset notifiers reset) only in the poll that returns them. A wake it had already won
-/// is handed on to another waiter of the epoll if events are still queued.
-///
-/// # Examples
-///
-/// ```
-/// use evfd::{Epoll, Event, Events, Notifier};
-/// let ep = Epoll::new();
-/// let n = Notifier::builder().initial(1).build().unwrap();
-/// ep.add(&n, Events::IN, 3).unwrap();
-/// let mut evs = [Event::default(); 2];
-/// let f: evfd::EpollWaitFuture<'_> = ep.wait_async(&mut evs);
-/// assert_eq!(futures::executor::block_on(f).unwrap(), 1);
-/// assert_eq!(evs[0].data, 3);
-/// ```
-#[must_use = "futures do nothing unless you .await or poll them"]
-pub struct EpollWaitFuture<'a> {
-    ep: &'a Epoll,
-    buf: &'a mut [Event],
-    wait: TaskWait,
-    done: bool,
-}
-
-impl Future for EpollWaitFuture<'_> {
-    type Output = io::Result<usize>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        if this.done {
-            return Poll::Ready(Err(polled_after_completion()));
-        }
-        if this.buf.is_empty() {
-            this.done = true;
-            return Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "the event buffer is empty (maxevents must be at least 1)",
-            )));
-        }
-        let core = &this.ep.inner.core;
-        let buf = &mut *this.buf;
-        let n = ready!(this.wait.poll(&core.waiters, cx, || {
-            let n = core.harvest_now(buf);
-            (n > 0).then_some(n)
-        }));
-        this.done = true;
-        Poll::Ready(Ok(n))
-    }
-}
-
-impl Drop for EpollWaitFuture<'_> {
-    fn drop(&mut self) {
-        let core = &self.ep.inner.core;
-        self.wait.cancel(&core.waiters, || {
-            if core.has_ready() {
-                core.waiters.wake(Events::IN, 1);
-            }
-        });
-    }
-}
-
-impl fmt::Debug for EpollWaitFuture<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EpollWaitFuture")
-            .field("epoll", &self.ep)
-            .field("registered", &self.wait.is_registered())
-            .field("done", &self.done)
-            .finish()
-    }
-}
-
-#[cfg(feature = "futures")]
-impl futures_core::FusedFuture for EpollWaitFuture<'_> {
-    fn is_terminated(&self) -> bool {
-        self.done
-    }
-}
-
-impl Epoll {
-    /// Wait asynchronously for events and fill `events` with up to `events.len()` of them:
-    /// [`wait`](Self::wait) with no timeout, on any executor (wrap it in your runtime's
-    /// timeout for one). The semantics are `wait`'s: re-poll at delivery, LT requeue, ET,
-    /// ONESHOT, AutoReset reset by the delivery.
-    ///
-    /// Kernel-fd sources (`BorrowedFd`, [`KernelNotifier`](crate::KernelNotifier)) are
-    /// harvested by every poll of this future, but their readiness does not wake a pending
-    /// one (nor ring an [`Epoll::fd_view`]): for an `Epoll` with kernel sources, use the
-    /// blocking `wait` on a thread, or register those fds with your reactor directly.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidInput` if `events` is empty.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel-safe: dropped before completion, it has delivered nothing (see
-    /// [`EpollWaitFuture`]).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use evfd::{Epoll, Event, Events, Notifier};
-    /// let ep = Epoll::new();
-    /// let n = Notifier::new();
-    /// ep.add(&n, Events::IN, 9)?;
-    /// let n2 = n.clone();
-    /// std::thread::spawn(move || n2.write(1).unwrap());
-    /// let mut evs = [Event::default(); 4];
-    /// let got = futures::executor::block_on(ep.wait_async(&mut evs))?;
-    /// assert_eq!(&evs[..got], &[Event { events: Events::IN, data: 9 }]);
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn wait_async<'a>(&'a self, events: &'a mut [Event]) -> EpollWaitFuture<'a> {
-        EpollWaitFuture {
-            ep: self,
-            buf: events,
-            wait: TaskWait::new(Events::IN, true),
-            done: false,
-        }
-    }
-}
-
 #[cfg(all(test, not(evfd_loom)))]
 mod tests {
     //! Executor-free tests with a hand-rolled counting waker: they run under Miri.
 
     use super::*;
-    use crate::Mode;
+    use crate::mode::Mode;
     use std::pin::pin;
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     use std::sync::Arc;
@@ -894,12 +610,15 @@ mod tests {
 
     #[test]
     fn write_async_waits_for_room() {
-        let n = Notifier::builder().initial(crate::LIMIT).build().unwrap();
+        let n = Notifier::builder()
+            .initial(crate::mode::LIMIT)
+            .build()
+            .unwrap();
         let (c, w) = waker();
         let mut f = pin!(n.write_async(2));
         park(&n, &mut f, &(c.clone(), w.clone()));
-        assert_eq!(n.count(), crate::LIMIT);
-        assert_eq!(n.try_read().unwrap(), crate::LIMIT);
+        assert_eq!(n.count(), crate::mode::LIMIT);
+        assert_eq!(n.try_read().unwrap(), crate::mode::LIMIT);
         assert_eq!(c.take(), 1);
         assert!(matches!(poll(&mut f, &w), Poll::Ready(Ok(()))));
         assert_eq!(n.count(), 2);
@@ -909,7 +628,10 @@ mod tests {
 
     #[test]
     fn write_async_max_is_invalid_at_once() {
-        let n = Notifier::builder().initial(crate::LIMIT).build().unwrap();
+        let n = Notifier::builder()
+            .initial(crate::mode::LIMIT)
+            .build()
+            .unwrap();
         let (_, w) = waker();
         let mut f = pin!(n.write_async(u64::MAX));
         match poll(&mut f, &w) {
@@ -921,12 +643,15 @@ mod tests {
 
     #[test]
     fn dropped_write_writes_nothing() {
-        let n = Notifier::builder().initial(crate::LIMIT).build().unwrap();
+        let n = Notifier::builder()
+            .initial(crate::mode::LIMIT)
+            .build()
+            .unwrap();
         {
             let mut f = pin!(n.write_owned(1));
             park(&n, &mut f, &waker());
         }
-        assert_eq!(n.count(), crate::LIMIT);
+        assert_eq!(n.count(), crate::mode::LIMIT);
         assert_eq!(n.inner.wq.len(), 0);
     }
 

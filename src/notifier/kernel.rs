@@ -13,9 +13,9 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
-use crate::mode::{self, Mode};
+use crate::events::Events;
+use crate::mode::{self, invalid_write, Mode, Options};
 use crate::sys::{self, eventfd};
-use crate::Events;
 
 /// A notifier backed by a kernel eventfd: same [`Mode`]s and API as
 /// [`Notifier`](crate::Notifier), with a real fd that other processes and the kernel can
@@ -69,22 +69,22 @@ pub struct KernelNotifier {
 /// assert_eq!(k.read()?, 3);
 /// # Ok::<(), std::io::Error>(())
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use = "a builder does nothing until .build()"]
 pub struct KernelNotifierBuilder {
-    mode: Mode,
-    initial: u64,
-    nonblock: bool,
-    cloexec: bool,
+    opts: Options,
+}
+
+impl fmt::Debug for KernelNotifierBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.opts.debug_as("KernelNotifierBuilder", f)
+    }
 }
 
 impl Default for KernelNotifierBuilder {
     fn default() -> Self {
         KernelNotifierBuilder {
-            mode: Mode::Counter,
-            initial: 0,
-            nonblock: false,
-            cloexec: true,
+            opts: Options::new(true),
         }
     }
 }
@@ -98,7 +98,7 @@ impl KernelNotifierBuilder {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn mode(mut self, mode: Mode) -> Self {
-        self.mode = mode;
+        self.opts.mode = mode;
         self
     }
 
@@ -111,7 +111,7 @@ impl KernelNotifierBuilder {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn initial(mut self, initial: u64) -> Self {
-        self.initial = initial;
+        self.opts.initial = initial;
         self
     }
 
@@ -123,7 +123,7 @@ impl KernelNotifierBuilder {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn nonblocking(mut self, yes: bool) -> Self {
-        self.nonblock = yes;
+        self.opts.nonblock = yes;
         self
     }
 
@@ -136,7 +136,7 @@ impl KernelNotifierBuilder {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn cloexec(mut self, yes: bool) -> Self {
-        self.cloexec = yes;
+        self.opts.cloexec = yes;
         self
     }
 
@@ -152,28 +152,22 @@ impl KernelNotifierBuilder {
     /// assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     /// ```
     pub fn build(self) -> io::Result<KernelNotifier> {
-        mode::check_initial(self.initial)?;
-        let (init32, rest) = match u32::try_from(self.initial) {
+        let o = self.opts;
+        o.check()?;
+        let (init32, rest) = match u32::try_from(o.initial) {
             Ok(v) => (v, 0),
-            Err(_) => (0, self.initial),
+            Err(_) => (0, o.initial),
         };
-        let fd = eventfd::create(init32, self.mode == Mode::Semaphore, self.cloexec)?;
+        let fd = eventfd::create(init32, o.mode == Mode::Semaphore, o.cloexec)?;
         if rest != 0 {
             eventfd::write(fd.as_fd(), rest)?;
         }
         Ok(KernelNotifier {
             fd,
-            mode: self.mode,
-            nonblock: self.nonblock,
+            mode: o.mode,
+            nonblock: o.nonblock,
         })
     }
-}
-
-fn invalid_write() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidInput,
-        "write of u64::MAX (0xffffffffffffffff) is not allowed: the largest count is 0xfffffffffffffffe",
-    )
 }
 
 impl KernelNotifier {
@@ -231,14 +225,11 @@ impl KernelNotifier {
     /// ```
     #[doc(alias = "eventfd2")]
     pub fn from_flags(initial: u64, flags: u32) -> io::Result<KernelNotifier> {
-        // The in-memory constructor validates the same flags with the same messages.
-        let shape = crate::Notifier::from_flags(0, flags)?;
-        KernelNotifier::builder()
-            .mode(shape.mode())
-            .initial(initial)
-            .nonblocking(shape.is_nonblocking())
-            .cloexec(shape.is_cloexec())
-            .build()
+        // The same parser as `Notifier::from_flags`: the same flags, the same messages.
+        KernelNotifierBuilder {
+            opts: Options::from_flags(initial, flags)?,
+        }
+        .build()
     }
 
     /// Adopt an eventfd made elsewhere: a vhost-user kick/call fd received over a socket, a

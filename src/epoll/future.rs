@@ -1,0 +1,273 @@
+//! The async faces of an [`Epoll`]: [`EpollWaitFuture`] (`wait_async`) and, with feature
+//! `futures`, [`EpollStream`]. Both are the wait queue's async wait
+//! ([`TaskWait`]) on the epoll's `waiters` queue, with the
+//! harvest as the operation and "wake one more waiter if events are still queued" as the
+//! hand-on.
+//!
+//! # LOCKING
+//!
+//! No lock of its own; see `crate::wait_queue::task` and the module docs of `super`.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use super::Epoll;
+use crate::events::{Event, Events};
+use crate::wait_queue::task::{polled_after_completion, TaskWait};
+
+/// The future returned by [`Epoll::wait_async`].
+///
+/// Resolves to what [`Epoll::wait`] with no timeout would return: the number of events
+/// written to the buffer (at least 1), or `InvalidInput` for an empty buffer. A pending
+/// future is a task entry in the epoll's waiter queue; no thread blocks and no syscall is
+/// made.
+///
+/// # Cancel safety
+///
+/// Dropping it before it returned `Ready` delivers nothing: events are harvested (and
+/// AutoReset notifiers reset) only in the poll that returns them. A wake it had already won
+/// is handed on to another waiter of the epoll if events are still queued.
+///
+/// # Examples
+///
+/// ```
+/// use evfd::{Epoll, Event, Events, Notifier};
+/// let ep = Epoll::new();
+/// let n = Notifier::builder().initial(1).build().unwrap();
+/// ep.add(&n, Events::IN, 3).unwrap();
+/// let mut evs = [Event::default(); 2];
+/// let f: evfd::EpollWaitFuture<'_> = ep.wait_async(&mut evs);
+/// assert_eq!(futures::executor::block_on(f).unwrap(), 1);
+/// assert_eq!(evs[0].data, 3);
+/// ```
+#[must_use = "futures do nothing unless you .await or poll them"]
+pub struct EpollWaitFuture<'a> {
+    ep: &'a Epoll,
+    buf: &'a mut [Event],
+    wait: TaskWait,
+    done: bool,
+}
+
+impl Future for EpollWaitFuture<'_> {
+    type Output = io::Result<usize>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Ready(Err(polled_after_completion()));
+        }
+        if this.buf.is_empty() {
+            this.done = true;
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the event buffer is empty (maxevents must be at least 1)",
+            )));
+        }
+        let core = &this.ep.inner.core;
+        let buf = &mut *this.buf;
+        let n = ready!(this.wait.poll(&core.waiters, cx, || {
+            let n = core.harvest_now(buf);
+            (n > 0).then_some(n)
+        }));
+        this.done = true;
+        Poll::Ready(Ok(n))
+    }
+}
+
+impl Drop for EpollWaitFuture<'_> {
+    fn drop(&mut self) {
+        let core = &self.ep.inner.core;
+        self.wait.cancel(&core.waiters, || {
+            if core.has_ready() {
+                core.waiters.wake(Events::IN, 1);
+            }
+        });
+    }
+}
+
+impl fmt::Debug for EpollWaitFuture<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EpollWaitFuture")
+            .field("epoll", &self.ep)
+            .field("registered", &self.wait.is_registered())
+            .field("done", &self.done)
+            .finish()
+    }
+}
+
+#[cfg(feature = "futures")]
+impl futures_core::FusedFuture for EpollWaitFuture<'_> {
+    fn is_terminated(&self) -> bool {
+        self.done
+    }
+}
+
+impl Epoll {
+    /// Wait asynchronously for events and fill `events` with up to `events.len()` of them:
+    /// [`wait`](Self::wait) with no timeout, on any executor (wrap it in your runtime's
+    /// timeout for one). The semantics are `wait`'s: re-poll at delivery, LT requeue, ET,
+    /// ONESHOT, AutoReset reset by the delivery.
+    ///
+    /// Kernel-fd sources (`BorrowedFd`, [`KernelNotifier`](crate::KernelNotifier)) are
+    /// harvested by every poll of this future, but their readiness does not wake a pending
+    /// one (nor ring an [`Epoll::fd_view`]): for an `Epoll` with kernel sources, use the
+    /// blocking `wait` on a thread, or register those fds with your reactor directly.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` if `events` is empty.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: dropped before completion, it has delivered nothing (see
+    /// [`EpollWaitFuture`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::{Epoll, Event, Events, Notifier};
+    /// let ep = Epoll::new();
+    /// let n = Notifier::new();
+    /// ep.add(&n, Events::IN, 9)?;
+    /// let n2 = n.clone();
+    /// std::thread::spawn(move || n2.write(1).unwrap());
+    /// let mut evs = [Event::default(); 4];
+    /// let got = futures::executor::block_on(ep.wait_async(&mut evs))?;
+    /// assert_eq!(&evs[..got], &[Event { events: Events::IN, data: 9 }]);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn wait_async<'a>(&'a self, events: &'a mut [Event]) -> EpollWaitFuture<'a> {
+        EpollWaitFuture {
+            ep: self,
+            buf: events,
+            wait: TaskWait::new(Events::IN, true),
+            done: false,
+        }
+    }
+}
+
+#[cfg(feature = "futures")]
+pub use stream::EpollStream;
+
+#[cfg(feature = "futures")]
+mod stream {
+    use std::fmt;
+    use std::io;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use futures_core::stream::{FusedStream, Stream};
+
+    use super::super::Epoll;
+    use crate::events::{Event, Events};
+    use crate::wait_queue::task::TaskWait;
+
+    /// A `Stream` of an [`Epoll`]'s events, one [`Event`] per item (feature `futures`).
+    ///
+    /// Each item is harvested on its own (`maxevents` 1), in the order [`Epoll::wait`] would
+    /// deliver them, so nothing is buffered inside the stream. The stream never ends.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: an event (and an AutoReset notifier's reset) is delivered only in the poll
+    /// that returns it, so dropping a pending `next()` or the stream loses nothing; a wake it had
+    /// won is handed on to another waiter of the epoll if events are still queued.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use futures::StreamExt;
+    /// use evfd::{Epoll, Events, Notifier};
+    /// let ep = Epoll::new();
+    /// let (a, b) = (Notifier::new(), Notifier::new());
+    /// ep.add(&a, Events::IN | Events::ET, 1).unwrap();
+    /// ep.add(&b, Events::IN | Events::ET, 2).unwrap();
+    /// b.notify().unwrap();
+    /// a.notify().unwrap();
+    /// let got: Vec<u64> = futures::executor::block_on(
+    ///     ep.stream().take(2).map(|e| e.unwrap().data).collect(),
+    /// );
+    /// assert_eq!(got, vec![2, 1]);
+    /// ```
+    #[must_use = "streams do nothing unless polled"]
+    pub struct EpollStream {
+        ep: Epoll,
+        wait: TaskWait,
+    }
+
+    impl Epoll {
+        /// A [`Stream`] of this epoll's events (feature `futures`); holds its own handle.
+        ///
+        /// # Cancel safety
+        ///
+        /// See [`EpollStream`]: dropping a pending `next()` delivers nothing.
+        ///
+        /// ```
+        /// let ep = evfd::Epoll::new();
+        /// assert!(ep.stream().epoll().ptr_eq(&ep));
+        /// ```
+        pub fn stream(&self) -> EpollStream {
+            EpollStream {
+                ep: self.clone(),
+                wait: TaskWait::new(Events::IN, true),
+            }
+        }
+    }
+
+    impl EpollStream {
+        /// The epoll this stream harvests.
+        ///
+        /// ```
+        /// let ep = evfd::Epoll::new();
+        /// assert!(ep.stream().epoll().ptr_eq(&ep));
+        /// ```
+        pub fn epoll(&self) -> &Epoll {
+            &self.ep
+        }
+    }
+
+    impl Stream for EpollStream {
+        type Item = io::Result<Event>;
+
+        fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+            let this = self.get_mut();
+            let core = &this.ep.inner.core;
+            this.wait
+                .poll(&core.waiters, cx, || {
+                    let mut one = [Event::default()];
+                    (core.harvest_now(&mut one) == 1).then_some(one[0])
+                })
+                .map(|e| Some(Ok(e)))
+        }
+    }
+
+    impl FusedStream for EpollStream {
+        /// Always `false`: an epoll never ends.
+        fn is_terminated(&self) -> bool {
+            false
+        }
+    }
+
+    impl Drop for EpollStream {
+        fn drop(&mut self) {
+            let core = &self.ep.inner.core;
+            self.wait.cancel(&core.waiters, || {
+                if core.has_ready() {
+                    core.waiters.wake(Events::IN, 1);
+                }
+            });
+        }
+    }
+
+    impl fmt::Debug for EpollStream {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_struct("EpollStream")
+                .field("epoll", &self.ep)
+                .field("registered", &self.wait.is_registered())
+                .finish()
+        }
+    }
+}

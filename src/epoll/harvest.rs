@@ -1,0 +1,206 @@
+//! The harvest: `ep_send_events` (deliver queued events into a buffer) and
+//! `__ep_eventpoll_poll` (is any queued item ready? consume nothing), as two jobs over one
+//! scan frame (`ep_start_scan` … `ep_done_scan`).
+//!
+//! # LOCKING
+//!
+//! Both jobs run with `EpInner::registry` held (which serialises harvests and ctl
+//! operations) and take `EpInner::ready` only to start and to end the scan; sources are
+//! polled between the two, with no `ready` held. Deferred wakes go into a `WakeBatch` that
+//! runs after `registry` is released (see `super`'s LOCKING block).
+
+use std::sync::Arc;
+use std::time::Instant;
+use std::vec::Drain;
+
+use super::item::Item;
+use super::{EpInner, Registry};
+use crate::events::{Event, Events, KEY_EMPTIED};
+use crate::loom::sync::atomic::Ordering::{Relaxed, SeqCst};
+use crate::wait_queue::{PostWake, WakeBatch};
+
+/// The LT cascade's deferred wake: one more `wait`er.
+struct WakeOneWaiter(Arc<EpInner>);
+
+impl PostWake for WakeOneWaiter {
+    fn post_wake(&self, _key: Events) {
+        self.0.wake_one_waiter();
+    }
+}
+
+/// fd views' wake (`crate::fd`): nothing is ready any more. Only views listen for
+/// `KEY_EMPTIED` on `pollers`; outer epolls' items never see it.
+struct WakeViews(Arc<EpInner>);
+
+impl PostWake for WakeViews {
+    fn post_wake(&self, key: Events) {
+        self.0.pollers.wake(key, usize::MAX);
+    }
+}
+
+/// What a job found: how many events it reported, and an item to put back at the head of
+/// the ready list (the readiness check's first ready item, which it must not consume).
+struct Found {
+    n: usize,
+    keep: Option<Arc<Item>>,
+}
+
+/// `ep_send_events`' loop: deliver up to `out.len()` events from the transfer list.
+/// Level-triggered items go to `requeue`; the rest of the transfer list is left in `it`.
+fn send_events(
+    it: &mut Drain<'_, Arc<Item>>,
+    out: &mut [Event],
+    requeue: &mut Vec<Arc<Item>>,
+) -> Found {
+    let mut n = 0;
+    while n < out.len() {
+        let Some(item) = it.next() else { break };
+        // The harvester owns `linked` of transfer-list items (see Item::linked):
+        // it stays set only for a level-triggered item requeued below.
+        if item.is_dead() {
+            item.set_linked(false);
+            continue;
+        }
+        let ev = item.events();
+        let r = item.src.poll(ev, true) & ev & !Events::PRIVATE;
+        if r.is_empty() {
+            // Not ready (or a disarmed ONESHOT): dropped, no slot used.
+            item.set_linked(false);
+            continue;
+        }
+        out[n] = Event {
+            events: r,
+            data: item.data.load(Relaxed),
+        };
+        n += 1;
+        if !ev.intersects(Events::ONESHOT | Events::ET) {
+            requeue.push(item);
+        } else {
+            item.set_linked(false);
+            if ev.contains(Events::ONESHOT) {
+                item.events.store((ev & Events::PRIVATE).bits(), SeqCst);
+            }
+        }
+    }
+    Found { n, keep: None }
+}
+
+/// `__ep_eventpoll_poll`'s loop: stop at the first ready item and keep it (consume
+/// nothing); the not-ready ones before it are dropped from the list.
+fn first_ready(it: &mut Drain<'_, Arc<Item>>) -> Found {
+    for item in it.by_ref() {
+        let ev = item.events();
+        if !item.is_dead() && !(item.src.poll(ev, false) & ev & !Events::PRIVATE).is_empty() {
+            return Found {
+                n: 1,
+                keep: Some(item),
+            };
+        }
+        item.set_linked(false);
+    }
+    Found { n: 0, keep: None }
+}
+
+impl EpInner {
+    /// Run `f` with `registry` taken and dead items purged; its deferred wakes run before
+    /// returning, with no lock held.
+    fn with_registry<R>(&self, f: impl FnOnce(&mut Registry, &mut WakeBatch) -> R) -> R {
+        let mut batch = WakeBatch::new();
+        let r = {
+            let mut reg = crate::loom::lock(&self.registry);
+            self.purge(&mut reg);
+            f(&mut reg, &mut batch)
+        };
+        batch.run();
+        r
+    }
+
+    /// One in-memory harvest into `out` (kernel sources not included).
+    pub(super) fn send_events_now(self: &Arc<Self>, out: &mut [Event]) -> usize {
+        self.with_registry(|reg, batch| {
+            self.scan(reg, batch, |it, requeue| send_events(it, out, requeue))
+        })
+    }
+
+    /// One harvest; its deferred wakes run before returning, with no lock held.
+    pub(crate) fn harvest_now(self: &Arc<Self>, out: &mut [Event]) -> usize {
+        let mut n = self.send_events_now(out);
+        if n < out.len() && self.kernel.get().is_some() {
+            // Kernel sources after the in-memory ones; never blocks. An error here (only
+            // EBADF/EFAULT-class failures are possible) reports nothing rather than losing
+            // the in-memory events already harvested.
+            n += self
+                .kernel_collect(&mut out[n..], Some(Instant::now()))
+                .unwrap_or(0);
+        }
+        n
+    }
+
+    /// The scan frame shared by both jobs: `ep_start_scan`, `job` over the transfer list,
+    /// `ep_done_scan` and the wakes it owes. Must be called with `registry` held. Returns
+    /// the job's count.
+    fn scan(
+        self: &Arc<Self>,
+        reg: &mut Registry,
+        batch: &mut WakeBatch,
+        job: impl FnOnce(&mut Drain<'_, Arc<Item>>, &mut Vec<Arc<Item>>) -> Found,
+    ) -> usize {
+        let mut tx = {
+            let mut rd = crate::loom::lock(&self.ready);
+            if rd.list.is_empty() {
+                return 0;
+            }
+            // Published before any source is polled (SeqCst store, then SeqCst loads of the
+            // sources): pairs with Item::wake's lock-free coalescing check.
+            self.scanning.store(true, SeqCst);
+            rd.start_scan()
+        };
+        crate::loom::dekker_fence();
+        let mut requeue = std::mem::take(&mut reg.requeue);
+        let mut it = tx.drain(..);
+        let Found { n, keep } = job(&mut it, &mut requeue);
+        let mut rd = crate::loom::lock(&self.ready);
+        let any_left = keep.is_some() || it.len() > 0;
+        rd.done_scan(keep.into_iter().chain(it), any_left, &mut requeue);
+        // After every `linked = false` of this scan (release by SeqCst).
+        self.scanning.store(false, SeqCst);
+        rd.spare = tx;
+        reg.requeue = requeue;
+        if !rd.list.is_empty() && self.has_sleeper() {
+            // The LT cascade: let the next sleeper look too.
+            batch.push_post(
+                Arc::new(WakeOneWaiter(Arc::clone(self))) as Arc<dyn PostWake>,
+                Events::IN,
+            );
+        }
+        if (n == 0 || !rd.any_live()) && self.pollers.interest().contains(KEY_EMPTIED) {
+            // fd views (`crate::fd`): this scan left nothing ready, or found nothing (its
+            // caller's `WouldBlock`) while wakes arrived. Decided under `ready`, so that a
+            // refill racing the end of the scan still gets its edge (KEY_EMPTIED).
+            batch.push_post(
+                Arc::new(WakeViews(Arc::clone(self))) as Arc<dyn PostWake>,
+                KEY_EMPTIED,
+            );
+        }
+        n
+    }
+
+    /// Readiness as a source (`IN | RDNORM` iff a queued item re-polls ready). Never consumes.
+    pub(crate) fn readiness(self: &Arc<Self>) -> Events {
+        let n = self.with_registry(|reg, batch| self.scan(reg, batch, |it, _| first_ready(it)));
+        // Kernel sources: the embedded kernel epoll is readable iff one of them is ready
+        // (a rung doorbell only means an in-memory event, which the scan above saw).
+        let kernel_ready = || {
+            self.kernel.get().is_some_and(|k| {
+                use std::os::fd::AsFd;
+                crate::sys::poll_now(k.epfd.as_fd(), Events::IN)
+                    .is_ok_and(|e| e.contains(Events::IN))
+            })
+        };
+        if n > 0 || kernel_ready() {
+            Events::IN | Events::RDNORM
+        } else {
+            Events::empty()
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! The async wait: a task's place in a [`WaitQueue`] ([`TaskWait`]), used by every future
+//! and stream of the crate (notifier reads and writes, `Epoll::wait_async`, the streams)
+//! with its own operation and hand-on.
+//!
+//! # LOCKING
+//!
+//! ```text
+//! This module owns no lock. It takes WaitQueue::list only through the WaitQueue API
+//! (add, update_waker, remove), never while holding anything else, and never runs foreign
+//! code under it:
+//!   - the task's Waker is cloned BEFORE add / update_waker is called;
+//!   - a replaced or removed Waker is dropped by WaitQueue after unlocking;
+//!   - wakes (ours and the hand-on's) run from WakeBatch after unlocking.
+//! ```
+//!
+//! # The lost-wakeup rule
+//!
+//! As for a blocked thread (`super::thread`): try the operation; if it would wait, `add` the
+//! entry (which publishes its interest, `SeqCst`, under the queue lock) and then try the
+//! operation once more. A change that lands between the two tries either sees the interest
+//! bit and wakes the entry, or is seen by the second try (the Dekker pair of `super`).
+
+use std::task::{Context, Poll};
+
+use super::list::Key;
+use super::{Target, WaitQueue};
+use crate::events::Events;
+
+/// A task's place in a [`WaitQueue`]: at most one entry, registered on demand.
+///
+/// The protocol, for any operation `op` (returns `None` while it would wait) and any
+/// `hand_on` (passes on a wake that this waiter won but does not use):
+///
+/// * [`poll`](Self::poll) tries `op`. The first time it would wait while no entry in the
+///   queue wants the same event, it yields once instead of registering: it wakes its own task
+///   and returns `Pending` (see "Yield once" below).
+/// * Otherwise, if it would wait, it registers a `Target::Task` entry with a clone of the
+///   task's waker and tries `op` again (lost-wakeup rule). A re-poll while still queued swaps
+///   the stored waker for the current one (`update_waker`).
+/// * A wake removes the entry (autoremove). A poll that then finds its entry gone and `op`
+///   still failing lost the wake to a barging caller or was woken for nothing: it registers
+///   again, at the head of the queue, so it keeps its turn.
+/// * On success the entry is removed if it is still queued. If a wake had removed it, the
+///   success used that wake (one wake stands for one unit in Semaphore mode, for the whole
+///   count otherwise), so nothing is handed on: handing on here would only wake the next
+///   waiter for nothing.
+/// * [`cancel`](Self::cancel) (the owner is dropped) removes the entry; if it was already gone,
+///   a wake was spent on this waiter and not used: `hand_on` runs so that it is not lost.
+///
+/// # Yield once
+///
+/// The async form of spin-then-park (`ThreadWaiter::wait` spins before parking): a wait that
+/// is not satisfied at once goes round the executor's run queue one time before it pays for
+/// the queue lock (waker clone, `add`, and on wake `remove` + `wake` on the writer's side).
+/// When the other side of a hand-off is another task of the same runtime — the typical
+/// producer/consumer or ping-pong — it has usually run by then, and the second poll takes the
+/// count lock-free. The cost is one extra poll per wait that does block. Nothing can be lost
+/// meanwhile: the task has woken itself, so it will be polled again and will either take the
+/// count or register and re-check. It is skipped when another entry already waits for the
+/// same event, so a newcomer never jumps a queued waiter by yielding.
+#[derive(Debug)]
+pub(crate) struct TaskWait {
+    /// The interest mask of the entry (`IN` for readers, `OUT` for writers).
+    mask: Events,
+    /// Exclusive entries take one wake each (readers); others are all woken (writers).
+    exclusive: bool,
+    /// The entry, while registered. A stale key (entry woken and removed) is harmless.
+    key: Option<Key>,
+    /// This wait already yielded once instead of registering (reset on success, so a
+    /// stream yields at most once per item).
+    yielded: bool,
+}
+
+impl TaskWait {
+    /// Not registered yet.
+    pub(crate) const fn new(mask: Events, exclusive: bool) -> Self {
+        TaskWait {
+            mask,
+            exclusive,
+            key: None,
+            yielded: false,
+        }
+    }
+
+    /// Whether this waiter has an entry in the queue, or had one that a wake removed and has
+    /// not yet been polled or dropped since.
+    pub(crate) fn is_registered(&self) -> bool {
+        self.key.is_some()
+    }
+
+    /// One poll of the protocol in the type docs. On `Ready` this waiter is unregistered and
+    /// may be polled again to wait for the next success (streams do that).
+    pub(crate) fn poll<R>(
+        &mut self,
+        wq: &WaitQueue,
+        cx: &mut Context<'_>,
+        mut op: impl FnMut() -> Option<R>,
+    ) -> Poll<R> {
+        if let Some(r) = op() {
+            self.finish(wq);
+            self.yielded = false;
+            return Poll::Ready(r);
+        }
+        if self.key.is_none() && !self.yielded && !wq.interest().intersects(self.mask) {
+            // Yield once (type docs). `wake_by_ref` is foreign code: no lock is held.
+            self.yielded = true;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        // Foreign code (`clone`) runs here, before any lock; it may re-enter the notifier,
+        // and may even wake our own entry — `update_waker` then reports it gone.
+        let waker = cx.waker().clone();
+        let (waker, front) = match self.key {
+            None => (waker, false),
+            // No interest in our bits: our entry was woken (see `unlink`); skip the lock.
+            Some(_) if !wq.interest().intersects(self.mask) => (waker, true),
+            Some(key) => match wq.update_waker(key, waker) {
+                // Still queued, now with the current waker. `op` failed after our interest was
+                // published, so any later state change will wake this entry.
+                Ok(()) => return Poll::Pending,
+                // Woken, but `op` failed: a barging caller took what the wake announced, or
+                // the wake was spurious. Keep our turn: go back in at the head.
+                Err(waker) => (waker, true),
+            },
+        };
+        self.key = Some(wq.add(self.mask, self.exclusive, front, Target::Task(waker)));
+        // Re-check after publishing interest (the Dekker pair; see the module docs).
+        if let Some(r) = op() {
+            self.finish(wq);
+            self.yielded = false;
+            return Poll::Ready(r);
+        }
+        Poll::Pending
+    }
+
+    /// Remove our entry if it is still queued; `true` if it was (not woken).
+    ///
+    /// Lock-free shortcut: if `interest` has none of our mask's bits, our entry is not linked
+    /// — it was woken — and the lock is not taken. Sound because `interest` is only written
+    /// under the queue lock, by our own `add` (a `fetch_or` of our mask) and by `publish`
+    /// (the exact union of the linked entries' masks); so every value that follows our `add`
+    /// in its modification order includes our mask for as long as our entry is linked, and
+    /// by coherence our load (after our `add`, in program order or through the executor's
+    /// hand-over of the future) sees one of those values. The shortcut saves the lock on the
+    /// common path: woken, sole waiter for that event, and then done.
+    fn unlink(&self, key: Key, wq: &WaitQueue) -> bool {
+        wq.interest().intersects(self.mask) && wq.remove(key)
+    }
+
+    /// `op` succeeded: unregister. A wake that had removed the entry was used by the success.
+    fn finish(&mut self, wq: &WaitQueue) {
+        if let Some(key) = self.key.take() {
+            self.unlink(key, wq);
+        }
+    }
+
+    /// The owner goes away without success: unregister. If the entry had already been removed
+    /// by a wake, that wake was spent on us and not used: run `hand_on`.
+    pub(crate) fn cancel(&mut self, wq: &WaitQueue, hand_on: impl FnOnce()) {
+        if let Some(key) = self.key.take() {
+            if !self.unlink(key, wq) {
+                hand_on();
+            }
+        }
+    }
+}
+
+/// What every future of the crate returns when polled again after it returned `Ready`.
+pub(crate) fn polled_after_completion() -> std::io::Error {
+    std::io::Error::other("evfd future polled after it completed")
+}
