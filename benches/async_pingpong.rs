@@ -1,4 +1,4 @@
-//! `async_pingpong` (BENCHMARKS.md): two tasks on a 2-worker tokio runtime bounce a token
+//! `async_pingpong` (docs/benchmarks.md): two tasks on a 2-worker tokio runtime bounce a token
 //! through a pair of wake primitives, one round trip per iteration:
 //!
 //! * `evfd`: two [`evfd::Notifier`]s, `write(1)` / `read_async().await`;

@@ -1,4 +1,4 @@
-//! `doorbell` (BENCHMARKS.md): a notifier with a fd view vs a plain kernel eventfd, one
+//! `doorbell` (docs/benchmarks.md): a notifier with a fd view vs a plain kernel eventfd, one
 //! thread, for regression tracking of the two paths that matter:
 //!
 //! * `awake/*`: one notify while the notifier is already readable (a consumer that is

@@ -1,4 +1,4 @@
-//! Criterion benches for the mini-epoll, each next to its kernel twin (BENCHMARKS.md):
+//! Criterion benches for the mini-epoll, each next to its kernel twin (docs/benchmarks.md):
 //! `seed_pri` / `seed_in` (one thread), `harvest` (200 ready LT sources), `scale`.
 //! The multi-threaded shapes are in `examples/stress_epoll.rs`.
 

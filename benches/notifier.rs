@@ -1,7 +1,7 @@
 //! Uncontended `write(1)` + `read()` on an in-memory `Notifier` vs the same pair on a kernel
 //! eventfd, in one group so both appear side by side in the same run.
 //!
-//! The performance contract (DESIGN.md): no syscall and no shared lock on this path; the
+//! The performance contract (docs/design.md): no syscall and no shared lock on this path; the
 //! target is ≥ 50× the kernel pair. `cargo run --release --example pair_ratio` prints the
 //! ratio directly.
 //!
