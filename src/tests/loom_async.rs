@@ -165,6 +165,39 @@ fn loom_async_two_futures_one_unit() {
     });
 }
 
+/// Two futures register concurrently while two single-unit writes land: both complete. The
+/// window this covers: a future whose re-check (after `add`) takes a unit that came with no
+/// wake (nobody was queued yet), while a later write's wake claims its entry before it
+/// unlinks it. That wake was not used by the success; unless it is handed on, the other
+/// future sleeps next to a unit.
+#[test]
+fn loom_async_two_futures_two_units() {
+    loom::model(|| {
+        let n = sem();
+        let spawn_poll = |n: &Notifier| {
+            let n = n.clone();
+            thread::spawn(move || {
+                let mut t = Task::new(&n);
+                t.drive();
+                t
+            })
+        };
+        let ta = spawn_poll(&n);
+        let tb = spawn_poll(&n);
+        n.write(1).unwrap();
+        n.write(1).unwrap();
+        let mut tasks = [ta.join().unwrap(), tb.join().unwrap()];
+
+        assert_eq!(
+            run(&mut tasks),
+            2,
+            "a unit was left behind a pending future"
+        );
+        assert_eq!(n.count(), 0);
+        assert_eq!(n.inner.wq.len(), 0);
+    });
+}
+
 /// A pending future is re-polled with a new waker while another thread writes: either the
 /// re-poll completes, or the wake goes to the new waker (never only to the old one).
 #[test]
