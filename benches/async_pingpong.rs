@@ -1,4 +1,4 @@
-//! `async_pingpong` (BENCHMARKS.md): two tasks on a 2-worker tokio runtime bounce a token
+//! `async_pingpong` (docs/benchmarks.md): two tasks on a 2-worker tokio runtime bounce a token
 //! through a pair of wake primitives, one round trip per iteration:
 //!
 //! * `evfd`: two [`evfd::Notifier`]s, `write(1)` / `read_async().await`;
@@ -11,17 +11,16 @@
 //!
 //! `cargo bench --bench async_pingpong`
 
-use std::io;
-use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use rustix::event::{eventfd, EventfdFlags};
-use tokio::io::unix::AsyncFd;
-use tokio::io::Interest;
 use tokio::runtime::Runtime;
 use tokio::sync::Notify;
+
+#[path = "../examples/stress_epoll/twin.rs"]
+mod twin;
+use twin::{async_kfd, async_kread, kwrite};
 
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -89,50 +88,24 @@ fn tokio_notify(rt: &Runtime, iters: u64) -> Duration {
     )
 }
 
-fn kernel_eventfd() -> Arc<AsyncFd<OwnedFd>> {
-    let fd = eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC).unwrap();
-    // SAFETY: an `OwnedFd` owns its fd: it is open and `as_raw_fd` returns that same fd until
-    // the `AsyncFd` drops it.
-    let afd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
-    Arc::new(afd.map_err(|e| e.into_parts().1).unwrap())
-}
-
-fn efd_write(fd: &AsyncFd<OwnedFd>) {
-    rustix::io::write(fd.get_ref(), &1u64.to_ne_bytes()).unwrap();
-}
-
-async fn efd_read(fd: &AsyncFd<OwnedFd>) -> u64 {
-    loop {
-        let mut guard = fd.readable().await.unwrap();
-        let mut buf = [0u8; 8];
-        match guard
-            .try_io(|fd| rustix::io::read(fd.get_ref(), &mut buf[..]).map_err(io::Error::from))
-        {
-            Ok(Ok(8)) => return u64::from_ne_bytes(buf),
-            Ok(r) => panic!("eventfd read: {r:?}"),
-            Err(_would_block) => continue,
-        }
-    }
-}
-
 fn asyncfd_eventfd(rt: &Runtime, iters: u64) -> Duration {
     // AsyncFd registers with the runtime's reactor: create inside it.
-    let (a, b) = rt.block_on(async { (kernel_eventfd(), kernel_eventfd()) });
+    let (a, b) = rt.block_on(async { (async_kfd(), async_kfd()) });
     let (a2, b2) = (a.clone(), b.clone());
     pingpong(
         rt,
         async move {
             let t = Instant::now();
             for _ in 0..iters {
-                efd_write(&a);
-                efd_read(&b).await;
+                kwrite(a.get_ref(), 1);
+                async_kread(&b).await;
             }
             t.elapsed()
         },
         async move {
             for _ in 0..iters {
-                efd_read(&a2).await;
-                efd_write(&b2);
+                async_kread(&a2).await;
+                kwrite(b2.get_ref(), 1);
             }
         },
     )

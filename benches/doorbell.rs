@@ -1,4 +1,4 @@
-//! `doorbell` (BENCHMARKS.md): a notifier with a fd view vs a plain kernel eventfd, one
+//! `doorbell` (docs/benchmarks.md): a notifier with a fd view vs a plain kernel eventfd, one
 //! thread, for regression tracking of the two paths that matter:
 //!
 //! * `awake/*`: one notify while the notifier is already readable (a consumer that is
@@ -14,22 +14,14 @@
 //! `cargo bench --bench doorbell`
 
 use std::hint::black_box;
-use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use evfd::Notifier;
-use rustix::event::{eventfd, EventfdFlags};
 
-fn kwrite(fd: &OwnedFd) {
-    rustix::io::write(fd, &1u64.to_ne_bytes()).unwrap();
-}
-
-fn kread(fd: &OwnedFd) -> u64 {
-    let mut b = [0u8; 8];
-    rustix::io::read(fd, &mut b).unwrap();
-    u64::from_ne_bytes(b)
-}
+#[path = "../examples/stress_epoll/twin.rs"]
+mod twin;
+use twin::{kfd, kread, kwrite};
 
 fn doorbell(c: &mut Criterion) {
     let mut g = c.benchmark_group("doorbell");
@@ -56,8 +48,8 @@ fn doorbell(c: &mut Criterion) {
     });
     n.read().unwrap();
 
-    let fd = eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC).unwrap();
-    g.bench_function("awake/eventfd", |b| b.iter(|| kwrite(&fd)));
+    let fd = kfd();
+    g.bench_function("awake/eventfd", |b| b.iter(|| kwrite(&fd, 1)));
     kread(&fd);
 
     g.bench_function("edge/evfd_view", |b| {
@@ -80,7 +72,7 @@ fn doorbell(c: &mut Criterion) {
     });
     g.bench_function("edge/eventfd", |b| {
         b.iter(|| {
-            kwrite(&fd);
+            kwrite(&fd, 1);
             black_box(kread(&fd))
         })
     });

@@ -1,6 +1,7 @@
-//! Criterion benches for the mini-epoll, each next to its kernel twin (BENCHMARKS.md):
+//! Criterion benches for the mini-epoll, each next to its kernel twin (docs/benchmarks.md):
 //! `seed_pri` / `seed_in` (one thread), `harvest` (200 ready LT sources), `scale`.
-//! The multi-threaded shapes are in `examples/stress_epoll.rs`.
+//! The multi-threaded shapes are in `examples/stress_epoll/`, whose kernel-twin helpers
+//! (`twin.rs`) these benches share.
 
 use std::hint::black_box;
 use std::mem::MaybeUninit;
@@ -9,19 +10,11 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use evfd::{Epoll, Event, Events, Notifier};
-use rustix::event::{epoll, eventfd, EventfdFlags};
+use rustix::event::epoll;
 
-fn kfd(init: u32) -> OwnedFd {
-    eventfd(init, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).unwrap()
-}
-fn kwrite(fd: &OwnedFd, n: u64) {
-    rustix::io::write(fd, &n.to_ne_bytes()).unwrap();
-}
-fn kread(fd: &OwnedFd) -> u64 {
-    let mut b = [0u8; 8];
-    rustix::io::read(fd, &mut b).unwrap();
-    u64::from_ne_bytes(b)
-}
+#[path = "../examples/stress_epoll/twin.rs"]
+mod twin;
+use twin::{kadd, kepoll, kfd_init, kread, kwrite};
 
 fn seed(c: &mut Criterion) {
     for (name, want) in [("seed_pri", Events::PRI), ("seed_in", Events::IN)] {
@@ -35,15 +28,14 @@ fn seed(c: &mut Criterion) {
                 black_box(n.read().unwrap())
             })
         });
-        let kep = epoll::create(epoll::CreateFlags::CLOEXEC).unwrap();
-        let fd = kfd(0);
-        epoll::add(
+        let kep = kepoll();
+        let fd = kfd_init(0);
+        kadd(
             &kep,
             &fd,
-            epoll::EventData::new_u64(0),
             epoll::EventFlags::from_bits_retain(want.bits()),
-        )
-        .unwrap();
+            0,
+        );
         g.bench_function("kernel", |b| {
             b.iter(|| {
                 kwrite(&fd, 1);
@@ -68,16 +60,10 @@ fn harvest(c: &mut Criterion) {
     g.bench_function("evfd", |b| {
         b.iter(|| assert_eq!(ep.wait(&mut buf, Some(Duration::ZERO)).unwrap(), R))
     });
-    let kep = epoll::create(epoll::CreateFlags::CLOEXEC).unwrap();
-    let fds: Vec<OwnedFd> = (0..R).map(|_| kfd(1)).collect();
+    let kep = kepoll();
+    let fds: Vec<OwnedFd> = (0..R).map(|_| kfd_init(1)).collect();
     for (i, fd) in fds.iter().enumerate() {
-        epoll::add(
-            &kep,
-            fd,
-            epoll::EventData::new_u64(i as u64),
-            epoll::EventFlags::IN,
-        )
-        .unwrap();
+        kadd(&kep, fd, epoll::EventFlags::IN, i as u64);
     }
     let mut kbuf = vec![MaybeUninit::<epoll::Event>::uninit(); R];
     let zero = rustix::time::Timespec {

@@ -1,7 +1,7 @@
 //! Uncontended `write(1)` + `read()` on an in-memory `Notifier` vs the same pair on a kernel
 //! eventfd, in one group so both appear side by side in the same run.
 //!
-//! The performance contract (DESIGN.md): no syscall and no shared lock on this path; the
+//! The performance contract (docs/design.md): no syscall and no shared lock on this path; the
 //! target is ≥ 50× the kernel pair. `cargo run --release --example pair_ratio` prints the
 //! ratio directly.
 //!
@@ -14,13 +14,14 @@ use std::os::fd::OwnedFd;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use evfd::{Mode, Notifier};
-use rustix::event::{eventfd, EventfdFlags};
+
+#[path = "../examples/stress_epoll/twin.rs"]
+mod twin;
+use twin::{kfd, kread, kwrite};
 
 fn kernel_pair(fd: &OwnedFd) -> u64 {
-    rustix::io::write(fd, &1u64.to_ne_bytes()).expect("eventfd write");
-    let mut buf = [0u8; 8];
-    rustix::io::read(fd, &mut buf).expect("eventfd read");
-    u64::from_ne_bytes(buf)
+    kwrite(fd, 1);
+    kread(fd)
 }
 
 fn write_read_pair(c: &mut Criterion) {
@@ -40,7 +41,7 @@ fn write_read_pair(c: &mut Criterion) {
         });
     }
 
-    let fd = eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC).expect("eventfd");
+    let fd = kfd();
     g.bench_function("kernel_eventfd", |b| b.iter(|| black_box(kernel_pair(&fd))));
     g.finish();
 }

@@ -1,4 +1,4 @@
-//! KERNEL-SEMANTICS.md §4, one named test per rule, on evfd's `Epoll` (single-threaded;
+//! docs/semantics.md §4, one named test per rule, on evfd's `Epoll` (single-threaded;
 //! the threaded rules are in `epoll_threads.rs`, the random programs against the kernel in
 //! `kernel_diff_epoll.rs`).
 
@@ -521,7 +521,7 @@ fn wakes_propagate_up_a_chain_of_five() {
 }
 
 // ---------------------------------------------------------------------------------------
-// DESIGN.md: AutoReset is reset by delivery and only by it
+// docs/semantics.md §2.8: AutoReset is reset by delivery and only by it
 
 #[test]
 fn autoreset_is_not_reset_by_add_or_modify() {
@@ -608,7 +608,7 @@ fn autoreset_delivery_of_out_only_does_not_reset() {
 }
 
 /// The shapes where the kernel differential cannot emulate AutoReset (a `read(2)` after the
-/// kernel's harvest is not a reset during it), pinned here against DESIGN.md: the reset is
+/// kernel's harvest is not a reset during it), pinned here against docs/semantics.md §2.8: the reset is
 /// part of the delivery, and its `OUT` wake is an ordinary wake arriving during the harvest.
 #[test]
 fn autoreset_reset_wakes_its_own_et_out_item_ahead_of_lt_requeues() {

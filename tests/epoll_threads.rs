@@ -1,4 +1,4 @@
-//! KERNEL-SEMANTICS.md §4.7–§4.8 with real threads: LIFO wake of `wait`ers, ET wakes one, LT
+//! docs/semantics.md §4.7–§4.8 with real threads: LIFO wake of `wait`ers, ET wakes one, LT
 //! cascades, EXCLUSIVE across epolls, timeout races, no zero-timeout false negatives, and a
 //! producer/poller stress. Every test body runs on its own thread and fails if it does not
 //! finish within 30 s, so a hang fails instead of stalling CI.

@@ -15,7 +15,7 @@
 //!
 //! # AutoReset
 //!
-//! AutoReset has no kernel twin. Its twin is a Counter eventfd plus the DESIGN.md rule
+//! AutoReset has no kernel twin. Its twin is a Counter eventfd plus the rule of docs/semantics.md §2.8
 //! "delivery of `IN` resets the count": right after the kernel's `epoll_wait` reports `IN` for
 //! such an fd, the harness `read(2)`s it, and adds `OUT` to the reported bits if the item asks
 //! for `OUT` (the count is 0 after the delivery). The read happens *after* the harvest,
@@ -32,7 +32,7 @@
 //!   wait (evfd's overflow arrival goes before the level-triggered requeues; the emulation's
 //!   read comes after them).
 //!
-//! Those shapes are covered by `tests/epoll_semantics.rs` against DESIGN.md directly.
+//! Those shapes are covered by `tests/epoll_semantics.rs` against docs/semantics.md §2.8 directly.
 //!
 //! Cases: `EVFD_PROPTEST_CASES` (default 1000).
 

@@ -387,7 +387,7 @@ fn from_flags_initial_beyond_u32() {
     );
 }
 
-/// The fixed edge sequences of KERNEL-SEMANTICS §2.4, run through the differential harness
+/// The fixed edge sequences of docs/semantics.md §2.4, run through the differential harness
 /// in every mode so they are always covered regardless of what proptest draws.
 #[test]
 fn kernel_edge_sequences() {
