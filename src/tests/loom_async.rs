@@ -91,6 +91,17 @@ fn sem() -> Notifier {
     Notifier::builder().mode(Mode::Semaphore).build().unwrap()
 }
 
+/// A thread that makes a read future of `n` and drives it (first poll, which may yield
+/// once, then registration), then hands the task back.
+fn spawn_driven(n: &Notifier) -> thread::JoinHandle<Task> {
+    let n = n.clone();
+    thread::spawn(move || {
+        let mut t = Task::new(&n);
+        t.drive();
+        t
+    })
+}
+
 /// The executor: re-poll every pending task that was woken, until none is. Returns how many
 /// tasks completed in total.
 fn run(tasks: &mut [Task]) -> usize {
@@ -141,16 +152,8 @@ fn loom_async_drop_vs_write_hands_on() {
 fn loom_async_two_futures_one_unit() {
     loom::model(|| {
         let n = sem();
-        let spawn_poll = |n: &Notifier| {
-            let n = n.clone();
-            thread::spawn(move || {
-                let mut t = Task::new(&n);
-                t.drive();
-                t
-            })
-        };
-        let ta = spawn_poll(&n);
-        let tb = spawn_poll(&n);
+        let ta = spawn_driven(&n);
+        let tb = spawn_driven(&n);
         n.write(1).unwrap();
         let mut tasks = [ta.join().unwrap(), tb.join().unwrap()];
 
@@ -174,16 +177,8 @@ fn loom_async_two_futures_one_unit() {
 fn loom_async_two_futures_two_units() {
     loom::model(|| {
         let n = sem();
-        let spawn_poll = |n: &Notifier| {
-            let n = n.clone();
-            thread::spawn(move || {
-                let mut t = Task::new(&n);
-                t.drive();
-                t
-            })
-        };
-        let ta = spawn_poll(&n);
-        let tb = spawn_poll(&n);
+        let ta = spawn_driven(&n);
+        let tb = spawn_driven(&n);
         n.write(1).unwrap();
         n.write(1).unwrap();
         let mut tasks = [ta.join().unwrap(), tb.join().unwrap()];
