@@ -557,8 +557,10 @@ impl Epoll {
             ));
         }
         let ep = &self.inner.core;
-        if timeout == Some(Duration::ZERO) {
-            return Ok(ep.harvest_now(events));
+        // Step 1 of the blocking wait.
+        let n = ep.harvest_now(events);
+        if n > 0 || timeout == Some(Duration::ZERO) {
+            return Ok(n);
         }
         // An overflowing deadline means "forever".
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));

@@ -584,11 +584,16 @@ impl Inner {
     /// blocking wait (`crate::wait_queue::thread::wait`) for `what`. It registers,
     /// re-checks, sleeps, and always retries once after a wake or a timeout, so a wake racing
     /// a timeout is not lost.
+    #[inline]
     pub(crate) fn block<R, W: Op<Output = io::Result<R>>>(
         &self,
-        what: W,
+        mut what: W,
         deadline: Option<Instant>,
     ) -> io::Result<R> {
+        // Step 1 of the blocking wait: no wait needed.
+        if let Some(r) = what.try_now() {
+            return r;
+        }
         let mut s = QueueSleeper::new(&self.wq, W::MASK, W::EXCLUSIVE, what);
         thread::wait(&mut s, deadline).unwrap_or_else(|| {
             Err(io::Error::new(

@@ -8,7 +8,8 @@
 //! in `epoll_wait`), and how to sleep (`park`/`unpark` with an optional spin, or
 //! `epoll_wait`). The protocol, also the async wait's:
 //!
-//! 1. Try the operation. Done if it succeeds.
+//! 1. Try the operation. Done if it succeeds. (The caller does this step, before it builds
+//!    its [`Sleeper`] and calls [`wait`].)
 //! 2. Register (publish interest, `SeqCst`, under the queue lock), then re-check: a state
 //!    change that lands between 1 and 2 either sees the interest and wakes the waiter, or
 //!    is seen by the re-check (the Dekker pair of `super`).
@@ -80,11 +81,13 @@ pub(crate) trait Sleeper: WaitFor {
     fn unregister(&mut self) -> bool;
 }
 
-/// The blocking wait (module docs). `None`: the deadline passed first.
+/// The blocking wait (module docs), from step 2: the caller has tried once (step 1) and
+/// must wait. `None`: the deadline passed first.
+///
+/// Step 1 is the caller's so that it stays in the caller's fast path: an uncontended
+/// `read` or `write` costs what `try_read`/`try_write` cost, and builds no [`Sleeper`].
+#[inline(never)]
 pub(crate) fn wait<S: Sleeper>(s: &mut S, deadline: Option<Instant>) -> Option<S::Output> {
-    if let Some(r) = s.try_now() {
-        return Some(r);
-    }
     let mut again = false;
     loop {
         s.register(again);
