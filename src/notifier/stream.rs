@@ -16,8 +16,7 @@ use std::task::{Context, Poll};
 
 use futures_core::stream::{FusedStream, Stream};
 
-use super::Notifier;
-use crate::events::Events;
+use super::{Notifier, Op, Read};
 use crate::wait_queue::task::TaskWait;
 
 /// A `Stream` of reads from a [`Notifier`]: each item is what one [`Notifier::read`] would
@@ -73,7 +72,7 @@ impl Notifier {
     pub fn stream(&self) -> NotifierStream {
         NotifierStream {
             notifier: self.clone(),
-            wait: TaskWait::new(Events::IN, true),
+            wait: TaskWait::new(Read::MASK, Read::EXCLUSIVE),
         }
     }
 }
@@ -96,9 +95,7 @@ impl Stream for NotifierStream {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         let inner = &this.notifier.inner;
-        this.wait
-            .poll(&inner.wq, cx, || inner.try_read())
-            .map(|got| Some(Ok(got)))
+        this.wait.poll(&inner.wq, cx, &mut Read(inner)).map(Some)
     }
 }
 
@@ -112,8 +109,7 @@ impl FusedStream for NotifierStream {
 impl Drop for NotifierStream {
     fn drop(&mut self) {
         let inner = &self.notifier.inner;
-        self.wait
-            .cancel(&inner.wq, || inner.hand_on(Events::IN, true));
+        self.wait.cancel(&inner.wq, &mut Read(inner));
     }
 }
 
