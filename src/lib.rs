@@ -41,6 +41,8 @@ mod epoll;
 mod events;
 mod fd;
 mod loom;
+#[cfg(feature = "mio")]
+mod mio_source;
 mod mode;
 mod notifier;
 mod sys;
