@@ -37,6 +37,7 @@
 //   epoll                        the user-space epoll (+ its futures, kernel fds)
 //   fd                           fd views over notifiers and epolls
 //   tokio_fd                     tokio AsyncFd glue
+mod api;
 mod epoll;
 mod events;
 mod fd;
@@ -53,6 +54,7 @@ mod wait_queue;
 #[cfg(feature = "futures")]
 pub use epoll::future::EpollStream;
 pub use epoll::future::EpollWaitFuture;
+pub use api::EventNotifier;
 pub use epoll::{Epoll, Source};
 pub use events::{Event, Events};
 pub use fd::FdView;

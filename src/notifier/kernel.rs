@@ -30,6 +30,20 @@ use crate::sys::{self, eventfd};
 /// Errors are `io::Error`s carrying the kernel's errno (`raw_os_error()`), except for the
 /// checks this type makes before any syscall (`write(u64::MAX)` → `InvalidInput`).
 ///
+/// # The fd is always `O_NONBLOCK`
+///
+/// Created or adopted ([`from_owned_fd`](Self::from_owned_fd), `TryFrom<OwnedFd>`), the
+/// eventfd's open file description is `O_NONBLOCK`; the blocking calls (`read`, `write`,
+/// `read_timeout`) wait in `poll(2)` and retry, so a blocking `read` that loses a race to
+/// another reader goes back to waiting instead of sleeping inside `read(2)`. The flag
+/// belongs to the open file description, which every dup of the fd shares, in every process
+/// it is passed to: a peer that reads the same description gets `EAGAIN` at count 0. KVM
+/// and vhost ignore the flag; for a C peer that wants a blocking `read(2)`, hand the fd over
+/// with [`into_blocking_fd`](Self::into_blocking_fd).
+///
+/// The trait [`EventNotifier`](crate::EventNotifier) covers what this type shares with the
+/// in-memory [`Notifier`](crate::Notifier).
+///
 /// # Examples
 ///
 /// ```

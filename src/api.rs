@@ -1,0 +1,420 @@
+//! [`EventNotifier`]: what every notifier kind shares, so that code can be written once for
+//! an in-memory [`Notifier`] and a kernel-backed [`KernelNotifier`] (and any later kind).
+//!
+//! # Return types
+//!
+//! The trait's signatures are the widest any kind needs. Where a kind cannot fail, its
+//! inherent method says so and the trait method wraps it: [`Notifier::count`] is a `u64`
+//! (an atomic load), while a kernel eventfd's count is read from `/proc/self/fdinfo`,
+//! which can be missing, so [`EventNotifier::count`] is an `io::Result<u64>`; the same for
+//! `consume` (a swap in memory, a `read(2)` in the kernel). Inherent methods win over trait
+//! methods in method-call syntax, so `notifier.count()` stays a `u64` even with the trait
+//! in scope; generic code (`T: EventNotifier`) sees the `io::Result`. Everything else
+//! (`write`, `try_write`, `notify`, `read`, `try_read`, `read_timeout`, `poll`, `mode`,
+//! `is_nonblocking`) has the same signature on every kind.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::Duration;
+
+use crate::sys::eventfd;
+use crate::{Events, KernelNotifier, Mode, Notifier};
+
+/// What every notifier kind shares: the eventfd(2) operations, readiness, and the fd where
+/// there is one.
+///
+/// Implemented by [`Notifier`] (in memory, no fd) and [`KernelNotifier`] (a kernel eventfd).
+/// The semantics are the same on every kind (see [`Mode`]): counts up to
+/// [`LIMIT`](crate::LIMIT), `write(u64::MAX)` is `InvalidInput`, a write past the limit
+/// waits (or `WouldBlock`), a read of zero waits (or `WouldBlock`), a failed call changes
+/// nothing. The trait is object-safe: `Box<dyn EventNotifier>` and `&dyn EventNotifier`
+/// work.
+///
+/// # Examples
+///
+/// One function for both kinds:
+///
+/// ```
+/// use evfd::{EventNotifier, KernelNotifier, Mode, Notifier};
+///
+/// fn ping_pong(bell: &impl EventNotifier) -> std::io::Result<u64> {
+///     bell.notify()?;
+///     bell.write(2)?;
+///     assert_eq!(bell.count()?, 3);
+///     bell.read()
+/// }
+///
+/// assert_eq!(ping_pong(&Notifier::new())?, 3);
+/// assert_eq!(ping_pong(&KernelNotifier::new(Mode::Counter)?)?, 3);
+///
+/// let bells: Vec<Box<dyn EventNotifier>> = vec![
+///     Box::new(Notifier::new()),
+///     Box::new(KernelNotifier::new(Mode::Semaphore)?),
+/// ];
+/// assert!(bells[0].fd().is_none()); // in memory: no fd (make one with `fd_view`)
+/// assert!(bells[1].fd().is_some());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub trait EventNotifier: Send + Sync {
+    /// The counting mode.
+    ///
+    /// ```
+    /// use evfd::EventNotifier;
+    /// let k: &dyn EventNotifier = &evfd::KernelNotifier::new(evfd::Mode::AutoReset)?;
+    /// assert_eq!(k.mode(), evfd::Mode::AutoReset);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    fn mode(&self) -> Mode;
+
+    /// Whether `read`/`write` behave as `try_read`/`try_write` (`EFD_NONBLOCK`).
+    ///
+    /// ```
+    /// use evfd::EventNotifier;
+    /// let n = evfd::Notifier::builder().nonblocking(true).build()?;
+    /// assert!(EventNotifier::is_nonblocking(&n));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    fn is_nonblocking(&self) -> bool;
+
+    /// Add `n` to the count without waiting.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `n == u64::MAX`; `WouldBlock` if the count would pass
+    /// [`LIMIT`](crate::LIMIT). Nothing changes on error.
+    ///
+    /// ```
+    /// use evfd::EventNotifier;
+    /// let k: &dyn EventNotifier = &evfd::KernelNotifier::new(evfd::Mode::Counter)?;
+    /// k.try_write(evfd::LIMIT)?;
+    /// assert_eq!(k.try_write(1).unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    fn try_write(&self, n: u64) -> io::Result<()>;
+
+    /// Add `n` to the count, waiting for room if it would pass [`LIMIT`](crate::LIMIT).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `n == u64::MAX`; `WouldBlock` only when non-blocking.
+    ///
+    /// ```
+    /// use evfd::EventNotifier;
+    /// let n: &dyn EventNotifier = &evfd::Notifier::new();
+    /// n.write(4)?;
+    /// assert_eq!(n.count()?, 4);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    fn write(&self, n: u64) -> io::Result<()>;
+
+    /// `write(1)`: the doorbell.
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write).
+    ///
+    /// ```
+    /// use evfd::EventNotifier;
+    /// let n: &dyn EventNotifier = &evfd::Notifier::new();
+    /// n.notify()?;
+    /// assert_eq!(n.try_read()?, 1);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    fn notify(&self) -> io::Result<()> {
+        self.write(1)
+    }
+
+    /// Take from the count without waiting: the whole count (Counter, AutoReset) or 1
+    /// (Semaphore).
+    ///
+    /// # Errors
+    ///
+    /// `WouldBlock` when the count is 0.
+    ///
+    /// ```
+    /// use evfd::EventNotifier;
+    /// let k: &dyn EventNotifier = &evfd::KernelNotifier::new(evfd::Mode::Counter)?;
+    /// assert_eq!(k.try_read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    fn try_read(&self) -> io::Result<u64>;
+
+    /// Take from the count, waiting while it is 0.
+    ///
+    /// # Errors
+    ///
+    /// `WouldBlock` only when non-blocking; a kernel notifier's errno.
+    ///
+    /// ```
+    /// use evfd::EventNotifier;
+    /// let n = evfd::Notifier::builder().mode(evfd::Mode::Semaphore).initial(2).build()?;
+    /// assert_eq!(EventNotifier::read(&n)?, 1);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    fn read(&self) -> io::Result<u64>;
+
+    /// As [`read`](Self::read), giving up after `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// `TimedOut` if the count stayed 0 for `timeout`; `WouldBlock` when non-blocking.
+    ///
+    /// ```
+    /// use evfd::EventNotifier;
+    /// use std::time::Duration;
+    /// let k: &dyn EventNotifier = &evfd::KernelNotifier::new(evfd::Mode::Counter)?;
+    /// let e = k.read_timeout(Duration::from_millis(1)).unwrap_err();
+    /// assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    fn read_timeout(&self, timeout: Duration) -> io::Result<u64>;
+
+    /// Readiness: the bits of `interest` that hold now, plus `ERR`/`HUP` if they hold.
+    /// Never consumes anything.
+    ///
+    /// ```
+    /// use evfd::{EventNotifier, Events};
+    /// let n: &dyn EventNotifier = &evfd::Notifier::new();
+    /// assert_eq!(n.poll(Events::IN | Events::OUT), Events::OUT);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    fn poll(&self, interest: Events) -> Events;
+
+    /// A snapshot of the count: a diagnostic, not a synchronisation tool.
+    ///
+    /// # Errors
+    ///
+    /// A kernel notifier's `Unsupported` where `/proc` cannot be read; an in-memory
+    /// notifier never fails ([`Notifier::count`] is a plain `u64`).
+    ///
+    /// ```
+    /// use evfd::EventNotifier;
+    /// let k: &dyn EventNotifier = &evfd::KernelNotifier::builder().initial(6).build()?;
+    /// assert_eq!(k.count()?, 6);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    fn count(&self) -> io::Result<u64>;
+
+    /// Deliver `IN` to this consumer, as an epoll harvest does: returns the readiness at
+    /// delivery (`IN` if it was readable) and, in [`Mode::AutoReset`], resets the count to
+    /// 0. Counter and Semaphore: a readiness check that changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// A kernel notifier's errno; an in-memory notifier never fails
+    /// ([`Notifier::consume`] returns `Events`).
+    ///
+    /// ```
+    /// use evfd::{EventNotifier, Events, Mode};
+    /// let kick: &dyn EventNotifier = &evfd::KernelNotifier::new(Mode::AutoReset)?;
+    /// kick.notify()?;
+    /// assert!(kick.consume()?.contains(Events::IN));
+    /// assert_eq!(kick.count()?, 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    fn consume(&self) -> io::Result<Events>;
+
+    /// The fd that other processes and the kernel can signal, where the kind has one (a
+    /// [`KernelNotifier`]'s eventfd); `None` for an in-memory notifier, which makes fds on
+    /// demand ([`Notifier::fd_view`]).
+    ///
+    /// ```
+    /// use evfd::EventNotifier;
+    /// use std::os::fd::AsRawFd;
+    /// let k = evfd::KernelNotifier::new(evfd::Mode::Counter)?;
+    /// assert_eq!(EventNotifier::fd(&k).map(|fd| fd.as_raw_fd()), Some(k.as_raw_fd()));
+    /// assert!(EventNotifier::fd(&evfd::Notifier::new()).is_none());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    fn fd(&self) -> Option<BorrowedFd<'_>>;
+}
+
+/// The methods whose signatures agree on every kind: forwarded to the inherent ones.
+macro_rules! forward_common {
+    () => {
+        fn mode(&self) -> Mode {
+            Self::mode(self)
+        }
+        fn is_nonblocking(&self) -> bool {
+            Self::is_nonblocking(self)
+        }
+        fn try_write(&self, n: u64) -> io::Result<()> {
+            Self::try_write(self, n)
+        }
+        fn write(&self, n: u64) -> io::Result<()> {
+            Self::write(self, n)
+        }
+        fn notify(&self) -> io::Result<()> {
+            Self::notify(self)
+        }
+        fn try_read(&self) -> io::Result<u64> {
+            Self::try_read(self)
+        }
+        fn read(&self) -> io::Result<u64> {
+            Self::read(self)
+        }
+        fn read_timeout(&self, timeout: Duration) -> io::Result<u64> {
+            Self::read_timeout(self, timeout)
+        }
+        fn poll(&self, interest: Events) -> Events {
+            Self::poll(self, interest)
+        }
+    };
+}
+
+impl EventNotifier for Notifier {
+    forward_common!();
+
+    fn count(&self) -> io::Result<u64> {
+        Ok(Notifier::count(self))
+    }
+
+    fn consume(&self) -> io::Result<Events> {
+        Ok(Notifier::consume(self))
+    }
+
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+}
+
+impl EventNotifier for KernelNotifier {
+    forward_common!();
+
+    fn count(&self) -> io::Result<u64> {
+        KernelNotifier::count(self)
+    }
+
+    fn consume(&self) -> io::Result<Events> {
+        KernelNotifier::consume(self)
+    }
+
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.as_fd())
+    }
+}
+
+impl Notifier {
+    /// Deliver `IN` to this consumer, as an epoll harvest or a completed async read does:
+    /// returns the readiness at delivery (`IN` if the count was non-zero) and, in
+    /// [`Mode::AutoReset`], resets the count to 0 in the same atomic step (waking writers
+    /// blocked at the limit). Counter and Semaphore: a readiness check that changes nothing
+    /// (read to consume).
+    ///
+    /// Infallible in memory; [`KernelNotifier::consume`] and
+    /// [`EventNotifier::consume`] return `io::Result<Events>`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::{Events, Mode, Notifier};
+    /// let kick = Notifier::builder().mode(Mode::AutoReset).build()?;
+    /// kick.notify()?;
+    /// kick.notify()?;
+    /// assert!(kick.consume().contains(Events::IN)); // delivered: reset
+    /// assert_eq!(kick.count(), 0);
+    /// assert!(!kick.consume().contains(Events::IN));
+    ///
+    /// let counter = Notifier::builder().initial(3).build()?;
+    /// assert!(counter.consume().contains(Events::IN));
+    /// assert_eq!(counter.count(), 3); // Counter: unchanged
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn consume(&self) -> Events {
+        self.inner.core.deliver(Events::IN)
+    }
+}
+
+/// Adopt an eventfd in the mode its flags say: [`Mode::Semaphore`] if it was made with
+/// `EFD_SEMAPHORE`, else [`Mode::Counter`].
+///
+/// The flag is read from `/proc/self/fdinfo/<fd>` (`eventfd-semaphore`, Linux 6.4+). Where
+/// the kernel does not show it, the fd is adopted as `Counter`, and a semaphore fd's reads
+/// would still take 1 each: when you know the mode (or want [`Mode::AutoReset`]), use
+/// [`KernelNotifier::from_owned_fd`], which also checks it. As with `from_owned_fd`, the
+/// fd's open file description is made `O_NONBLOCK`.
+///
+/// # Errors
+///
+/// `InvalidInput` with the kernel's `EINVAL` (what KVM and vhost answer for a fd that is
+/// not an eventfd) if `/proc/self/fdinfo` shows it is not one; the kernel's errno from
+/// `fcntl(2)`. The fd is closed on error (it was moved in).
+///
+/// # Examples
+///
+/// ```
+/// use evfd::{KernelNotifier, Mode};
+/// use rustix::event::{eventfd, EventfdFlags};
+///
+/// let k = KernelNotifier::try_from(eventfd(3, EventfdFlags::CLOEXEC)?)?;
+/// assert_eq!(k.mode(), Mode::Counter);
+/// assert_eq!(k.read()?, 3);
+///
+/// let k = KernelNotifier::try_from(eventfd(2, EventfdFlags::SEMAPHORE)?)?;
+/// assert_eq!(k.read()?, 1); // Mode::Semaphore on Linux 6.4+; the fd's flag decides anyway
+///
+/// let (pipe_rd, _pipe_wr) = rustix::pipe::pipe()?;
+/// let e = KernelNotifier::try_from(pipe_rd).unwrap_err();
+/// assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+/// assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+impl TryFrom<OwnedFd> for KernelNotifier {
+    type Error = io::Error;
+
+    fn try_from(fd: OwnedFd) -> io::Result<KernelNotifier> {
+        let mode = match eventfd::fdinfo(fd.as_fd())? {
+            Some(eventfd::FdInfo {
+                semaphore: Some(true),
+                ..
+            }) => Mode::Semaphore,
+            _ => Mode::Counter,
+        };
+        KernelNotifier::from_owned_fd(fd, mode)
+    }
+}
+
+impl KernelNotifier {
+    /// Give the eventfd away **blocking**: clears `O_NONBLOCK` and returns the fd, for a
+    /// peer (C code, a library) that calls a blocking `read(2)` on it.
+    ///
+    /// A `KernelNotifier` keeps its fd `O_NONBLOCK` (its blocking calls wait in `poll(2)`),
+    /// and `O_NONBLOCK` belongs to the **open file description**, which every `dup` of the
+    /// fd shares, in every process. An eventfd has no path, so there is no second open
+    /// file description to be had: `open("/proc/self/fd/N")` fails with `ENXIO` for it.
+    /// So the flag can only be cleared for everyone. That is why this consumes the
+    /// notifier: do not keep a [`try_clone`](Self::try_clone) of it (or a dup registered in
+    /// an [`Epoll`](crate::Epoll) as an AutoReset source), whose `try_read` would then
+    /// block. Writers are unaffected while the count is below [`LIMIT`](crate::LIMIT).
+    ///
+    /// A peer that only writes the fd (a vhost-user front end, KVM's irqfd) needs none of
+    /// this: pass `OwnedFd::from(notifier)`.
+    ///
+    /// # Errors
+    ///
+    /// The kernel's errno from `fcntl(2)`; the fd is closed then.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::{KernelNotifier, Mode};
+    /// use std::os::fd::OwnedFd;
+    ///
+    /// let k = KernelNotifier::new(Mode::Counter)?;
+    /// let writer = k.try_clone()?; // the side that stays in evfd only writes
+    /// let fd: OwnedFd = k.into_blocking_fd()?;
+    /// let peer = std::thread::spawn(move || {
+    ///     let mut buf = [0u8; 8];
+    ///     rustix::io::read(&fd, &mut buf).unwrap(); // blocks until the write below
+    ///     u64::from_ne_bytes(buf)
+    /// });
+    /// writer.write(5)?;
+    /// assert_eq!(peer.join().unwrap(), 5);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn into_blocking_fd(self) -> io::Result<OwnedFd> {
+        let fd = OwnedFd::from(self);
+        eventfd::set_blocking(fd.as_fd())?;
+        Ok(fd)
+    }
+}
