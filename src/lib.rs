@@ -49,6 +49,8 @@ mod notifier;
 mod sys;
 #[cfg(feature = "tokio")]
 mod tokio_fd;
+#[cfg(feature = "tokio")]
+mod tokio_view;
 mod wait_queue;
 
 #[cfg(feature = "futures")]
@@ -69,6 +71,8 @@ pub use sys::doorbell_stats;
 pub use sys::DoorbellStats;
 #[cfg(feature = "tokio")]
 pub use tokio_fd::AsyncFdNotifier;
+#[cfg(feature = "tokio")]
+pub use tokio_view::AsyncEpoll;
 
 #[cfg(all(test, evfd_loom))]
 mod tests;

@@ -1,9 +1,9 @@
 //! tokio integration through `AsyncFd` (feature `tokio`).
 //!
 //! `AsyncFd::register_with_interest` is `unsafe` (tokio ≥ 1.51.6): the fd must stay open
-//! and be the same fd for the `AsyncFd`'s whole life. [`AsyncSource`] is a closed set of
-//! our own types for which that holds, so the one `unsafe` block lives here, in
-//! [`AsyncSource::register`].
+//! and be the same fd for the `AsyncFd`'s whole life. [`StableFd`] marks our own types for
+//! which that holds, so the one `unsafe` block lives here, in [`register_stable`], which
+//! [`AsyncSource::register`] and the safe constructors of `crate::tokio_view` call.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
@@ -41,19 +41,47 @@ impl AsyncSource {
     /// # Panics
     ///
     /// Outside a tokio runtime with I/O enabled (tokio's own panic).
-    #[allow(unsafe_code)]
     fn register(self) -> io::Result<AsyncFd<AsyncSource>> {
         let interest = match self {
             AsyncSource::View { .. } => Interest::READABLE,
             AsyncSource::Kernel(_) => Interest::READABLE | Interest::WRITABLE,
         };
-        // SAFETY: the fd is owned by the value that moves into the AsyncFd and is never
-        // replaced: a FdView's fd is its doorbell's, owned by the view's core, which the
-        // view keeps alive and never swaps; a KernelNotifier's is an OwnedFd field that no
-        // method replaces or closes. So it stays open and `as_raw_fd` returns the same fd
-        // until the AsyncFd drops or gives the value back.
-        unsafe { AsyncFd::register_with_interest(self, interest) }.map_err(io::Error::from)
+        register_stable(self, interest)
     }
+}
+
+/// Our types whose `as_raw_fd` is a fd they own, open and the same for their whole life.
+///
+/// # Safety
+///
+/// An implementor's `as_raw_fd` must return the same open fd from creation to drop: the fd
+/// is owned by the value (not borrowed) and no method closes or replaces it.
+#[allow(unsafe_code)]
+pub(crate) unsafe trait StableFd: AsRawFd {}
+
+// SAFETY: a FdView's fd is its doorbell's, owned by the view's core, which the view keeps
+// alive (an `Arc`) and never swaps.
+#[allow(unsafe_code)]
+unsafe impl StableFd for FdView {}
+
+// SAFETY: a KernelNotifier's fd is an `OwnedFd` field that no method replaces or closes.
+#[allow(unsafe_code)]
+unsafe impl StableFd for KernelNotifier {}
+
+// SAFETY: each variant's fd is one of the two above, and the variant is never changed.
+#[allow(unsafe_code)]
+unsafe impl StableFd for AsyncSource {}
+
+/// Register a [`StableFd`] with the current tokio reactor.
+///
+/// # Panics
+///
+/// Outside a tokio runtime with I/O enabled (tokio's own panic).
+#[allow(unsafe_code)]
+pub(crate) fn register_stable<T: StableFd>(t: T, interest: Interest) -> io::Result<AsyncFd<T>> {
+    // SAFETY: `StableFd`: the fd moves into the AsyncFd with its owner, stays open and is
+    // what `as_raw_fd` returns until the AsyncFd drops or gives the value back.
+    unsafe { AsyncFd::register_with_interest(t, interest) }.map_err(io::Error::from)
 }
 
 /// Await an evfd object through tokio's reactor: a [`KernelNotifier`] (an eventfd that

@@ -358,3 +358,115 @@ mod async_io_crate {
         assert_eq!((from_ep, from_k), (N, N));
     }
 }
+
+#[cfg(feature = "tokio")]
+mod tokio_reactor {
+    use super::*;
+    use evfd::{AsyncEpoll, LIMIT};
+    use tokio::io::Interest;
+
+    async fn watchdog<T>(f: impl std::future::Future<Output = T>) -> T {
+        tokio::time::timeout(WATCHDOG, f).await.expect("watchdog")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn async_epoll_counts_every_unit() {
+        const N: u64 = 20_000;
+        let ep = Epoll::new();
+        let srcs: Vec<Notifier> = (0..4).map(|_| Notifier::new()).collect();
+        for (i, s) in srcs.iter().enumerate() {
+            // Two level-triggered, two edge-triggered items.
+            let et = if i % 2 == 0 {
+                Events::ET
+            } else {
+                Events::empty()
+            };
+            ep.add(s, Events::IN | et, i as u64).unwrap();
+        }
+        let aep = AsyncEpoll::new(&ep).unwrap();
+        let s2 = srcs.clone();
+        let i = std::sync::atomic::AtomicUsize::new(0);
+        let w = writer(N, 100, move || {
+            s2[i.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 4].notify()
+        });
+        let (got, deliveries) = watchdog(async {
+            let mut evs = [Event::default(); 4];
+            let (mut got, mut deliveries) = (0, 0);
+            while got < N {
+                let n = aep.wait(&mut evs).await.unwrap();
+                assert!(n > 0, "wait returns events, never 0");
+                for e in &evs[..n] {
+                    deliveries += 1;
+                    got += drain(&srcs[e.data as usize]);
+                }
+            }
+            (got, deliveries)
+        })
+        .await;
+        w.join().unwrap();
+        assert_eq!(got, N);
+        assert!(deliveries >= 1);
+        assert!(srcs.iter().all(|s| s.count() == 0));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn async_epoll_wait_is_cancel_safe() {
+        let ep = Epoll::new();
+        let kick = Notifier::builder().mode(Mode::AutoReset).build().unwrap();
+        ep.add(&kick, Events::IN, 3).unwrap();
+        let aep = AsyncEpoll::new(&ep).unwrap();
+        let mut evs = [Event::default(); 2];
+        {
+            let mut fut = std::pin::pin!(aep.wait(&mut evs));
+            assert!(futures::poll!(fut.as_mut()).is_pending());
+        } // dropped while pending
+        kick.notify().unwrap();
+        // Nothing was delivered by the dropped future: the kick is still counted.
+        assert_eq!(kick.count(), 1);
+        let n = watchdog(aep.wait(&mut evs)).await.unwrap();
+        assert_eq!(
+            &evs[..n],
+            &[Event {
+                events: Events::IN,
+                data: 3
+            }]
+        );
+        assert_eq!(kick.count(), 0, "delivered: AutoReset reset it");
+        assert_eq!(
+            aep.wait(&mut []).await.unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn view_and_kernel_into_async_fd() {
+        const N: u64 = 5_000;
+        let n = Notifier::builder().mode(Mode::Semaphore).build().unwrap();
+        let afd = n.fd_view().unwrap().into_async_fd().unwrap();
+        let n2 = n.clone();
+        let w = writer(N, 100, move || n2.notify());
+        let mut got = 0;
+        while got < N {
+            got += watchdog(afd.async_io(Interest::READABLE, |_| n.try_read()))
+                .await
+                .unwrap();
+        }
+        w.join().unwrap();
+        assert_eq!(got, N);
+
+        let k = KernelNotifier::new(Mode::Counter).unwrap();
+        k.write(LIMIT).unwrap();
+        let reader = k.try_clone().unwrap();
+        let afd = k.into_async_fd().unwrap();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            reader.read().unwrap()
+        });
+        // Full: writable only after the thread's read makes room.
+        watchdog(afd.async_io(Interest::WRITABLE, |k| k.try_write(1)))
+            .await
+            .unwrap();
+        assert_eq!(t.join().unwrap(), LIMIT);
+        assert_eq!(afd.get_ref().try_read().unwrap(), 1);
+    }
+}
