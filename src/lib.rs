@@ -25,6 +25,7 @@
 //!
 //! The uncontended `write` + `read` pair is two atomic read-modify-writes: no lock, no
 //! syscall. Wakes that no waiter asked for cost one atomic load.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 #![doc(test(attr(deny(warnings))))]

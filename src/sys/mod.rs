@@ -101,8 +101,8 @@ pub(crate) type Bell = mock::MockDoorbell;
 /// every `read(2)` that drains one, including retries after `EINTR` and calls that got
 /// `EAGAIN`.
 ///
-/// Per view: [`FdView::doorbell_stats`](crate::FdView::doorbell_stats); process-wide:
-/// [`doorbell_stats`].
+/// Returned by [`FdView::doorbell_stats`](crate::FdView::doorbell_stats), for one view and
+/// its clones.
 ///
 /// # Examples
 ///
