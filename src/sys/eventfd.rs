@@ -13,6 +13,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use rustix::event::EventfdFlags;
 use rustix::io::Errno;
 
+pub(crate) use super::is_cloexec;
 use super::{retry, Counters, Doorbell, DoorbellStats};
 
 /// A kernel eventfd in counter mode as a doorbell: ring = write 1, drain = read (which
@@ -118,11 +119,6 @@ pub(crate) fn set_blocking(fd: BorrowedFd<'_>) -> io::Result<()> {
         rustix::fs::fcntl_setfl(fd, fl - OFlags::NONBLOCK)?;
     }
     Ok(())
-}
-
-/// Whether `FD_CLOEXEC` is set on this fd.
-pub(crate) fn is_cloexec(fd: BorrowedFd<'_>) -> io::Result<bool> {
-    Ok(rustix::io::fcntl_getfd(fd)?.contains(rustix::io::FdFlags::CLOEXEC))
 }
 
 /// A new fd for the same open file description; close-on-exec iff `cloexec`.
