@@ -37,8 +37,8 @@
 //   notifier                     Notifier (+ futures, stream), KernelNotifier
 //   epoll                        the user-space epoll (+ its futures, kernel fds)
 //   fd                           fd views over notifiers and epolls
-//   tokio_fd                     tokio AsyncFd glue
-mod api;
+//   tokio_fd, tokio_view         tokio AsyncFd glue (tokio_view: safe AsyncFds, AsyncEpoll)
+//   mio_source                   mio::event::Source impls
 mod epoll;
 mod events;
 mod fd;
@@ -57,11 +57,11 @@ mod wait_queue;
 #[cfg(feature = "futures")]
 pub use epoll::future::EpollStream;
 pub use epoll::future::EpollWaitFuture;
-pub use api::EventNotifier;
 pub use epoll::{Epoll, Source};
 pub use events::{Event, Events};
 pub use fd::FdView;
 pub use mode::{flags, Mode, LIMIT};
+pub use notifier::api::EventNotifier;
 pub use notifier::future::{OwnedReadFuture, OwnedWriteFuture, ReadFuture, WriteFuture};
 pub use notifier::kernel::{KernelNotifier, KernelNotifierBuilder};
 #[cfg(feature = "futures")]

@@ -17,7 +17,8 @@ use mio::event::Source;
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 
-use crate::{FdView, KernelNotifier};
+use crate::fd::FdView;
+use crate::notifier::kernel::KernelNotifier;
 
 /// A view shows readability only: its doorbell is always writable, which says nothing about
 /// room in the source.

@@ -14,11 +14,13 @@
 //! `is_nonblocking`) has the same signature on every kind.
 
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
-use crate::sys::eventfd;
-use crate::{Events, KernelNotifier, Mode, Notifier};
+use crate::events::Events;
+use crate::mode::Mode;
+use crate::notifier::kernel::KernelNotifier;
+use crate::notifier::Notifier;
 
 /// What every notifier kind shares: the eventfd(2) operations, readiness, and the fd where
 /// there is one.
@@ -291,130 +293,5 @@ impl EventNotifier for KernelNotifier {
 
     fn fd(&self) -> Option<BorrowedFd<'_>> {
         Some(self.as_fd())
-    }
-}
-
-impl Notifier {
-    /// Deliver `IN` to this consumer, as an epoll harvest or a completed async read does:
-    /// returns the readiness at delivery (`IN` if the count was non-zero) and, in
-    /// [`Mode::AutoReset`], resets the count to 0 in the same atomic step (waking writers
-    /// blocked at the limit). Counter and Semaphore: a readiness check that changes nothing
-    /// (read to consume).
-    ///
-    /// Infallible in memory; [`KernelNotifier::consume`] and
-    /// [`EventNotifier::consume`] return `io::Result<Events>`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use evfd::{Events, Mode, Notifier};
-    /// let kick = Notifier::builder().mode(Mode::AutoReset).build()?;
-    /// kick.notify()?;
-    /// kick.notify()?;
-    /// assert!(kick.consume().contains(Events::IN)); // delivered: reset
-    /// assert_eq!(kick.count(), 0);
-    /// assert!(!kick.consume().contains(Events::IN));
-    ///
-    /// let counter = Notifier::builder().initial(3).build()?;
-    /// assert!(counter.consume().contains(Events::IN));
-    /// assert_eq!(counter.count(), 3); // Counter: unchanged
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn consume(&self) -> Events {
-        self.inner.core.deliver(Events::IN)
-    }
-}
-
-/// Adopt an eventfd in the mode its flags say: [`Mode::Semaphore`] if it was made with
-/// `EFD_SEMAPHORE`, else [`Mode::Counter`].
-///
-/// The flag is read from `/proc/self/fdinfo/<fd>` (`eventfd-semaphore`, Linux 6.4+). Where
-/// the kernel does not show it, the fd is adopted as `Counter`, and a semaphore fd's reads
-/// would still take 1 each: when you know the mode (or want [`Mode::AutoReset`]), use
-/// [`KernelNotifier::from_owned_fd`], which also checks it. As with `from_owned_fd`, the
-/// fd's open file description is made `O_NONBLOCK`.
-///
-/// # Errors
-///
-/// `InvalidInput` with the kernel's `EINVAL` (what KVM and vhost answer for a fd that is
-/// not an eventfd) if `/proc/self/fdinfo` shows it is not one; the kernel's errno from
-/// `fcntl(2)`. The fd is closed on error (it was moved in).
-///
-/// # Examples
-///
-/// ```
-/// use evfd::{KernelNotifier, Mode};
-/// use rustix::event::{eventfd, EventfdFlags};
-///
-/// let k = KernelNotifier::try_from(eventfd(3, EventfdFlags::CLOEXEC)?)?;
-/// assert_eq!(k.mode(), Mode::Counter);
-/// assert_eq!(k.read()?, 3);
-///
-/// let k = KernelNotifier::try_from(eventfd(2, EventfdFlags::SEMAPHORE)?)?;
-/// assert_eq!(k.read()?, 1); // Mode::Semaphore on Linux 6.4+; the fd's flag decides anyway
-///
-/// let (pipe_rd, _pipe_wr) = rustix::pipe::pipe()?;
-/// let e = KernelNotifier::try_from(pipe_rd).unwrap_err();
-/// assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
-/// assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
-/// # Ok::<(), std::io::Error>(())
-/// ```
-impl TryFrom<OwnedFd> for KernelNotifier {
-    type Error = io::Error;
-
-    fn try_from(fd: OwnedFd) -> io::Result<KernelNotifier> {
-        let mode = match eventfd::fdinfo(fd.as_fd())? {
-            Some(eventfd::FdInfo {
-                semaphore: Some(true),
-                ..
-            }) => Mode::Semaphore,
-            _ => Mode::Counter,
-        };
-        KernelNotifier::from_owned_fd(fd, mode)
-    }
-}
-
-impl KernelNotifier {
-    /// Give the eventfd away **blocking**: clears `O_NONBLOCK` and returns the fd, for a
-    /// peer (C code, a library) that calls a blocking `read(2)` on it.
-    ///
-    /// A `KernelNotifier` keeps its fd `O_NONBLOCK` (its blocking calls wait in `poll(2)`),
-    /// and `O_NONBLOCK` belongs to the **open file description**, which every `dup` of the
-    /// fd shares, in every process. An eventfd has no path, so there is no second open
-    /// file description to be had: `open("/proc/self/fd/N")` fails with `ENXIO` for it.
-    /// So the flag can only be cleared for everyone. That is why this consumes the
-    /// notifier: do not keep a [`try_clone`](Self::try_clone) of it (or a dup registered in
-    /// an [`Epoll`](crate::Epoll) as an AutoReset source), whose `try_read` would then
-    /// block. Writers are unaffected while the count is below [`LIMIT`](crate::LIMIT).
-    ///
-    /// A peer that only writes the fd (a vhost-user front end, KVM's irqfd) needs none of
-    /// this: pass `OwnedFd::from(notifier)`.
-    ///
-    /// # Errors
-    ///
-    /// The kernel's errno from `fcntl(2)`; the fd is closed then.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use evfd::{KernelNotifier, Mode};
-    /// use std::os::fd::OwnedFd;
-    ///
-    /// let k = KernelNotifier::new(Mode::Counter)?;
-    /// let writer = k.try_clone()?; // the side that stays in evfd only writes
-    /// let fd: OwnedFd = k.into_blocking_fd()?;
-    /// let peer = std::thread::spawn(move || {
-    ///     let mut buf = [0u8; 8];
-    ///     rustix::io::read(&fd, &mut buf).unwrap(); // blocks until the write below
-    ///     u64::from_ne_bytes(buf)
-    /// });
-    /// writer.write(5)?;
-    /// assert_eq!(peer.join().unwrap(), 5);
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn into_blocking_fd(self) -> io::Result<OwnedFd> {
-        let fd = OwnedFd::from(self);
-        eventfd::set_blocking(fd.as_fd())?;
-        Ok(fd)
     }
 }
