@@ -63,6 +63,7 @@ pub use fd::FdView;
 pub use mode::{flags, Mode, LIMIT};
 pub use notifier::api::EventNotifier;
 pub use notifier::future::{OwnedReadFuture, OwnedWriteFuture, ReadFuture, WriteFuture};
+#[cfg(any(target_os = "linux", target_os = "android"))]
 pub use notifier::kernel::{KernelNotifier, KernelNotifierBuilder};
 #[cfg(feature = "futures")]
 pub use notifier::stream::NotifierStream;

@@ -18,6 +18,7 @@ use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 
 use crate::fd::FdView;
+#[cfg(any(target_os = "linux", target_os = "android"))]
 use crate::notifier::kernel::KernelNotifier;
 
 /// A view shows readability only: its doorbell is always writable, which says nothing about
@@ -34,6 +35,7 @@ fn view_interest(interests: Interest) -> io::Result<Interest> {
 }
 
 /// Kernel objects report what they report.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 fn any_interest(interests: Interest) -> io::Result<Interest> {
     Ok(interests)
 }
@@ -103,6 +105,7 @@ source_via_fd! {
     view_interest
 }
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
 source_via_fd! {
 /// Register the eventfd itself, readable and/or writable as the kernel reports it (`IN`
 /// while the count is non-zero, `OUT` while a write of 1 fits).

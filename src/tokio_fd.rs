@@ -13,6 +13,7 @@ use tokio::io::Interest;
 
 use crate::events::Events;
 use crate::fd::FdView;
+#[cfg(any(target_os = "linux", target_os = "android"))]
 use crate::notifier::kernel::KernelNotifier;
 use crate::notifier::Notifier;
 
@@ -23,6 +24,7 @@ enum AsyncSource {
     /// `IN`; room to write is waited for on the notifier's own queue).
     View { notifier: Notifier, view: FdView },
     /// A kernel eventfd: readable and writable, as the kernel reports.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
     Kernel(KernelNotifier),
 }
 
@@ -30,6 +32,7 @@ impl AsRawFd for AsyncSource {
     fn as_raw_fd(&self) -> RawFd {
         match self {
             AsyncSource::View { view, .. } => view.as_raw_fd(),
+            #[cfg(any(target_os = "linux", target_os = "android"))]
             AsyncSource::Kernel(k) => k.as_raw_fd(),
         }
     }
@@ -44,6 +47,7 @@ impl AsyncSource {
     fn register(self) -> io::Result<AsyncFd<AsyncSource>> {
         let interest = match self {
             AsyncSource::View { .. } => Interest::READABLE,
+            #[cfg(any(target_os = "linux", target_os = "android"))]
             AsyncSource::Kernel(_) => Interest::READABLE | Interest::WRITABLE,
         };
         register_stable(self, interest)
@@ -65,6 +69,7 @@ pub(crate) unsafe trait StableFd: AsRawFd {}
 unsafe impl StableFd for FdView {}
 
 // SAFETY: a KernelNotifier's fd is an `OwnedFd` field that no method replaces or closes.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 #[allow(unsafe_code)]
 unsafe impl StableFd for KernelNotifier {}
 
@@ -169,6 +174,8 @@ impl AsyncFdNotifier {
     /// # Ok(())
     /// # }
     /// ```
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
     pub fn from_kernel(notifier: KernelNotifier) -> io::Result<AsyncFdNotifier> {
         Ok(AsyncFdNotifier {
             fd: AsyncSource::Kernel(notifier).register()?,
@@ -190,6 +197,7 @@ impl AsyncFdNotifier {
     pub fn notifier(&self) -> Option<&Notifier> {
         match self.fd.get_ref() {
             AsyncSource::View { notifier, .. } => Some(notifier),
+            #[cfg(any(target_os = "linux", target_os = "android"))]
             AsyncSource::Kernel(_) => None,
         }
     }
@@ -204,6 +212,8 @@ impl AsyncFdNotifier {
     /// # Ok(())
     /// # }
     /// ```
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
     pub fn kernel(&self) -> Option<&KernelNotifier> {
         match self.fd.get_ref() {
             AsyncSource::Kernel(k) => Some(k),
@@ -241,6 +251,7 @@ impl AsyncFdNotifier {
             let mut guard = self.fd.readable().await?;
             match guard.try_io(|fd| match fd.get_ref() {
                 AsyncSource::View { notifier, .. } => notifier.try_read(),
+                #[cfg(any(target_os = "linux", target_os = "android"))]
                 AsyncSource::Kernel(k) => k.try_read(),
             }) {
                 Ok(r) => return r,
@@ -285,6 +296,7 @@ impl AsyncFdNotifier {
             match guard.try_io(|fd| {
                 let seen = match fd.get_ref() {
                     AsyncSource::View { view, .. } => view.consume(),
+                    #[cfg(any(target_os = "linux", target_os = "android"))]
                     AsyncSource::Kernel(k) => k.consume()?,
                 };
                 if seen.contains(Events::IN) {
@@ -330,6 +342,7 @@ impl AsyncFdNotifier {
         match self.fd.get_ref() {
             // In memory: the notifier's own cancel-safe future waits for room.
             AsyncSource::View { notifier, .. } => notifier.write_async(n).await,
+            #[cfg(any(target_os = "linux", target_os = "android"))]
             AsyncSource::Kernel(_) => loop {
                 let mut guard = self.fd.writable().await?;
                 match guard.try_io(|fd| match fd.get_ref() {
@@ -371,6 +384,7 @@ impl AsFd for AsyncFdNotifier {
     fn as_fd(&self) -> BorrowedFd<'_> {
         match self.fd.get_ref() {
             AsyncSource::View { view, .. } => view.as_fd(),
+            #[cfg(any(target_os = "linux", target_os = "android"))]
             AsyncSource::Kernel(k) => k.as_fd(),
         }
     }

@@ -16,6 +16,7 @@ use tokio::io::Interest;
 use crate::epoll::Epoll;
 use crate::events::Event;
 use crate::fd::FdView;
+#[cfg(any(target_os = "linux", target_os = "android"))]
 use crate::notifier::kernel::KernelNotifier;
 use crate::tokio_fd::register_stable;
 
@@ -57,6 +58,7 @@ impl FdView {
     }
 }
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
 impl KernelNotifier {
     /// Register this eventfd with the current tokio reactor, readable and writable as the
     /// kernel reports: tokio's own [`AsyncFd`], with no `unsafe` in user code.
@@ -87,7 +89,10 @@ impl KernelNotifier {
     /// # Ok(())
     /// # }
     /// ```
-    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    #[cfg_attr(
+        docsrs,
+        doc(cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android"))))
+    )]
     pub fn into_async_fd(self) -> io::Result<AsyncFd<KernelNotifier>> {
         register_stable(self, Interest::READABLE | Interest::WRITABLE)
     }

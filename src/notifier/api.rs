@@ -14,11 +14,12 @@
 //! `is_nonblocking`) has the same signature on every kind.
 
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 use crate::events::Events;
 use crate::mode::Mode;
+#[cfg(any(target_os = "linux", target_os = "android"))]
 use crate::notifier::kernel::KernelNotifier;
 use crate::notifier::Notifier;
 
@@ -280,6 +281,8 @@ impl EventNotifier for Notifier {
     }
 }
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
 impl EventNotifier for KernelNotifier {
     forward_common!();
 
@@ -292,6 +295,6 @@ impl EventNotifier for KernelNotifier {
     }
 
     fn fd(&self) -> Option<BorrowedFd<'_>> {
-        Some(self.as_fd())
+        Some(std::os::fd::AsFd::as_fd(self))
     }
 }

@@ -64,6 +64,7 @@ use crate::sys::{self, eventfd};
 /// - [poll(2)](https://man7.org/linux/man-pages/man2/poll.2.html)
 #[doc(alias = "eventfd")]
 #[doc(alias = "EventFd")]
+#[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
 pub struct KernelNotifier {
     fd: OwnedFd,
     mode: Mode,
@@ -85,6 +86,7 @@ pub struct KernelNotifier {
 /// ```
 #[derive(Clone)]
 #[must_use = "a builder does nothing until .build()"]
+#[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
 pub struct KernelNotifierBuilder {
     opts: Options,
 }

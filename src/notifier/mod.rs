@@ -23,6 +23,7 @@
 
 pub(crate) mod api;
 pub(crate) mod future;
+#[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) mod kernel;
 #[cfg(feature = "futures")]
 pub(crate) mod stream;

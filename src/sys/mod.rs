@@ -240,11 +240,13 @@ pub(crate) fn poll_now(fd: BorrowedFd<'_>, interest: Events) -> io::Result<Event
 }
 
 /// Whether `FD_CLOEXEC` is set on this fd.
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
 pub(crate) fn is_cloexec(fd: BorrowedFd<'_>) -> io::Result<bool> {
     Ok(rustix::io::fcntl_getfd(fd)?.contains(rustix::io::FdFlags::CLOEXEC))
 }
 
 /// A deadline `timeout` from now; `None` (forever) if it overflows.
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
 pub(crate) fn deadline(timeout: Duration) -> Option<Instant> {
     Instant::now().checked_add(timeout)
 }
