@@ -123,6 +123,7 @@ pub(crate) fn register_stable<T: StableFd>(t: T, interest: Interest) -> io::Resu
 /// # }
 /// ```
 #[derive(Debug)]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub struct AsyncFdNotifier {
     fd: AsyncFd<AsyncSource>,
 }
