@@ -25,6 +25,22 @@
 //!
 //! The uncontended `write` + `read` pair is two atomic read-modify-writes: no lock, no
 //! syscall. Wakes that no waiter asked for cost one atomic load.
+//!
+//! # Features
+//!
+//! - `futures`: `Stream`s (`NotifierStream`, `EpollStream`) and `FusedFuture` impls.
+//! - `tokio`: `AsyncFdNotifier`, `AsyncEpoll`, `FdView::into_async_fd` and
+//!   `KernelNotifier::into_async_fd`: evfd fds in tokio's reactor with no `unsafe`.
+//! - `mio`: `mio::event::Source` for [`FdView`] and [`KernelNotifier`].
+//!
+//! # Platforms
+//!
+//! Linux (and Android) has everything. On other Unixes (FreeBSD and macOS are checked in
+//! CI) the in-memory core builds and works as on Linux: [`Notifier`], [`Epoll`] over
+//! in-memory sources, the blocking, timed and async waits, the `futures`, `tokio` and `mio`
+//! integrations, and [`FdView`]s, whose fd is then a pipe instead of an eventfd. The
+//! kernel-eventfd parts are Linux-only and absent elsewhere: [`KernelNotifier`] (and what
+//! takes one), and kernel fds (`BorrowedFd`) as [`Epoll`] sources.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
