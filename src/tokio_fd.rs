@@ -73,6 +73,10 @@ unsafe impl StableFd for FdView {}
 #[allow(unsafe_code)]
 unsafe impl StableFd for KernelNotifier {}
 
+// SAFETY: an `OwnedFd` owns its fd and never changes it (it has no method that could).
+#[allow(unsafe_code)]
+unsafe impl StableFd for std::os::fd::OwnedFd {}
+
 // SAFETY: each variant's fd is one of the two above, and the variant is never changed.
 #[allow(unsafe_code)]
 unsafe impl StableFd for AsyncSource {}

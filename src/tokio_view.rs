@@ -8,7 +8,11 @@
 //! `unsafe`.
 
 use std::io;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+use std::os::fd::OwnedFd;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::task::Poll;
+use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
@@ -106,10 +110,11 @@ impl KernelNotifier {
 /// (`AsFd`, [`as_async_fd`](Self::as_async_fd)), or to pass it where tokio readiness is
 /// expected.
 ///
-/// Kernel-fd sources of the epoll (`BorrowedFd`, [`KernelNotifier`]) are harvested by
-/// every `wait`, but their readiness does not ring the view (as for
-/// [`Epoll::wait_async`]): register those fds with the reactor directly
-/// ([`KernelNotifier::into_async_fd`]).
+/// Kernel-fd sources of the epoll (`BorrowedFd`, [`KernelNotifier`]; Linux) wake a pending
+/// [`wait`](Self::wait) too: on Linux the `AsyncEpoll` also registers the epoll's embedded
+/// kernel epoll with the reactor (creating it if the epoll had no kernel fd yet, after
+/// which the epoll's blocking `wait` sleeps in `epoll_wait`, as with kernel fds). This is
+/// what [`Epoll::wait_async`] cannot do without a reactor.
 ///
 /// # Examples
 ///
@@ -135,6 +140,9 @@ impl KernelNotifier {
 pub struct AsyncEpoll {
     epoll: Epoll,
     fd: AsyncFd<FdView>,
+    /// A dup of the epoll's embedded kernel epoll: readable while a kernel-fd source is.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    kernel: AsyncFd<OwnedFd>,
 }
 
 impl AsyncEpoll {
@@ -163,6 +171,8 @@ impl AsyncEpoll {
         Ok(AsyncEpoll {
             epoll: epoll.clone(),
             fd: epoll.fd_view()?.into_async_fd()?,
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            kernel: register_stable(epoll.kernel_epoll_dup()?, Interest::READABLE)?,
         })
     }
 
@@ -228,18 +238,44 @@ impl AsyncEpoll {
     /// # }
     /// ```
     pub async fn wait(&self, events: &mut [Event]) -> io::Result<usize> {
+        let harvest = |events: &mut [Event]| self.epoll.wait(events, Some(Duration::ZERO));
         if events.is_empty() {
             // Epoll::wait's own error, before waiting for anything.
-            return self.epoll.wait(events, Some(std::time::Duration::ZERO));
+            return harvest(events);
         }
-        self.fd
-            .async_io(Interest::READABLE, |_| {
-                match self.epoll.wait(events, Some(std::time::Duration::ZERO))? {
-                    0 => Err(io::ErrorKind::WouldBlock.into()),
-                    n => Ok(n),
+        std::future::poll_fn(|cx| {
+            // Each fd that reports readiness gets a harvest; one that finds nothing clears
+            // that fd's readiness (unless a newer event arrived meanwhile: tokio's tick) and
+            // polls it again, which registers the waker before returning Pending.
+            loop {
+                let mut cleared = false;
+                if let Poll::Ready(guard) = self.fd.poll_read_ready(cx) {
+                    let mut guard = guard?;
+                    match harvest(events)? {
+                        0 => {
+                            guard.clear_ready();
+                            cleared = true;
+                        }
+                        n => return Poll::Ready(Ok(n)),
+                    }
                 }
-            })
-            .await
+                #[cfg(any(target_os = "linux", target_os = "android"))]
+                if let Poll::Ready(guard) = self.kernel.poll_read_ready(cx) {
+                    let mut guard = guard?;
+                    match harvest(events)? {
+                        0 => {
+                            guard.clear_ready();
+                            cleared = true;
+                        }
+                        n => return Poll::Ready(Ok(n)),
+                    }
+                }
+                if !cleared {
+                    return Poll::Pending;
+                }
+            }
+        })
+        .await
     }
 }
 

@@ -470,3 +470,59 @@ mod tokio_reactor {
         assert_eq!(afd.get_ref().try_read().unwrap(), 1);
     }
 }
+
+#[cfg(feature = "tokio")]
+mod tokio_reactor_kernel_sources {
+    use super::*;
+    use evfd::AsyncEpoll;
+    use std::os::fd::AsFd;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn async_epoll_is_woken_by_kernel_fd_sources() {
+        let ep = Epoll::new();
+        let mem = Notifier::new();
+        ep.add(&mem, Events::IN, 1).unwrap();
+        // Made before any kernel fd is added: it watches the kernel side anyway.
+        let aep = AsyncEpoll::new(&ep).unwrap();
+        let kick = KernelNotifier::new(Mode::AutoReset).unwrap();
+        ep.add(&kick, Events::IN, 2).unwrap();
+        let (rd, wr) = rustix::pipe::pipe().unwrap();
+        ep.add(&rd.as_fd(), Events::IN, 3).unwrap();
+
+        let writer = kick.try_clone().unwrap();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            writer.notify().unwrap(); // written from outside evfd's in-memory paths
+        });
+        let mut evs = [Event::default(); 4];
+        let n = tokio::time::timeout(WATCHDOG, aep.wait(&mut evs))
+            .await
+            .expect("watchdog: a kernel-fd source must wake a pending wait")
+            .unwrap();
+        t.join().unwrap();
+        assert_eq!(&evs[..n], &[Event { events: Events::IN, data: 2 }]);
+        assert_eq!(kick.count().unwrap(), 0, "AutoReset kernel kick: read by the delivery");
+
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            rustix::io::write(&wr, b"x").unwrap();
+            wr
+        });
+        let n = tokio::time::timeout(WATCHDOG, aep.wait(&mut evs))
+            .await
+            .expect("watchdog: a pipe source must wake a pending wait")
+            .unwrap();
+        let _wr = t.join().unwrap();
+        assert_eq!(&evs[..n], &[Event { events: Events::IN, data: 3 }]);
+        // Level-triggered: still readable until read; read it, then the next wait sleeps.
+        let mut b = [0u8; 1];
+        rustix::io::read(&rd, &mut b).unwrap();
+        mem.notify().unwrap();
+        let n = tokio::time::timeout(WATCHDOG, aep.wait(&mut evs))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(&evs[..n], &[Event { events: Events::IN, data: 1 }]);
+        ep.delete(&rd.as_fd()).unwrap();
+    }
+}
