@@ -500,8 +500,18 @@ mod tokio_reactor_kernel_sources {
             .expect("watchdog: a kernel-fd source must wake a pending wait")
             .unwrap();
         t.join().unwrap();
-        assert_eq!(&evs[..n], &[Event { events: Events::IN, data: 2 }]);
-        assert_eq!(kick.count().unwrap(), 0, "AutoReset kernel kick: read by the delivery");
+        assert_eq!(
+            &evs[..n],
+            &[Event {
+                events: Events::IN,
+                data: 2
+            }]
+        );
+        assert_eq!(
+            kick.count().unwrap(),
+            0,
+            "AutoReset kernel kick: read by the delivery"
+        );
 
         let t = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(30));
@@ -513,7 +523,13 @@ mod tokio_reactor_kernel_sources {
             .expect("watchdog: a pipe source must wake a pending wait")
             .unwrap();
         let _wr = t.join().unwrap();
-        assert_eq!(&evs[..n], &[Event { events: Events::IN, data: 3 }]);
+        assert_eq!(
+            &evs[..n],
+            &[Event {
+                events: Events::IN,
+                data: 3
+            }]
+        );
         // Level-triggered: still readable until read; read it, then the next wait sleeps.
         let mut b = [0u8; 1];
         rustix::io::read(&rd, &mut b).unwrap();
@@ -522,7 +538,13 @@ mod tokio_reactor_kernel_sources {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(&evs[..n], &[Event { events: Events::IN, data: 1 }]);
+        assert_eq!(
+            &evs[..n],
+            &[Event {
+                events: Events::IN,
+                data: 1
+            }]
+        );
         ep.delete(&rd.as_fd()).unwrap();
     }
 }
