@@ -11,7 +11,7 @@ use std::io;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 use std::os::fd::OwnedFd;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
@@ -246,29 +246,17 @@ impl AsyncEpoll {
         std::future::poll_fn(|cx| {
             // Each fd that reports readiness gets a harvest; one that finds nothing clears
             // that fd's readiness (unless a newer event arrived meanwhile: tokio's tick) and
-            // polls it again, which registers the waker before returning Pending.
+            // is polled again, which registers the waker before returning Pending.
             loop {
                 let mut cleared = false;
-                if let Poll::Ready(guard) = self.fd.poll_read_ready(cx) {
-                    let mut guard = guard?;
-                    match harvest(events)? {
-                        0 => {
-                            guard.clear_ready();
-                            cleared = true;
-                        }
-                        n => return Poll::Ready(Ok(n)),
-                    }
+                if let Some(r) = harvest_if_ready(&self.fd, cx, &mut cleared, || harvest(events)) {
+                    return Poll::Ready(r);
                 }
                 #[cfg(any(target_os = "linux", target_os = "android"))]
-                if let Poll::Ready(guard) = self.kernel.poll_read_ready(cx) {
-                    let mut guard = guard?;
-                    match harvest(events)? {
-                        0 => {
-                            guard.clear_ready();
-                            cleared = true;
-                        }
-                        n => return Poll::Ready(Ok(n)),
-                    }
+                if let Some(r) =
+                    harvest_if_ready(&self.kernel, cx, &mut cleared, || harvest(events))
+                {
+                    return Poll::Ready(r);
                 }
                 if !cleared {
                     return Poll::Pending;
@@ -276,6 +264,32 @@ impl AsyncEpoll {
             }
         })
         .await
+    }
+}
+
+/// One registered fd's turn in [`AsyncEpoll::wait`]: if it is ready, harvest; `Some` with
+/// the result to return, or `None` after clearing its readiness (the harvest found nothing:
+/// `cleared` is set) or when it is not ready.
+fn harvest_if_ready<T: AsRawFd>(
+    fd: &AsyncFd<T>,
+    cx: &mut Context<'_>,
+    cleared: &mut bool,
+    harvest: impl FnOnce() -> io::Result<usize>,
+) -> Option<io::Result<usize>> {
+    let Poll::Ready(guard) = fd.poll_read_ready(cx) else {
+        return None;
+    };
+    let mut guard = match guard {
+        Ok(g) => g,
+        Err(e) => return Some(Err(e)),
+    };
+    match harvest() {
+        Ok(0) => {
+            guard.clear_ready();
+            *cleared = true;
+            None
+        }
+        r => Some(r),
     }
 }
 
