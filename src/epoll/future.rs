@@ -94,6 +94,7 @@ impl fmt::Debug for EpollWaitFuture<'_> {
 }
 
 #[cfg(feature = "futures")]
+#[cfg_attr(docsrs, doc(cfg(feature = "futures")))]
 impl futures_core::FusedFuture for EpollWaitFuture<'_> {
     fn is_terminated(&self) -> bool {
         self.done
@@ -189,6 +190,7 @@ mod stream {
     /// assert_eq!(got, vec![2, 1]);
     /// ```
     #[must_use = "streams do nothing unless polled"]
+    #[cfg_attr(docsrs, doc(cfg(feature = "futures")))]
     pub struct EpollStream {
         ep: Epoll,
         wait: TaskWait,
@@ -205,6 +207,7 @@ mod stream {
         /// let ep = evfd::Epoll::new();
         /// assert!(ep.stream().epoll().ptr_eq(&ep));
         /// ```
+        #[cfg_attr(docsrs, doc(cfg(feature = "futures")))]
         pub fn stream(&self) -> EpollStream {
             EpollStream {
                 ep: self.clone(),
@@ -225,6 +228,7 @@ mod stream {
         }
     }
 
+    #[cfg_attr(docsrs, doc(cfg(feature = "futures")))]
     impl Stream for EpollStream {
         type Item = io::Result<Event>;
 
@@ -239,6 +243,7 @@ mod stream {
         }
     }
 
+    #[cfg_attr(docsrs, doc(cfg(feature = "futures")))]
     impl FusedStream for EpollStream {
         /// Always `false`: an epoll never ends.
         fn is_terminated(&self) -> bool {

@@ -205,3 +205,18 @@ impl EpInner {
         Ok(n)
     }
 }
+
+impl super::Epoll {
+    /// A duplicate of the embedded kernel epoll's fd, creating the kernel epoll if there is
+    /// none yet: readable while a kernel-fd source has an event to deliver, for a reactor to
+    /// watch next to the epoll's fd view (`AsyncEpoll`). From then on this epoll's blocking
+    /// `wait` sleeps in `epoll_wait`, as it does once a kernel fd is added.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn kernel_epoll_dup(&self) -> io::Result<OwnedFd> {
+        let ep = &self.inner.core;
+        // Created with `registry` held, as `kernel_add` does.
+        let _reg = crate::loom::lock(&ep.registry);
+        let side = ep.kernel_side()?;
+        sys::eventfd::dup(side.epfd.as_fd(), true)
+    }
+}

@@ -39,6 +39,11 @@
 pub(crate) mod future;
 mod harvest;
 mod item;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod kernel_fds;
+// Off Linux: no kernel-fd sources; stand-ins that keep this module free of cfgs.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+#[path = "no_kernel_fds.rs"]
 mod kernel_fds;
 mod ready;
 pub(crate) mod source;

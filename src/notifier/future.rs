@@ -214,6 +214,7 @@ macro_rules! impl_future {
         }
 
         #[cfg(feature = "futures")]
+        #[cfg_attr(docsrs, doc(cfg(feature = "futures")))]
         impl futures_core::FusedFuture for $ty {
             fn is_terminated(&self) -> bool {
                 self.op.done

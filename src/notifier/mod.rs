@@ -21,7 +21,9 @@
 //! leaves (it succeeded, or timed out) while the notifier is still ready for what it waited
 //! for wakes the next one, so no wake is lost to a waiter that did not use it.
 
+pub(crate) mod api;
 pub(crate) mod future;
+#[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) mod kernel;
 #[cfg(feature = "futures")]
 pub(crate) mod stream;
@@ -489,6 +491,36 @@ impl Notifier {
     /// ```
     pub fn poll(&self, interest: Events) -> Events {
         self.inner.readiness() & (interest | Events::ERR | Events::HUP)
+    }
+
+    /// Deliver `IN` to this consumer, as an epoll harvest or a completed async read does:
+    /// returns the readiness at delivery (`IN` if the count was non-zero) and, in
+    /// [`Mode::AutoReset`], resets the count to 0 in the same atomic step (waking writers
+    /// blocked at the limit). Counter and Semaphore: a readiness check that changes nothing
+    /// (read to consume).
+    ///
+    /// Infallible in memory; [`KernelNotifier::consume`](kernel::KernelNotifier::consume) and
+    /// [`EventNotifier::consume`](api::EventNotifier::consume) return
+    /// `io::Result<Events>`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::{Events, Mode, Notifier};
+    /// let kick = Notifier::builder().mode(Mode::AutoReset).build()?;
+    /// kick.notify()?;
+    /// kick.notify()?;
+    /// assert!(kick.consume().contains(Events::IN)); // delivered: reset
+    /// assert_eq!(kick.count(), 0);
+    /// assert!(!kick.consume().contains(Events::IN));
+    ///
+    /// let counter = Notifier::builder().initial(3).build()?;
+    /// assert!(counter.consume().contains(Events::IN));
+    /// assert_eq!(counter.count(), 3); // Counter: unchanged
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn consume(&self) -> Events {
+        self.inner.core.deliver(Events::IN)
     }
 }
 

@@ -47,6 +47,7 @@ use crate::wait_queue::task::TaskWait;
 /// assert_eq!(n.count(), 0);
 /// ```
 #[must_use = "streams do nothing unless polled"]
+#[cfg_attr(docsrs, doc(cfg(feature = "futures")))]
 pub struct NotifierStream {
     notifier: Notifier,
     wait: TaskWait,
@@ -69,6 +70,7 @@ impl Notifier {
     /// n.write(4).unwrap();
     /// assert_eq!(futures::executor::block_on(s.next()).unwrap().unwrap(), 4);
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "futures")))]
     pub fn stream(&self) -> NotifierStream {
         NotifierStream {
             notifier: self.clone(),
@@ -89,6 +91,7 @@ impl NotifierStream {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "futures")))]
 impl Stream for NotifierStream {
     type Item = io::Result<u64>;
 
@@ -99,6 +102,7 @@ impl Stream for NotifierStream {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "futures")))]
 impl FusedStream for NotifierStream {
     /// Always `false`: a notifier never ends.
     fn is_terminated(&self) -> bool {
