@@ -1,0 +1,236 @@
+//! A fixed number of cross-thread hand-offs, for counting what one costs (docs/handoff.md):
+//! instructions under `valgrind --tool=callgrind`, syscalls under `strace -c -f`. It prints
+//! nothing but the round trips done; time is not its business (that is `stress_epoll`'s).
+//!
+//! ```sh
+//! cargo build --release --example handoff
+//! valgrind --tool=callgrind --separate-threads=yes target/release/examples/handoff epoll 20000
+//! strace -c -f target/release/examples/handoff kepoll 20000
+//! ```
+//!
+//! Modes (one round trip = two hand-offs, one each way):
+//!
+//! - `epoll`: each thread waits on its own notifier through its own `Epoll` (blocking
+//!   `wait`, then `read`), as `stress_epoll`'s `pingpong block`; `epoll_auto` the same with
+//!   AutoReset notifiers and no `read`.
+//! - `read`: each thread blocks in `Notifier::read` on its own notifier.
+//! - `async`: two tasks on a 2-worker tokio runtime, `write` + `read_async`.
+//! - `kepoll`, `kread`: the kernel twins of `epoll` and `read` (eventfd + epoll_wait + read).
+//! - `notify`: tokio `Notify` between two tasks (the async peer).
+
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use evfd::{Epoll, Event, Events, Mode, Notifier};
+use rustix::event::{epoll, eventfd, EventfdFlags};
+
+fn kfd() -> OwnedFd {
+    eventfd(0, EventfdFlags::CLOEXEC).expect("eventfd")
+}
+
+fn kwrite(fd: &OwnedFd, n: u64) {
+    rustix::io::write(fd, &n.to_ne_bytes()).expect("eventfd write");
+}
+
+fn kread(fd: &OwnedFd) -> u64 {
+    let mut b = [0u8; 8];
+    rustix::io::read(fd, &mut b).expect("eventfd read");
+    u64::from_ne_bytes(b)
+}
+
+fn kepoll_of(fd: &OwnedFd) -> OwnedFd {
+    let ep = epoll::create(epoll::CreateFlags::CLOEXEC).expect("epoll_create");
+    epoll::add(&ep, fd, epoll::EventData::new_u64(0), epoll::EventFlags::IN).expect("add");
+    ep
+}
+
+fn kwait(ep: &OwnedFd) {
+    let mut buf = [std::mem::MaybeUninit::uninit(); 1];
+    loop {
+        let (got, _) = epoll::wait(ep, &mut buf, None).expect("epoll_wait");
+        if !got.is_empty() {
+            return;
+        }
+    }
+}
+
+/// Run `ping` here and `pong` on a second thread, `n` round trips.
+fn two_threads(n: u64, ping: impl FnOnce(u64), pong: impl FnOnce(u64) + Send + 'static) {
+    let t = std::thread::spawn(move || pong(n));
+    ping(n);
+    t.join().expect("pong thread");
+}
+
+fn epoll_mode(n: u64, mode: Mode) {
+    let new = || Notifier::builder().mode(mode).build().expect("notifier");
+    let (a, b) = (new(), new());
+    let (ea, eb) = (Epoll::new(), Epoll::new());
+    ea.add(&a, Events::IN, 0).expect("add");
+    eb.add(&b, Events::IN, 0).expect("add");
+    let read = mode != Mode::AutoReset;
+    let (a2, b2) = (a.clone(), b.clone());
+    two_threads(
+        n,
+        move |n| {
+            let mut buf = [Event::default(); 1];
+            for _ in 0..n {
+                b.write(1).expect("write");
+                while ea.wait(&mut buf, None).expect("wait") == 0 {}
+                if read {
+                    a.read().expect("read");
+                }
+            }
+        },
+        move |n| {
+            let mut buf = [Event::default(); 1];
+            for _ in 0..n {
+                while eb.wait(&mut buf, None).expect("wait") == 0 {}
+                if read {
+                    b2.read().expect("read");
+                }
+                a2.write(1).expect("write");
+            }
+        },
+    );
+}
+
+fn read_mode(n: u64) {
+    let (a, b) = (Notifier::new(), Notifier::new());
+    let (a2, b2) = (a.clone(), b.clone());
+    two_threads(
+        n,
+        move |n| {
+            for _ in 0..n {
+                b.write(1).expect("write");
+                a.read().expect("read");
+            }
+        },
+        move |n| {
+            for _ in 0..n {
+                b2.read().expect("read");
+                a2.write(1).expect("write");
+            }
+        },
+    );
+}
+
+fn kepoll_mode(n: u64) {
+    let (a, b) = (Arc::new(kfd()), Arc::new(kfd()));
+    let (ea, eb) = (kepoll_of(&a), kepoll_of(&b));
+    let (a2, b2) = (a.clone(), b.clone());
+    two_threads(
+        n,
+        move |n| {
+            for _ in 0..n {
+                kwrite(&b, 1);
+                kwait(&ea);
+                kread(&a);
+            }
+        },
+        move |n| {
+            for _ in 0..n {
+                kwait(&eb);
+                kread(&b2);
+                kwrite(&a2, 1);
+            }
+        },
+    );
+}
+
+fn kread_mode(n: u64) {
+    let (a, b) = (Arc::new(kfd()), Arc::new(kfd()));
+    let (a2, b2) = (a.clone(), b.clone());
+    two_threads(
+        n,
+        move |n| {
+            for _ in 0..n {
+                kwrite(&b, 1);
+                kread(&a);
+            }
+        },
+        move |n| {
+            for _ in 0..n {
+                kread(&b2);
+                kwrite(&a2, 1);
+            }
+        },
+    );
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .expect("tokio runtime")
+}
+
+fn async_mode(n: u64) {
+    let rt = runtime();
+    let (a, b) = (Notifier::new(), Notifier::new());
+    let (a2, b2) = (a.clone(), b.clone());
+    rt.block_on(async move {
+        let pong = tokio::spawn(async move {
+            for _ in 0..n {
+                a2.read_async().await.expect("read_async");
+                b2.write(1).expect("write");
+            }
+        });
+        let ping = tokio::spawn(async move {
+            for _ in 0..n {
+                a.write(1).expect("write");
+                b.read_async().await.expect("read_async");
+            }
+        });
+        ping.await.expect("ping");
+        pong.await.expect("pong");
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+}
+
+fn notify_mode(n: u64) {
+    use tokio::sync::Notify;
+    let rt = runtime();
+    let (a, b) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let (a2, b2) = (a.clone(), b.clone());
+    rt.block_on(async move {
+        let pong = tokio::spawn(async move {
+            for _ in 0..n {
+                a2.notified().await;
+                b2.notify_one();
+            }
+        });
+        let ping = tokio::spawn(async move {
+            for _ in 0..n {
+                a.notify_one();
+                b.notified().await;
+            }
+        });
+        ping.await.expect("ping");
+        pong.await.expect("pong");
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let mode = args.next().unwrap_or_else(|| "epoll".into());
+    let n: u64 = args
+        .next()
+        .map(|s| s.parse().expect("round trips: a number"))
+        .unwrap_or(10_000);
+    match mode.as_str() {
+        "epoll" => epoll_mode(n, Mode::Counter),
+        "epoll_auto" => epoll_mode(n, Mode::AutoReset),
+        "read" => read_mode(n),
+        "async" => async_mode(n),
+        "kepoll" => kepoll_mode(n),
+        "kread" => kread_mode(n),
+        "notify" => notify_mode(n),
+        other => {
+            eprintln!("unknown mode {other:?}: epoll, epoll_auto, read, async, kepoll, kread, notify");
+            std::process::exit(2);
+        }
+    }
+    println!("{mode}: {n} round trips");
+}

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Count what one cross-thread hand-off costs (docs/handoff.md), with counters that do not
+depend on the machine's load: user-space instructions, atomic read-modify-writes and mutex
+round trips (callgrind), and syscalls and context switches (the kernel's own counters via
+`perf stat` tracepoints, on a real run).
+
+    cargo build --release --example handoff
+    python3 scripts/handoff_count.py [mode ...]      # default: every mode
+
+Each mode of `examples/handoff.rs` is run for N and 2N round trips; the difference divided
+by 2N (two hand-offs per round trip) is the cost of one hand-off, setup excluded.
+"""
+import collections
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+BIN = os.path.join(os.path.dirname(__file__), '..', 'target', 'release', 'examples', 'handoff')
+MODES = ['epoll', 'epoll_auto', 'read', 'async', 'kepoll', 'kread', 'notify']
+N_CG = 2000      # round trips under callgrind
+N_PERF = 20000   # round trips under perf stat
+
+
+def disasm(obj, cache={}):
+    """Instruction text by address, and whether the object is position-independent."""
+    if obj in cache:
+        return cache[obj]
+    out = subprocess.run(['objdump', '-d', '--no-show-raw-insn', obj],
+                         capture_output=True, text=True).stdout
+    ins = {}
+    for line in out.splitlines():
+        m = re.match(r'\s*([0-9a-f]+):\s+(.*)', line)
+        if m:
+            ins[int(m.group(1), 16)] = m.group(2).strip()
+    cache[obj] = ins
+    return ins
+
+
+def is_rmw(text):
+    # x86: every lock-prefixed instruction, and xchg with a memory operand (implicitly locked).
+    return text.startswith('lock ') or (text.startswith('xchg') and '(' in text)
+
+
+def callgrind(mode, n):
+    """Total instructions, and executed RMW / syscall instructions, for `n` round trips."""
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, 'cg.out')
+        subprocess.run(['valgrind', '--tool=callgrind', '--dump-instr=yes', '--dump-line=no',
+                        '--compress-pos=no', '--compress-strings=no',
+                        '--callgrind-out-file=' + out, BIN, mode, str(n)],
+                       check=True, capture_output=True)
+        costs = collections.Counter()
+        fn_of = {}
+        ob = fn = None
+        skip = False
+        total = 0
+        for line in open(out):
+            if line.startswith('ob='):
+                ob = line[3:].strip()
+            elif line.startswith('fn='):
+                fn = line[3:].strip()
+            elif line.startswith('calls='):
+                skip = True  # the next cost line is the call's inclusive cost
+            elif line.startswith('0x'):
+                if skip:
+                    skip = False
+                    continue
+                a, c = line.split()[:2]
+                key = (ob, int(a, 16))
+                costs[key] += int(c)
+                fn_of[key] = fn
+                total += int(c)
+    rmw = collections.Counter()
+    sysc = 0
+    by_ob = collections.defaultdict(list)
+    for (o, a), c in costs.items():
+        by_ob[o].append((a, c))
+    for o, items in by_ob.items():
+        if not o or not os.path.exists(o):
+            continue
+        ins = disasm(o)
+        if not ins:
+            continue
+        # The load bias: the page-aligned offset that puts the most executed addresses on
+        # instruction starts (0 for a fixed-address object).
+        votes = collections.Counter()
+        top = sorted(items, key=lambda x: -x[1])[:200]
+        starts = sorted(ins)[:: max(1, len(ins) // 4000)]
+        for a, _ in top[:20]:
+            for s in starts:
+                b = a - s
+                if b >= 0 and b % 0x1000 == (a - s) % 0x1000 and b & 0xfff == 0:
+                    votes[b] += 1
+        best, hits = 0, -1
+        for b, _ in votes.most_common(40) + [(0, 0)]:
+            h = sum(1 for a, _ in top if (a - b) in ins)
+            if h > hits:
+                best, hits = b, h
+        for a, c in items:
+            text = ins.get(a - best)
+            if text is None:
+                continue
+            if is_rmw(text):
+                rmw[(os.path.basename(o), fn_of[(o, a)])] += c
+            if text.startswith('syscall'):
+                sysc += c
+    return total, rmw, sysc
+
+
+def perf(mode, n):
+    ev = 'context-switches,syscalls:sys_enter_futex,raw_syscalls:sys_enter'
+    r = subprocess.run(['perf', 'stat', '-x', ',', '-e', ev, BIN, mode, str(n)],
+                       capture_output=True, text=True)
+    got = {}
+    for line in r.stderr.splitlines():
+        f = line.split(',')
+        if len(f) > 2 and f[0].strip().isdigit():
+            got[f[2]] = int(f[0])
+    return got
+
+
+def main():
+    modes = sys.argv[1:] or MODES
+    print('# per hand-off (two per round trip); callgrind: %d vs %d round trips, perf: %d vs %d'
+          % (N_CG, 2 * N_CG, N_PERF, 2 * N_PERF))
+    print('%-11s %9s %7s %9s %9s %9s' % ('mode', 'instr', 'RMW', 'syscalls', 'futex', 'ctxsw'))
+    details = []
+    for m in modes:
+        i1, r1, _ = callgrind(m, N_CG)
+        i2, r2, _ = callgrind(m, 2 * N_CG)
+        hand = 2.0 * N_CG
+        rmw = {k: (r2[k] - r1[k]) / hand for k in set(r1) | set(r2)}
+        p1, p2 = perf(m, N_PERF), perf(m, 2 * N_PERF)
+        ph = 2.0 * N_PERF
+        d = lambda k: (p2.get(k, 0) - p1.get(k, 0)) / ph
+        print('%-11s %9.0f %7.1f %9.2f %9.2f %9.2f' % (
+            m, (i2 - i1) / hand, sum(rmw.values()), d('raw_syscalls:sys_enter'),
+            d('syscalls:sys_enter_futex'), d('context-switches')))
+        details.append((m, rmw))
+    for m, rmw in details:
+        print('\n## %s: atomic RMWs per hand-off, by function' % m)
+        for (o, f), c in sorted(rmw.items(), key=lambda x: -x[1]):
+            if abs(c) >= 0.05:
+                print('%7.2f  %s  %s' % (c, o, f[:120]))
+
+
+if __name__ == '__main__':
+    main()
