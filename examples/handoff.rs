@@ -17,6 +17,11 @@
 //! - `async`: two tasks on a 2-worker tokio runtime, `write` + `read_async`.
 //! - `kepoll`, `kread`: the kernel twins of `epoll` and `read` (eventfd + epoll_wait + read).
 //! - `notify`: tokio `Notify` between two tasks (the async peer).
+//!
+//! A third argument `parked` makes each thread sleep 300 µs before it writes, so that the
+//! peer is certainly asleep when the write lands: the hand-off then takes the full path
+//! (futex wake, futex wait). Without it the two threads run freely, and a wake may find
+//! its waiter still running.
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -55,6 +60,15 @@ fn kwait(ep: &OwnedFd) {
     }
 }
 
+/// Before a write: with `parked`, give the peer time to fall asleep.
+fn pause() {
+    if PARKED.load(std::sync::atomic::Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_micros(300));
+    }
+}
+
+static PARKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Run `ping` here and `pong` on a second thread, `n` round trips.
 fn two_threads(n: u64, ping: impl FnOnce(u64), pong: impl FnOnce(u64) + Send + 'static) {
     let t = std::thread::spawn(move || pong(n));
@@ -75,6 +89,7 @@ fn epoll_mode(n: u64, mode: Mode) {
         move |n| {
             let mut buf = [Event::default(); 1];
             for _ in 0..n {
+                pause();
                 b.write(1).expect("write");
                 while ea.wait(&mut buf, None).expect("wait") == 0 {}
                 if read {
@@ -89,6 +104,7 @@ fn epoll_mode(n: u64, mode: Mode) {
                 if read {
                     b2.read().expect("read");
                 }
+                pause();
                 a2.write(1).expect("write");
             }
         },
@@ -102,6 +118,7 @@ fn read_mode(n: u64) {
         n,
         move |n| {
             for _ in 0..n {
+                pause();
                 b.write(1).expect("write");
                 a.read().expect("read");
             }
@@ -109,6 +126,7 @@ fn read_mode(n: u64) {
         move |n| {
             for _ in 0..n {
                 b2.read().expect("read");
+                pause();
                 a2.write(1).expect("write");
             }
         },
@@ -123,6 +141,7 @@ fn kepoll_mode(n: u64) {
         n,
         move |n| {
             for _ in 0..n {
+                pause();
                 kwrite(&b, 1);
                 kwait(&ea);
                 kread(&a);
@@ -132,6 +151,7 @@ fn kepoll_mode(n: u64) {
             for _ in 0..n {
                 kwait(&eb);
                 kread(&b2);
+                pause();
                 kwrite(&a2, 1);
             }
         },
@@ -145,6 +165,7 @@ fn kread_mode(n: u64) {
         n,
         move |n| {
             for _ in 0..n {
+                pause();
                 kwrite(&b, 1);
                 kread(&a);
             }
@@ -152,6 +173,7 @@ fn kread_mode(n: u64) {
         move |n| {
             for _ in 0..n {
                 kread(&b2);
+                pause();
                 kwrite(&a2, 1);
             }
         },
@@ -219,6 +241,14 @@ fn main() {
         .next()
         .map(|s| s.parse().expect("round trips: a number"))
         .unwrap_or(10_000);
+    match args.next().as_deref() {
+        None => {}
+        Some("parked") => PARKED.store(true, std::sync::atomic::Ordering::Relaxed),
+        Some(other) => {
+            eprintln!("unknown option {other:?}: the third argument can only be `parked`");
+            std::process::exit(2);
+        }
+    }
     match mode.as_str() {
         "epoll" => epoll_mode(n, Mode::Counter),
         "epoll_auto" => epoll_mode(n, Mode::AutoReset),

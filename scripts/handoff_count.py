@@ -5,10 +5,13 @@ round trips (callgrind), and syscalls and context switches (the kernel's own cou
 `perf stat` tracepoints, on a real run).
 
     cargo build --release --example handoff
-    python3 scripts/handoff_count.py [mode ...]      # default: every mode
+    python3 scripts/handoff_count.py [mode[:parked] ...]      # default: every mode, both ways
 
 Each mode of `examples/handoff.rs` is run for N and 2N round trips; the difference divided
-by 2N (two hand-offs per round trip) is the cost of one hand-off, setup excluded.
+by 2N (two hand-offs per round trip) is the cost of one hand-off, setup excluded. `:parked`
+runs it with the peer certainly asleep at each write (the full futex path); then only
+instructions inside evfd's public calls (`Epoll::wait`, `Notifier::write`, `Notifier::read`
+and what they call) are counted, so that the pause before each write is not.
 """
 import collections
 import os
@@ -18,9 +21,11 @@ import sys
 import tempfile
 
 BIN = os.path.join(os.path.dirname(__file__), '..', 'target', 'release', 'examples', 'handoff')
-MODES = ['epoll', 'epoll_auto', 'read', 'async', 'kepoll', 'kread', 'notify']
+MODES = ['epoll', 'epoll_auto', 'read', 'async', 'kepoll', 'kread', 'notify',
+         'epoll:parked', 'read:parked', 'kepoll:parked', 'kread:parked']
 N_CG = 2000      # round trips under callgrind
 N_PERF = 20000   # round trips under perf stat
+N_PARKED = 500   # round trips with the peer asleep (each costs two 300 µs pauses)
 
 
 def disasm(obj, cache={}):
@@ -43,13 +48,25 @@ def is_rmw(text):
     return text.startswith('lock ') or (text.startswith('xchg') and '(' in text)
 
 
+def args(mode, n):
+    m, _, opt = mode.partition(':')
+    return [BIN, m, str(n)] + ([opt] if opt else [])
+
+
 def callgrind(mode, n):
     """Total instructions, and executed RMW / syscall instructions, for `n` round trips."""
+    extra = []
+    if mode.endswith(':parked') and not mode.startswith('k'):
+        # The public calls a hand-off is made of (none calls another, so that the toggles
+        # do not cancel out).
+        extra = ['--toggle-collect=evfd::epoll::Epoll::wait',
+                 '--toggle-collect=evfd::notifier::Notifier::write',
+                 '--toggle-collect=evfd::notifier::Notifier::read']
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, 'cg.out')
         subprocess.run(['valgrind', '--tool=callgrind', '--dump-instr=yes', '--dump-line=no',
                         '--compress-pos=no', '--compress-strings=no',
-                        '--callgrind-out-file=' + out, BIN, mode, str(n)],
+                        '--callgrind-out-file=' + out] + extra + args(mode, n),
                        check=True, capture_output=True)
         costs = collections.Counter()
         fn_of = {}
@@ -109,9 +126,13 @@ def callgrind(mode, n):
     return total, rmw, sysc
 
 
+EVENTS = ['context-switches', 'raw_syscalls:sys_enter', 'syscalls:sys_enter_futex',
+          'syscalls:sys_enter_read', 'syscalls:sys_enter_write',
+          'syscalls:sys_enter_epoll_pwait', 'syscalls:sys_enter_clock_nanosleep']
+
+
 def perf(mode, n):
-    ev = 'context-switches,syscalls:sys_enter_futex,raw_syscalls:sys_enter'
-    r = subprocess.run(['perf', 'stat', '-x', ',', '-e', ev, BIN, mode, str(n)],
+    r = subprocess.run(['perf', 'stat', '-x', ',', '-e', ','.join(EVENTS)] + args(mode, n),
                        capture_output=True, text=True)
     got = {}
     for line in r.stderr.splitlines():
@@ -123,21 +144,30 @@ def perf(mode, n):
 
 def main():
     modes = sys.argv[1:] or MODES
-    print('# per hand-off (two per round trip); callgrind: %d vs %d round trips, perf: %d vs %d'
-          % (N_CG, 2 * N_CG, N_PERF, 2 * N_PERF))
-    print('%-11s %9s %7s %9s %9s %9s' % ('mode', 'instr', 'RMW', 'syscalls', 'futex', 'ctxsw'))
+    print('# per hand-off (two per round trip), setup excluded (N vs 2N round trips);')
+    print('# instr/RMW from callgrind, the rest from the kernel\'s counters (perf stat).')
+    print('# syscalls excludes the pauses of `:parked` runs (clock_nanosleep).')
+    print('%-14s %7s %6s %8s %6s %6s %6s %6s %6s' % (
+        'mode', 'instr', 'RMW', 'syscalls', 'futex', 'read', 'write', 'epoll', 'ctxsw'))
     details = []
     for m in modes:
-        i1, r1, _ = callgrind(m, N_CG)
-        i2, r2, _ = callgrind(m, 2 * N_CG)
-        hand = 2.0 * N_CG
+        parked = m.endswith(':parked')
+        n_cg = N_PARKED if parked else N_CG
+        n_pf = N_PARKED if parked else N_PERF
+        i1, r1, _ = callgrind(m, n_cg)
+        i2, r2, _ = callgrind(m, 2 * n_cg)
+        hand = 2.0 * n_cg
         rmw = {k: (r2[k] - r1[k]) / hand for k in set(r1) | set(r2)}
-        p1, p2 = perf(m, N_PERF), perf(m, 2 * N_PERF)
-        ph = 2.0 * N_PERF
+        p1, p2 = perf(m, n_pf), perf(m, 2 * n_pf)
+        ph = 2.0 * n_pf
         d = lambda k: (p2.get(k, 0) - p1.get(k, 0)) / ph
-        print('%-11s %9.0f %7.1f %9.2f %9.2f %9.2f' % (
-            m, (i2 - i1) / hand, sum(rmw.values()), d('raw_syscalls:sys_enter'),
-            d('syscalls:sys_enter_futex'), d('context-switches')))
+        sysc = d('raw_syscalls:sys_enter') - d('syscalls:sys_enter_clock_nanosleep')
+        print('%-14s %7.0f %6.1f %8.2f %6.2f %6.2f %6.2f %6.2f %6.2f' % (
+            m, (i2 - i1) / hand, sum(rmw.values()), sysc,
+            d('syscalls:sys_enter_futex'), d('syscalls:sys_enter_read'),
+            d('syscalls:sys_enter_write'), d('syscalls:sys_enter_epoll_pwait'),
+            d('context-switches')))
+        sys.stdout.flush()
         details.append((m, rmw))
     for m, rmw in details:
         print('\n## %s: atomic RMWs per hand-off, by function' % m)
