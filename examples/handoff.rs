@@ -21,7 +21,7 @@
 //! A third argument `parked` makes each thread sleep 300 µs before it writes, so that the
 //! peer is certainly asleep when the write lands: the hand-off then takes the full path
 //! (futex wake, futex wait). Without it the two threads run freely, and a wake may find
-//! its waiter still running.
+//! its waiter still running (or spinning). `cross` pins the two threads to CPUs 0 and 1.
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -69,9 +69,24 @@ fn pause() {
 
 static PARKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+static CROSS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// With `cross`, pin the calling thread to `cpu`.
+fn pin(cpu: usize) {
+    if CROSS.load(std::sync::atomic::Ordering::Relaxed) {
+        let mut set = rustix::thread::CpuSet::new();
+        set.set(cpu);
+        rustix::thread::sched_setaffinity(None, &set).expect("sched_setaffinity");
+    }
+}
+
 /// Run `ping` here and `pong` on a second thread, `n` round trips.
 fn two_threads(n: u64, ping: impl FnOnce(u64), pong: impl FnOnce(u64) + Send + 'static) {
-    let t = std::thread::spawn(move || pong(n));
+    let t = std::thread::spawn(move || {
+        pin(1);
+        pong(n)
+    });
+    pin(0);
     ping(n);
     t.join().expect("pong thread");
 }
@@ -244,8 +259,9 @@ fn main() {
     match args.next().as_deref() {
         None => {}
         Some("parked") => PARKED.store(true, std::sync::atomic::Ordering::Relaxed),
+        Some("cross") => CROSS.store(true, std::sync::atomic::Ordering::Relaxed),
         Some(other) => {
-            eprintln!("unknown option {other:?}: the third argument can only be `parked`");
+            eprintln!("unknown option {other:?}: the third argument is `parked` or `cross`");
             std::process::exit(2);
         }
     }
