@@ -16,7 +16,8 @@ use std::vec::Drain;
 use super::item::Item;
 use super::{EpInner, Registry};
 use crate::events::{Event, Events, KEY_EMPTIED};
-use crate::loom::sync::atomic::Ordering::{Relaxed, SeqCst};
+use crate::loom::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
+use crate::wait_queue::thread::SpinGauge;
 use crate::wait_queue::{PostWake, WaitFor, WakeBatch};
 
 /// The LT cascade's deferred wake: one more `wait`er.
@@ -113,12 +114,20 @@ impl WaitFor for Harvest<'_> {
     type Output = usize;
 
     fn try_now(&mut self) -> Option<usize> {
-        let n = self.ep.harvest_now(self.out);
+        let n = self.ep.harvest_if_any(self.out);
         (n > 0).then_some(n)
     }
 
     fn hand_on(&mut self) {
         self.ep.hand_on();
+    }
+
+    fn probe(&self) -> bool {
+        self.ep.ready_hint.load(Relaxed)
+    }
+
+    fn spin_gauge(&self) -> Option<&SpinGauge> {
+        Some(&self.ep.spin_gauge)
     }
 }
 
@@ -149,6 +158,16 @@ impl EpInner {
         self.with_registry(|reg, batch| {
             self.scan(reg, batch, |it, requeue| send_events(it, out, requeue))
         })
+    }
+
+    /// A harvest, skipped when the ready hint says there is nothing in memory to find and no
+    /// kernel source exists. The hint is written under `ready` in the same critical section
+    /// as the list, so a caller that happens after an item was queued sees it.
+    pub(super) fn harvest_if_any(self: &Arc<Self>, out: &mut [Event]) -> usize {
+        if !self.ready_hint.load(Relaxed) && self.kernel.get().is_none() {
+            return 0;
+        }
+        self.harvest_now(out)
     }
 
     /// One harvest; its deferred wakes run before returning, with no lock held.
@@ -182,6 +201,7 @@ impl EpInner {
             // Published before any source is polled (SeqCst store, then SeqCst loads of the
             // sources): pairs with Item::wake's lock-free coalescing check.
             self.scanning.store(true, SeqCst);
+            self.ready_hint.store(true, Relaxed);
             rd.start_scan()
         };
         crate::loom::dekker_fence();
@@ -191,8 +211,12 @@ impl EpInner {
         let mut rd = crate::loom::lock(&self.ready);
         let any_left = keep.is_some() || it.len() > 0;
         rd.done_scan(keep.into_iter().chain(it), any_left, &mut requeue);
-        // After every `linked = false` of this scan (release by SeqCst).
-        self.scanning.store(false, SeqCst);
+        self.ready_hint.store(!rd.list.is_empty(), Relaxed);
+        // After every `linked = false` of this scan. Release is enough here: a callback that
+        // reads this `false` sees those stores (its `linked` load is Acquire), and one that
+        // reads the scan's `true` takes the lock. Only the `true` store needs SeqCst (the
+        // Dekker pair with the callback's source-state RMW, see `Item::wake`).
+        self.scanning.store(false, Release);
         rd.spare = tx;
         reg.requeue = requeue;
         if !rd.list.is_empty() && self.has_sleeper() {

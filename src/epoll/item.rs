@@ -9,7 +9,7 @@ use crate::loom::sync::atomic::{
     AtomicBool, AtomicU32, AtomicU64,
     Ordering::{Acquire, Relaxed, SeqCst},
 };
-use crate::wait_queue::{Callback, PostWake, WakeBatch};
+use crate::wait_queue::{Callback, WakeBatch};
 
 /// One registration of a source in an epoll.
 pub(crate) struct Item {
@@ -96,23 +96,32 @@ impl Callback for Item {
             return !exclusive;
         }
         let ep = &self.ep;
-        // Lock-free coalescing: the item already sits on the ready list, no scan is running,
-        // and nobody waits on or polls this epoll, so queueing again would change nothing.
+        // Lock-free coalescing: the item is already queued where this wake would queue it —
+        // on the ready list while no scan runs, or on the overflow list while one does — and
+        // nobody waits on or polls this epoll, so queueing again would change nothing.
         // `scanning` is read first (SeqCst, after the source's state change: the Dekker pair
-        // with the harvester, which sets `scanning` and then polls the source), and `linked`
-        // after it: if the scan already ended, its `linked = false` is visible here.
-        if !exclusive
-            && !ep.scanning.load(SeqCst)
-            && self.linked.load(Acquire)
-            && !ep.has_sleeper()
-            && ep.pollers.interest().is_empty()
-        {
-            return true;
+        // with the harvester, which sets `scanning` and then polls the source), and the flag
+        // after it: reading a scan's `true` makes everything before that scan's start
+        // visible (so an `ovf` flag seen set belongs to this scan or a later state), and
+        // reading its `false` makes its `linked = false` stores visible. An item seen on the
+        // overflow list is moved to the ready list by `done_scan`; a later scan polls the
+        // source after our state change, so nothing is lost. (loom:
+        // `coalescing_fast_path_vs_harvest_drop`, `ovf_coalescing_vs_harvest`.)
+        if !exclusive {
+            let queued = if ep.scanning.load(SeqCst) {
+                self.ovf.load(Acquire)
+            } else {
+                self.linked.load(Acquire)
+            };
+            if queued && !ep.has_sleeper() && ep.pollers.interest().is_empty() {
+                return true;
+            }
         }
         let (sleeper, pollers) = {
             let mut rd = crate::loom::lock(&ep.ready);
             // Sleepers and pollers are woken even if the item was queued already.
             let _ = rd.queue(self);
+            ep.ready_hint.store(true, Relaxed);
             // Read under `ep.ready`: a waiter publishes its interest before it takes
             // `ep.ready` to look at the list, so either it sees the item or we see it.
             (
@@ -121,8 +130,10 @@ impl Callback for Item {
             )
         };
         if sleeper {
-            // One `wait`er, after every lock is released (an empty key: waiters only).
-            batch.push_post(Arc::clone(ep) as Arc<dyn PostWake>, Events::empty());
+            // One `wait`er: its entry comes off now, its unpark runs after every lock is
+            // released (the kernel's wake_up(&ep->wq) under ep->lock, minus the lock held
+            // across the wake).
+            ep.wake_one_waiter_locked(batch);
         }
         if pollers {
             // The pollers of this epoll (outer epolls' items) are woken now, still under the
@@ -144,7 +155,11 @@ impl Callback for Item {
     /// `POLLFREE`: the source was closed. Leave silently.
     fn detach(&self) {
         self.dead.store(true, SeqCst);
-        crate::loom::lock(&self.ep.graveyard).push(self.src.id());
+        {
+            let mut g = crate::loom::lock(&self.ep.graveyard);
+            g.push(self.src.id());
+            self.ep.graves.store(true, SeqCst);
+        }
         self.ep.wake_views_if_emptied();
     }
 }

@@ -19,8 +19,12 @@
 //!                                  source is polled.
 //!   4) EpInner::graveyard,  leaf Mutexes: ids of items whose source closed; topology links.
 //!      EpInner::links
-//!   EpInner::waiters    a WaitQueue taken on its own: its wakes are deferred (WakeBatch)
-//!                       until every lock above is released.
+//!   EpInner::waiters    a WaitQueue of threads and tasks only (no callbacks), so a leaf:
+//!                       nothing is taken while it is held. Item::wake takes it after
+//!                       releasing (3), still under the source's (2), to take one sleeper's
+//!                       entry off (the kernel's wake_up(&ep->wq) from ep_poll_callback);
+//!                       the unpark or waker runs later, from the WakeBatch. Otherwise it
+//!                       is taken with nothing held.
 //!   EpInner::pollers    a WaitQueue; Item::wake takes it after releasing (3), still under
 //!                       the source's (2), and runs the outer epolls' item callbacks inline
 //!                       (kernel order: an outer epoll sees the inner one become ready in
@@ -65,7 +69,9 @@ use crate::loom::sync::atomic::{
 };
 use crate::loom::sync::Mutex;
 use crate::wait_queue::list::Key;
-use crate::wait_queue::thread::{self, Entry, Parked, Recheck, Sleeper};
+use crate::wait_queue::thread::{
+    self, Entry, Parked, Recheck, Sleeper, SpinGauge, SpinPlan, NO_CPU,
+};
 use crate::wait_queue::{Callback, PostWake, Target, WaitFor, WaitQueue, WakeBatch};
 use harvest::Harvest;
 use item::Item;
@@ -98,14 +104,25 @@ pub(crate) struct EpInner {
     pub(crate) ready: Mutex<ReadyState>,
     /// (4) ids of items whose source closed, purged from `registry` by the next operation.
     pub(crate) graveyard: Mutex<Vec<u64>>,
+    /// Whether `graveyard` may be non-empty: written with it locked, read without, so that
+    /// an operation finds nothing to purge without taking that lock.
+    pub(crate) graves: AtomicBool,
     /// (4) epoll→epoll links, see `topology`.
     pub(crate) links: Mutex<topology::Links>,
     /// Threads and tasks in `wait`: exclusive entries at the head (LIFO).
     pub(crate) waiters: WaitQueue,
     /// Whoever watches this epoll as a source (outer epolls' items, fd views, futures).
     pub(crate) pollers: WaitQueue,
-    /// Spin-before-park for `wait`, in nanoseconds (0 = off).
+    /// Spin-before-park for `wait`: a fixed budget in nanoseconds (0 = never spin), or
+    /// [`SPIN_ADAPTIVE`]: learned by `spin_gauge`.
     spin_ns: AtomicU64,
+    /// The adaptive spin budget (see `wait_queue::SpinGauge`).
+    pub(crate) spin_gauge: SpinGauge,
+    /// Whether the ready list may hold an item (or a scan is running): written with `ready`
+    /// locked at every change of the list, read without it. A hint for `wait`'s fast paths
+    /// (skip a harvest that would find nothing, spin on it before parking); never the last
+    /// word before sleeping, which `has_ready` gives under the lock.
+    pub(crate) ready_hint: AtomicBool,
     /// Set by `close`; a closed epoll is skipped by topology walks.
     closed: AtomicBool,
     /// Mirrors `ReadyState::ovf_active` (written with `ready` held), readable without it:
@@ -126,6 +143,17 @@ impl PostWake for EpInner {
         self.wake_one_waiter();
         if !key.is_empty() {
             self.pollers.wake(key, usize::MAX);
+        }
+    }
+}
+
+/// The kernel side's doorbell, rung after every lock is released.
+struct RingKernel(Arc<EpInner>);
+
+impl PostWake for RingKernel {
+    fn post_wake(&self, _key: Events) {
+        if let Some(k) = self.0.kernel.get() {
+            k.ring();
         }
     }
 }
@@ -205,6 +233,9 @@ impl Default for Epoll {
     }
 }
 
+/// `EpInner::spin_ns`: learn the spin budget from recent waits.
+const SPIN_ADAPTIVE: u64 = u64::MAX;
+
 fn invalid(msg: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
@@ -226,10 +257,13 @@ impl Epoll {
                     registry: Mutex::new(Registry::default()),
                     ready: Mutex::new(ReadyState::default()),
                     graveyard: Mutex::new(Vec::new()),
+                    graves: AtomicBool::new(false),
                     links: Mutex::new(topology::Links::default()),
                     waiters: WaitQueue::new(),
                     pollers: WaitQueue::new(),
-                    spin_ns: AtomicU64::new(0),
+                    spin_ns: AtomicU64::new(SPIN_ADAPTIVE),
+                    spin_gauge: SpinGauge::new(),
+                    ready_hint: AtomicBool::new(false),
                     closed: AtomicBool::new(false),
                     scanning: AtomicBool::new(false),
                     kernel: std::sync::OnceLock::new(),
@@ -274,31 +308,41 @@ impl Epoll {
         Arc::ptr_eq(&self.inner.core, &other.inner.core)
     }
 
-    /// Spin for up to `spin` before parking in [`wait`](Self::wait) (`None` or zero: off, the
-    /// default). A blocking cross-CPU wake costs ~25 µs on small VMs; a waiter that spins
-    /// briefly catches a wake that comes soon without that cost, at the price of CPU time.
+    /// How long [`wait`](Self::wait) spins before parking. `None` (the default): learned
+    /// from this epoll's recent waits — it spins (up to 50 µs) only while wakes have been
+    /// arriving from another CPU within about that time, and not at all while they come
+    /// from the waiter's own CPU. `Some(d)`: spin for up to `d` every time (`Duration::ZERO`:
+    /// never). A blocking cross-CPU wake costs ~25 µs on small VMs; a waiter that spins
+    /// catches a wake that comes soon without that cost, and its waker makes no syscall.
+    /// The spin never outlasts the wait's timeout.
     ///
     /// ```
     /// use std::time::Duration;
     /// let ep = evfd::Epoll::new();
     /// ep.set_spin(Some(Duration::from_micros(50)));
     /// assert_eq!(ep.spin(), Some(Duration::from_micros(50)));
+    /// ep.set_spin(Some(Duration::ZERO)); // never spin
+    /// assert_eq!(ep.spin(), Some(Duration::ZERO));
     /// ep.set_spin(None);
     /// assert_eq!(ep.spin(), None);
     /// ```
     pub fn set_spin(&self, spin: Option<Duration>) {
-        let ns = spin.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        let ns = spin.map_or(SPIN_ADAPTIVE, |d| {
+            u64::try_from(d.as_nanos())
+                .unwrap_or(u64::MAX - 1)
+                .min(u64::MAX - 1)
+        });
         self.inner.spin_ns.store(ns, SeqCst);
     }
 
-    /// The spin-before-park setting.
+    /// The spin-before-park setting: `None` = adaptive (the default).
     ///
     /// ```
     /// assert_eq!(evfd::Epoll::new().spin(), None);
     /// ```
     pub fn spin(&self) -> Option<Duration> {
         match self.inner.spin_ns.load(SeqCst) {
-            0 => None,
+            SPIN_ADAPTIVE => None,
             ns => Some(Duration::from_nanos(ns)),
         }
     }
@@ -562,8 +606,8 @@ impl Epoll {
             ));
         }
         let ep = &self.inner.core;
-        // Step 1 of the blocking wait.
-        let n = ep.harvest_now(events);
+        // Step 1 of the blocking wait (skipped when the ready hint says nothing is queued).
+        let n = ep.harvest_if_any(events);
         if n > 0 || timeout == Some(Duration::ZERO) {
             return Ok(n);
         }
@@ -598,7 +642,8 @@ impl Epoll {
 }
 
 /// The [`Sleeper`] of `Epoll::wait`: LIFO, exclusive, on `waiters` (parked, after the
-/// spin set by `set_spin`) while the epoll has no kernel fd; once it has one, counted in
+/// spin set by `set_spin` or learned, which comes before registering) while the epoll has
+/// no kernel fd; once it has one, counted in
 /// `kernel_sleepers` and asleep in `epoll_wait` on the embedded kernel epoll, which also
 /// watches the doorbell that in-memory wakes ring (see `kernel_fds`). A waiter parked before
 /// the first kernel fd was added is woken by that `add` and sleeps in the kernel from then
@@ -659,16 +704,28 @@ impl Sleeper for EpollSleeper<'_> {
 
     fn park(&mut self, deadline: Option<Instant>) -> Parked {
         if let Some(e) = &self.entry {
-            return e.park(
-                deadline,
-                Duration::from_nanos(self.harvest.ep.spin_ns.load(SeqCst)),
-            );
+            return e.park(deadline);
         }
         self.collected = self.harvest.ep.kernel_collect(self.harvest.out, deadline);
         match self.collected {
             Ok(0) if deadline.is_some_and(|d| Instant::now() >= d) => Parked::TimedOut,
             _ => Parked::Woken,
         }
+    }
+
+    /// The `set_spin` setting, else the learned budget. Not adaptive once kernel fds exist:
+    /// the spin's probe sees only in-memory events, and a kernel event must not wait for it.
+    fn spin_plan(&self) -> SpinPlan {
+        let ep = self.harvest.ep;
+        match ep.spin_ns.load(Relaxed) {
+            SPIN_ADAPTIVE if ep.kernel.get().is_some() => SpinPlan::Fixed(0),
+            SPIN_ADAPTIVE => SpinPlan::Adaptive(ep.spin_gauge.budget_ns()),
+            ns => SpinPlan::Fixed(ns),
+        }
+    }
+
+    fn waker_cpu(&self) -> u32 {
+        self.entry.as_ref().map_or(NO_CPU, Entry::waker_cpu)
     }
 
     fn unregister(&mut self) -> bool {
@@ -690,6 +747,18 @@ impl EpInner {
         !self.waiters.interest().is_empty() || self.kernel_sleepers.load(SeqCst) != 0
     }
 
+    /// Wake one waiter (LIFO) from inside a source's wake walk (`Item::wake`): the waiter's
+    /// entry is taken off `waiters` now (its lock nests under the source's: `waiters` holds
+    /// only threads and tasks, so nothing takes another lock under it) and its unpark or
+    /// waker joins `batch`, to run after every lock is released. The kernel side's doorbell,
+    /// a syscall, is posted to run then too.
+    pub(crate) fn wake_one_waiter_locked(self: &Arc<Self>, batch: &mut WakeBatch) {
+        self.waiters.wake_locked(Events::IN, 1, batch);
+        if self.kernel_sleepers.load(SeqCst) != 0 {
+            batch.push_post(Arc::new(RingKernel(Arc::clone(self))), Events::IN);
+        }
+    }
+
     /// Wake one waiter (LIFO), and ring the kernel side's doorbell if a thread may be asleep
     /// in `epoll_wait`. Runs with no lock held.
     pub(crate) fn wake_one_waiter(&self) {
@@ -707,7 +776,14 @@ impl EpInner {
 
     /// Drop registrations whose source closed. Must be called with `registry` held.
     fn purge(&self, reg: &mut Registry) {
-        let dead: Vec<u64> = std::mem::take(&mut *crate::loom::lock(&self.graveyard));
+        if !self.graves.load(SeqCst) {
+            return;
+        }
+        let dead: Vec<u64> = {
+            let mut g = crate::loom::lock(&self.graveyard);
+            self.graves.store(false, SeqCst);
+            std::mem::take(&mut *g)
+        };
         for id in dead {
             // Topology links to a closed epoll are ignored by the walks (`is_closed`) and
             // pruned at the next link, so nothing here needs the topology lock.
@@ -737,7 +813,9 @@ impl EpInner {
         }
         let post = {
             let mut rd = crate::loom::lock(&self.ready);
-            rd.queue(item) && (self.has_sleeper() || !self.pollers.interest().is_empty())
+            let queued = rd.queue(item);
+            self.ready_hint.store(true, Relaxed);
+            queued && (self.has_sleeper() || !self.pollers.interest().is_empty())
         };
         if post {
             batch.push_post(Arc::clone(&item.ep) as Arc<dyn PostWake>, Events::IN);

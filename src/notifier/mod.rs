@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use crate::events::{next_id, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use crate::mode::{self, invalid_write, Mode, Options, WriteRefused};
-use crate::wait_queue::thread::{self, QueueSleeper};
+use crate::wait_queue::thread::{self, QueueSleeper, SpinGauge};
 use crate::wait_queue::{WaitFor, WaitQueue};
 
 /// The shared state behind every clone of a [`Notifier`]. Cache-line aligned (128: the
@@ -55,6 +55,8 @@ pub(crate) struct Inner {
     pub(crate) id: u64,
     /// Everything that waits on this notifier.
     pub(crate) wq: WaitQueue,
+    /// How long blocking calls spin before parking, learned from their recent waits.
+    pub(crate) spin: SpinGauge,
 }
 
 /// What the user's handles share. Epoll items hold the [`Inner`] itself (to poll it
@@ -215,6 +217,7 @@ impl NotifierBuilder {
                     cloexec: o.cloexec,
                     id: next_id(),
                     wq: WaitQueue::new(),
+                    spin: SpinGauge::new(),
                 }),
             }),
         })
@@ -577,6 +580,20 @@ impl Inner {
     #[inline]
     pub(crate) fn try_read(&self) -> Option<u64> {
         let mut cur = self.count.load(SeqCst);
+        if self.mode != Mode::Semaphore {
+            // Take the whole count: one swap, no CAS loop (a swap never fails; a write that
+            // lands between the load and the swap is taken with the rest).
+            if cur == 0 {
+                return None;
+            }
+            let got = self.count.swap(0, SeqCst);
+            if got == 0 {
+                // Another reader emptied it between the load and the swap.
+                return None;
+            }
+            self.wake_after_consume(0);
+            return Some(got);
+        }
         let (got, left) = loop {
             let (got, next) = mode::read(self.mode, cur)?;
             match self.count.compare_exchange_weak(cur, next, SeqCst, SeqCst) {
@@ -592,22 +609,20 @@ impl Inner {
     /// AutoReset swaps the count to 0. Returns the readiness seen at delivery, so that a
     /// reset and the report come from the same atomic step.
     pub(crate) fn deliver(&self, interest: Events) -> Events {
-        if self.mode != Mode::AutoReset || !interest.contains(Events::IN) {
-            // Only AutoReset changes anything at delivery (mode::deliver).
+        if mode::deliver(self.mode, 1) != 0 || !interest.contains(Events::IN) {
+            // The mode keeps the count at delivery (only AutoReset resets it to 0).
             return self.readiness();
         }
-        let mut cur = self.count.load(SeqCst);
-        let left = loop {
-            let next = mode::deliver(self.mode, cur);
-            if next == cur {
-                return mode::readiness(cur);
-            }
-            match self.count.compare_exchange_weak(cur, next, SeqCst, SeqCst) {
-                Ok(_) => break next,
-                Err(seen) => cur = seen,
-            }
-        };
-        self.wake_after_consume(left);
+        // AutoReset delivery resets the count (mode::deliver): a load, and one swap only if
+        // there is something to reset — what the `read` it replaces would cost, no more.
+        if self.count.load(SeqCst) == 0 {
+            return mode::readiness(0);
+        }
+        let cur = self.count.swap(0, SeqCst);
+        if cur == 0 {
+            return mode::readiness(0);
+        }
+        self.wake_after_consume(0);
         // IN (and ERR) as seen before the reset, OUT as it is now.
         mode::readiness(cur) | mode::readiness(0)
     }
@@ -664,6 +679,14 @@ impl WaitFor for Read<'_> {
         self.0.try_read().map(Ok)
     }
 
+    fn probe(&self) -> bool {
+        self.0.count.load(SeqCst) != 0
+    }
+
+    fn spin_gauge(&self) -> Option<&SpinGauge> {
+        Some(&self.0.spin)
+    }
+
     fn hand_on(&mut self) {
         self.0.hand_on(Events::IN, true);
     }
@@ -690,6 +713,17 @@ impl WaitFor for Write<'_> {
     }
 
     fn hand_on(&mut self) {}
+
+    fn probe(&self) -> bool {
+        !matches!(
+            mode::write(self.0.count.load(SeqCst), self.1),
+            Err(WriteRefused::Full)
+        )
+    }
+
+    fn spin_gauge(&self) -> Option<&SpinGauge> {
+        Some(&self.0.spin)
+    }
 }
 
 impl Op for Write<'_> {

@@ -25,6 +25,7 @@
 //! [`KernelNotifier`](crate::KernelNotifier), an `Epoll`'s kernel-fd sources) are Linux's
 //! (and Android's) and compiled only there.
 
+pub(crate) mod cpu;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) mod epoll;
 #[cfg(any(target_os = "linux", target_os = "android"))]

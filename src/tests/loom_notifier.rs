@@ -83,7 +83,7 @@ fn read_vs_blocked_writer_at_limit() {
 fn remove_races_wake() {
     model("remove_races_wake", || {
         let wq = Arc::new(WaitQueue::new());
-        let me = Arc::new(ThreadWaiter::current());
+        let me = ThreadWaiter::current();
         let key = wq.add(Events::IN, true, false, Target::Thread(Arc::clone(&me)));
         let waker = {
             let wq = Arc::clone(&wq);

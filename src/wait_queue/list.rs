@@ -217,11 +217,13 @@ impl<T> List<T> {
 
     /// Walk from head to tail. `f` sees each entry and says what to do with it; the walk
     /// stops after an entry for which `f` returns [`Visit::Stop`] or [`Visit::RemoveStop`].
-    /// Removed entries are handed to `on_removed`.
-    pub(crate) fn walk(
+    /// Removed entries are handed to `on_removed`. Both closures get `cx`, so that they can
+    /// share one piece of mutable state (the wake batch) without a `RefCell`.
+    pub(crate) fn walk<C>(
         &mut self,
-        mut f: impl FnMut(Events, &mut T) -> Visit,
-        mut on_removed: impl FnMut(T),
+        cx: &mut C,
+        mut f: impl FnMut(Events, &mut T, &mut C) -> Visit,
+        mut on_removed: impl FnMut(T, &mut C),
     ) {
         let mut i = self.head;
         while i != NIL {
@@ -231,14 +233,14 @@ impl<T> List<T> {
                     .val
                     .as_mut()
                     .expect("linked node is live");
-                f(*mask, val)
+                f(*mask, val, cx)
             };
             match visit {
                 Visit::Keep => {}
                 Visit::Stop => return,
-                Visit::Remove => on_removed(self.unlink(i).1),
+                Visit::Remove => on_removed(self.unlink(i).1, cx),
                 Visit::RemoveStop => {
-                    on_removed(self.unlink(i).1);
+                    on_removed(self.unlink(i).1, cx);
                     return;
                 }
             }
@@ -273,11 +275,12 @@ mod tests {
     fn order(l: &mut List<u32>) -> Vec<u32> {
         let mut v = Vec::new();
         l.walk(
-            |_, x| {
+            &mut v,
+            |_, x, v| {
                 v.push(*x);
                 Visit::Keep
             },
-            |_| {},
+            |_, _| {},
         );
         v
     }
@@ -315,12 +318,13 @@ mod tests {
         }
         let mut removed = Vec::new();
         l.walk(
-            |_, x| match *x {
+            &mut removed,
+            |_, x, _| match *x {
                 1 | 3 => Visit::Remove,
                 4 => Visit::RemoveStop,
                 _ => Visit::Keep,
             },
-            |x| removed.push(x),
+            |x, removed| removed.push(x),
         );
         assert_eq!(removed, vec![1, 3, 4]);
         assert_eq!(order(&mut l), vec![0, 2, 5]);

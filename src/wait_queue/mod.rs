@@ -20,7 +20,9 @@
 //!        from ep_poll_callback), so an outer epoll's item runs under the inner's queue
 //!        lock, and so on upward. The epoll topology is acyclic at every instant (an item
 //!        whose callback runs cannot be removed, so its link exists), hence so is this
-//!        lock order. The epoll's `waiters` queue is woken later (Deferred::Post).
+//!        lock order. An epoll's `waiters` queue is also taken from inside its items'
+//!        callbacks (to take a sleeper's entry off); it holds no callbacks, so nothing
+//!        is ever taken under it.
 //! Foreign code (Waker::wake, Waker::drop, Thread::unpark) never runs under the lock:
 //!        it is collected into a WakeBatch and run after unlocking.
 //! ```
@@ -122,6 +124,16 @@ pub(crate) trait WaitFor {
     fn try_now(&mut self) -> Option<Self::Output>;
     /// A claimed waiter leaves (the type docs): wake the next waiter if still owed.
     fn hand_on(&mut self);
+    /// A lock-free look, polled while a blocking wait spins before it registers: could
+    /// `try_now` succeed now? A hint: a wrong `true` costs one failed try, a wrong `false`
+    /// only delays the answer until the registered re-check.
+    fn probe(&self) -> bool {
+        true
+    }
+    /// The waited-on object's spin gauge (`thread::SpinGauge`), if its blocking waits spin.
+    fn spin_gauge(&self) -> Option<&thread::SpinGauge> {
+        None
+    }
 }
 
 enum Deferred {
@@ -135,26 +147,45 @@ enum Deferred {
 /// Wakes collected under a lock, run after it is released. If one wake panics (a foreign
 /// waker), the rest still run when the batch is dropped during unwinding.
 ///
-/// Most batches stay empty (a wake that only coalesces into an already-queued epoll item), so
-/// the empty case is kept to a length check: no allocation, no drop glue.
-#[derive(Default)]
+/// A hand-off collects one or two wakes, so the first [`INLINE`](Self::INLINE) live in the
+/// batch itself and only a larger batch allocates: the common wake costs no `malloc`/`free`.
+/// An empty batch is a length check.
 pub(crate) struct WakeBatch {
-    items: Vec<Deferred>,
+    inline: [Deferred; WakeBatch::INLINE],
+    /// Items past the inline ones, in order.
+    spill: Vec<Deferred>,
+    /// Number of items pushed (inline first, then spill).
+    len: usize,
     /// The next item to run; the ones before it have run (or are running).
     next: usize,
 }
 
+impl Default for WakeBatch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl WakeBatch {
+    const INLINE: usize = 2;
+
     #[inline]
     pub(crate) fn new() -> Self {
         WakeBatch {
-            items: Vec::new(),
+            inline: [Deferred::Done, Deferred::Done],
+            spill: Vec::new(),
+            len: 0,
             next: 0,
         }
     }
 
     fn push(&mut self, d: Deferred) {
-        self.items.push(d);
+        if self.len < Self::INLINE {
+            self.inline[self.len] = d;
+        } else {
+            self.spill.push(d);
+        }
+        self.len += 1;
     }
 
     pub(crate) fn push_post(&mut self, p: Arc<dyn PostWake>, key: Events) {
@@ -164,20 +195,26 @@ impl WakeBatch {
     /// Runs every collected wake, in the order collected. Must be called with no lock held.
     #[inline]
     pub(crate) fn run(mut self) {
-        if self.items.capacity() == 0 {
-            // Nothing was ever pushed: an empty, unallocated Vec owns nothing to drop.
-            std::mem::forget(self);
-            return;
+        if self.len != 0 {
+            self.run_all();
         }
-        self.run_all();
+    }
+
+    fn slot(&mut self, i: usize) -> &mut Deferred {
+        if i < Self::INLINE {
+            &mut self.inline[i]
+        } else {
+            &mut self.spill[i - Self::INLINE]
+        }
     }
 
     fn run_all(&mut self) {
         // One at a time, the cursor moved first, so that a panic leaves exactly the
         // untouched remainder for `Drop` to run.
-        while let Some(slot) = self.items.get_mut(self.next) {
+        while self.next < self.len {
+            let i = self.next;
             self.next += 1;
-            match std::mem::replace(slot, Deferred::Done) {
+            match std::mem::replace(self.slot(i), Deferred::Done) {
                 Deferred::Thread(t) => t.unpark(),
                 Deferred::Task(w) => w.wake(),
                 Deferred::Post(p, key) => p.post_wake(key),
@@ -191,7 +228,7 @@ impl Drop for WakeBatch {
     fn drop(&mut self) {
         // Only something left if `run` was never called or a wake panicked: deliver the rest
         // so that nothing owed is lost.
-        if self.next < self.items.len() {
+        if self.next < self.len {
             self.run_all();
         }
     }
@@ -346,9 +383,10 @@ impl WaitQueue {
         // as if the kernel's walk had stopped there (see `wake`).
         let mut callback_taken = false;
         let mut l = crate::loom::lock(&self.list);
-        let mut gone: Vec<Entry> = Vec::new();
+        let before = l.len();
         l.walk(
-            |mask, e| {
+            batch,
+            |mask, e, batch| {
                 if !mask.intersects(key) {
                     return Visit::Keep;
                 }
@@ -374,25 +412,20 @@ impl WaitQueue {
                     (true, true) => Visit::RemoveStop,
                 }
             },
-            |e| gone.push(e),
-        );
-        if gone.is_empty() {
-            // Never pushed to, so never allocated: nothing to drop.
-            std::mem::forget(gone);
-        } else {
-            self.publish(&l);
-            for e in gone {
-                match e.target {
-                    Target::Thread(t) => {
-                        // Under the lock, so a waiter that finds its entry gone also finds
-                        // the flag set.
-                        t.set_notified();
-                        batch.push(Deferred::Thread(t));
-                    }
-                    Target::Task(w) => batch.push(Deferred::Task(w)),
-                    Target::Callback(_) => unreachable!("callbacks are never auto-removed"),
+            |e, batch| match e.target {
+                Target::Thread(t) => {
+                    // Under the lock, so a waiter that finds its entry gone also finds
+                    // the flag set.
+                    t.set_notified();
+                    batch.push(Deferred::Thread(t));
                 }
-            }
+                Target::Task(w) => batch.push(Deferred::Task(w)),
+                Target::Callback(_) => unreachable!("callbacks are never auto-removed"),
+            },
+        );
+        if l.len() != before {
+            // Threads or tasks were removed: their bits may leave `interest`.
+            self.publish(&l);
         }
     }
 

@@ -87,7 +87,7 @@ impl Wake for PanicWaker {
 
 /// A thread entry for the calling thread (its wake only leaves an unpark token).
 fn thread_entry() -> (Arc<ThreadWaiter>, Target) {
-    let w = Arc::new(ThreadWaiter::current());
+    let w = Arc::new(ThreadWaiter::new());
     let t = Target::Thread(Arc::clone(&w));
     (w, t)
 }

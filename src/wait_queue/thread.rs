@@ -10,6 +10,12 @@
 //!
 //! 1. Try the operation. Done if it succeeds. (The caller does this step, before it builds
 //!    its [`Sleeper`] and calls [`wait`].)
+//!    Then spin, *unregistered*, for a time learned from this wait site's recent waits
+//!    ([`SpinGauge`]; a fixed time for an epoll with `set_spin(Some(..))`), polling the
+//!    operation's lock-free readiness probe ([`WaitFor::probe`]) and trying again when it
+//!    says so. A state change that lands meanwhile finds no entry to wake: it costs its
+//!    waker nothing, and neither side makes a syscall. The spin yields the CPU every few
+//!    µs (a producer may be waiting for it) and never outlasts the deadline.
 //! 2. Register (publish interest, `SeqCst`, under the queue lock), then re-check: a state
 //!    change that lands between 1 and 2 either sees the interest and wakes the waiter, or
 //!    is seen by the re-check (the Dekker pair of `super`).
@@ -28,7 +34,8 @@
 //! # LOCKING
 //!
 //! No lock of its own. The queue's lock is taken only through the [`WaitQueue`] API (`add`,
-//! `remove`); `unpark` runs from the waker's `WakeBatch`, after its lock is released.
+//! `remove`); `unpark` runs from the waker's `WakeBatch`, after its lock is released. The
+//! spin takes no lock at all.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,8 +44,8 @@ use super::list::Key;
 use super::{Target, WaitFor, WaitQueue};
 use crate::events::Events;
 use crate::loom::sync::atomic::{
-    AtomicBool,
-    Ordering::{Acquire, Release},
+    AtomicBool, AtomicU32,
+    Ordering::{Acquire, Relaxed, Release},
 };
 use crate::loom::thread::{self, Thread};
 
@@ -79,6 +86,17 @@ pub(crate) trait Sleeper: WaitFor {
     /// Withdraw the interest published by `register`. Returns `true` if a wake had already
     /// claimed this waiter (removed its entry).
     fn unregister(&mut self) -> bool;
+    /// How long to spin before registering: by default learned from the operation's
+    /// [`SpinGauge`] ([`WaitFor::spin_gauge`]), no spin without one.
+    fn spin_plan(&self) -> SpinPlan {
+        self.spin_gauge()
+            .map_or(SpinPlan::Fixed(0), |g| SpinPlan::Adaptive(g.budget_ns()))
+    }
+    /// The CPU the wake that claimed this waiter ran on (called after `park`, before
+    /// `unregister`); [`NO_CPU`] if unknown.
+    fn waker_cpu(&self) -> u32 {
+        NO_CPU
+    }
 }
 
 /// The blocking wait (module docs), from step 2: the caller has tried once (step 1) and
@@ -88,8 +106,17 @@ pub(crate) trait Sleeper: WaitFor {
 /// `read` or `write` costs what `try_read`/`try_write` cost, and builds no [`Sleeper`].
 #[inline(never)]
 pub(crate) fn wait<S: Sleeper>(s: &mut S, deadline: Option<Instant>) -> Option<S::Output> {
+    let mut spin = Spin::new(s.spin_plan());
     let mut again = false;
     loop {
+        if spin.spin(deadline, || s.probe()) {
+            if let Some(r) = s.try_now() {
+                spin.learn(s, spin.spun());
+                return Some(r);
+            }
+            // A stale look (someone else took it): go on spinning within the same budget.
+            continue;
+        }
         s.register(again);
         let claimed = match s.recheck() {
             Recheck::Done(r) => {
@@ -101,8 +128,11 @@ pub(crate) fn wait<S: Sleeper>(s: &mut S, deadline: Option<Instant>) -> Option<S
             }
             Recheck::Retry => s.unregister(),
             Recheck::Sleep => {
+                spin.before_park();
                 let parked = s.park(deadline);
+                let from = s.waker_cpu();
                 let claimed = s.unregister();
+                spin.learn(s, spin.parked(claimed, from));
                 if !claimed && parked == Parked::TimedOut {
                     // Never woken: one last look, then time out.
                     return s.try_now();
@@ -134,18 +164,23 @@ pub(crate) struct Entry {
 impl Entry {
     /// Queue the calling thread: at the head if `front`, else at the tail.
     pub(crate) fn add(wq: &WaitQueue, mask: Events, exclusive: bool, front: bool) -> Entry {
-        let waiter = Arc::new(ThreadWaiter::current());
+        let waiter = ThreadWaiter::current();
         let key = wq.add(mask, exclusive, front, Target::Thread(Arc::clone(&waiter)));
         Entry { waiter, key }
     }
 
-    /// Sleep until woken or `deadline`, spinning first for up to `spin`.
-    pub(crate) fn park(&self, deadline: Option<Instant>, spin: Duration) -> Parked {
-        if self.waiter.wait(deadline, spin) {
+    /// Sleep until woken or `deadline` (the spin, if any, came before registering).
+    pub(crate) fn park(&self, deadline: Option<Instant>) -> Parked {
+        if self.waiter.wait(deadline) {
             Parked::Woken
         } else {
             Parked::TimedOut
         }
+    }
+
+    /// The CPU of the wake that removed this entry ([`NO_CPU`] if none did).
+    pub(crate) fn waker_cpu(&self) -> u32 {
+        self.waiter.waker_cpu()
     }
 
     /// Leave the queue; `true` if a wake had already removed the entry (no lock taken then:
@@ -155,8 +190,8 @@ impl Entry {
     }
 }
 
-/// The [`Sleeper`] of a plain queue wait: one entry in `wq` with `mask`, parked (no spin),
-/// for `what`. `Notifier`'s blocking calls use it.
+/// The [`Sleeper`] of a plain queue wait: one entry in `wq` with `mask`, parked after the
+/// spin `what` asks for, for `what`. `Notifier`'s blocking calls use it.
 pub(crate) struct QueueSleeper<'a, W> {
     wq: &'a WaitQueue,
     mask: Events,
@@ -187,6 +222,14 @@ impl<W: WaitFor> WaitFor for QueueSleeper<'_, W> {
     fn hand_on(&mut self) {
         self.what.hand_on();
     }
+
+    fn probe(&self) -> bool {
+        self.what.probe()
+    }
+
+    fn spin_gauge(&self) -> Option<&SpinGauge> {
+        self.what.spin_gauge()
+    }
 }
 
 impl<W: WaitFor> Sleeper for QueueSleeper<'_, W> {
@@ -197,9 +240,13 @@ impl<W: WaitFor> Sleeper for QueueSleeper<'_, W> {
 
     fn park(&mut self, deadline: Option<Instant>) -> Parked {
         match &self.entry {
-            Some(e) => e.park(deadline, Duration::ZERO),
+            Some(e) => e.park(deadline),
             None => Parked::Woken,
         }
+    }
+
+    fn waker_cpu(&self) -> u32 {
+        self.entry.as_ref().map_or(NO_CPU, Entry::waker_cpu)
     }
 
     fn unregister(&mut self) -> bool {
@@ -207,27 +254,60 @@ impl<W: WaitFor> Sleeper for QueueSleeper<'_, W> {
     }
 }
 
+/// No CPU recorded.
+pub(crate) const NO_CPU: u32 = u32::MAX;
+
 /// A thread waiting in a blocking call. The waker sets `notified` (with the queue's lock
 /// held) and unparks after unlocking; the sleeper loops on `park` until it sees the flag or
 /// its deadline passes, so spurious unparks are harmless.
 #[derive(Debug)]
 pub(crate) struct ThreadWaiter {
-    /// Set once, by the wake that removed this waiter's entry. Release pairs with the
-    /// Acquire load in `wait`.
+    /// Set once per wait, by the wake that removed this waiter's entry. Release pairs with
+    /// the Acquire load in `wait`.
     notified: AtomicBool,
+    /// The CPU the waking thread ran on (written before `notified`), so that the sleeper can
+    /// tell whether spinning could have caught the wake: a waker on the sleeper's own CPU
+    /// could not run while the sleeper spun.
+    waker_cpu: AtomicU32,
     thread: Thread,
 }
 
+// One waiter per thread, reused by every blocking wait of that thread: a thread is in at
+// most one wait at a time, and a wait leaves only after its entry is off the queue
+// (removed by itself, or by the wake that set `notified` under the queue lock), so the
+// next wait's reset of `notified` (before its `add`, which takes that lock) cannot race a
+// wake of the previous one. A stale `unpark` from that wake is a spurious unpark, which
+// `wait` tolerates. (loom model: `tests::loom_epoll::reused_waiter_two_waits`.)
+#[cfg(not(evfd_loom))]
+thread_local! {
+    static WAITER: Arc<ThreadWaiter> = Arc::new(ThreadWaiter::new());
+}
+#[cfg(evfd_loom)]
+loom::thread_local! {
+    static WAITER: Arc<ThreadWaiter> = Arc::new(ThreadWaiter::new());
+}
+
 impl ThreadWaiter {
-    /// A waiter for the calling thread.
-    pub(crate) fn current() -> Self {
+    /// A fresh waiter for the calling thread (tests that queue several entries of one
+    /// thread; blocking calls use [`current`](Self::current)).
+    pub(crate) fn new() -> Self {
         ThreadWaiter {
             notified: AtomicBool::new(false),
+            waker_cpu: AtomicU32::new(NO_CPU),
             thread: thread::current(),
         }
     }
 
+    /// The calling thread's waiter, reset for a new wait.
+    pub(crate) fn current() -> Arc<Self> {
+        let w = WAITER.with(Arc::clone);
+        w.notified.store(false, Relaxed);
+        w
+    }
+
+    /// Called by the wake that removed this waiter's entry, with the queue's lock held.
     pub(crate) fn set_notified(&self) {
+        self.waker_cpu.store(current_cpu(), Relaxed);
         self.notified.store(true, Release);
     }
 
@@ -235,32 +315,22 @@ impl ThreadWaiter {
         self.notified.load(Acquire)
     }
 
+    /// The CPU of the wake that set `notified` ([`NO_CPU`] if none did).
+    fn waker_cpu(&self) -> u32 {
+        if self.is_notified() {
+            self.waker_cpu.load(Relaxed)
+        } else {
+            NO_CPU
+        }
+    }
+
     /// Unpark the thread. Foreign to any lock: called from `WakeBatch::run`.
     pub(crate) fn unpark(&self) {
         self.thread.unpark();
     }
 
-    /// Sleep until notified or `deadline`; first spin for up to `spin` (a cross-CPU wake that
-    /// parks costs ~25 µs on small VMs; `Duration::ZERO` = no spin). Returns whether it was
-    /// notified.
-    pub(crate) fn wait(&self, deadline: Option<Instant>, spin: Duration) -> bool {
-        #[cfg(not(evfd_loom))]
-        if !spin.is_zero() {
-            let start = Instant::now();
-            let mut i = 0u32;
-            loop {
-                if self.is_notified() {
-                    return true;
-                }
-                std::hint::spin_loop();
-                i = i.wrapping_add(1);
-                if i % 64 == 0 && start.elapsed() >= spin {
-                    break;
-                }
-            }
-        }
-        #[cfg(evfd_loom)]
-        let _ = spin;
+    /// Sleep until notified or `deadline`. Returns whether it was notified.
+    pub(crate) fn wait(&self, deadline: Option<Instant>) -> bool {
         loop {
             if self.is_notified() {
                 return true;
@@ -283,6 +353,209 @@ impl ThreadWaiter {
                         thread::park_timeout(d - now);
                     }
                 }
+            }
+        }
+    }
+}
+
+/// The CPU the calling thread runs on (no syscall), or `NO_CPU`.
+fn current_cpu() -> u32 {
+    #[cfg(not(evfd_loom))]
+    {
+        crate::sys::cpu::current().unwrap_or(NO_CPU)
+    }
+    #[cfg(evfd_loom)]
+    {
+        NO_CPU
+    }
+}
+
+/// The longest adaptive spin. A blocking cross-CPU wake costs ~25 µs on small VMs whose idle
+/// vCPUs halt at once; waits up to about twice that are worth catching by spinning.
+const SPIN_MAX_NS: u32 = 50_000;
+/// A spin longer than this gives the CPU away once per this much (`sched_yield`), so that a
+/// spinning waiter does not keep a runnable producer off its CPU; a wake that comes sooner
+/// costs no syscall on either side.
+const SPIN_YIELD_EVERY: Duration = Duration::from_micros(4);
+/// The shortest useful adaptive spin once spinning has paid off.
+const SPIN_MIN_NS: u32 = 2_000;
+
+/// How long one wait site (an epoll, a notifier) spins before parking, learned from its
+/// recent waits:
+///
+/// * a wait that spinning satisfied after `t` keeps the budget at least `4t` (never below
+///   [`SPIN_MIN_NS`]) and lets it shrink by 1/8 towards that;
+/// * a wait that parked and was woken from another CPU after `t < SPIN_MAX` raises the
+///   budget to `2t` (a spin that long would have caught it); after longer, it halves;
+/// * a wait woken from the waiter's own CPU sets the budget to 0: the waker could not run
+///   while we spun (both pinned to one CPU, or a 1-CPU machine);
+/// * a timeout halves it.
+///
+/// It starts at 0: a site spins only after a parked wait showed that a wake came from
+/// another CPU soon enough. Updates are plain loads and stores: racing updates lose one
+/// sample, which a heuristic can afford.
+#[derive(Debug, Default)]
+pub(crate) struct SpinGauge(AtomicU32);
+
+/// How a wait ended, for [`SpinGauge::learn`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum WaitEnd {
+    /// Satisfied while spinning, `ns` after the spin began.
+    Spun { ns: u32 },
+    /// Satisfied after parking, `ns` after the wait began; `here`: woken from this CPU.
+    Parked { ns: u32, here: bool },
+    /// Timed out.
+    TimedOut,
+}
+
+impl SpinGauge {
+    pub(crate) fn new() -> Self {
+        SpinGauge(AtomicU32::new(0))
+    }
+
+    /// The current budget in ns (0 = park at once).
+    pub(crate) fn budget_ns(&self) -> u32 {
+        self.0.load(Relaxed)
+    }
+
+    pub(crate) fn learn(&self, end: WaitEnd) {
+        let b = self.0.load(Relaxed);
+        let nb = match end {
+            WaitEnd::Spun { ns } => (b - b / 8).max(ns.saturating_mul(4)).max(SPIN_MIN_NS),
+            WaitEnd::Parked { here: true, .. } => 0,
+            WaitEnd::Parked { ns, here: false } if ns < SPIN_MAX_NS => b.max(ns.saturating_mul(2)),
+            WaitEnd::Parked { .. } | WaitEnd::TimedOut => b / 2,
+        }
+        .min(SPIN_MAX_NS);
+        if nb != b {
+            self.0.store(nb, Relaxed);
+        }
+    }
+}
+
+/// Where a wait's spin budget comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SpinPlan {
+    /// Learned: the [`SpinGauge`]'s budget now (ns); the wait teaches it how it ended.
+    Adaptive(u32),
+    /// A fixed budget in ns (0: never spin), nothing learned.
+    Fixed(u64),
+}
+
+/// One wait's spin: its budget and clock, and what it tells the gauge at the end.
+#[derive(Debug)]
+pub(crate) struct Spin {
+    adaptive: bool,
+    budget_ns: u32,
+    /// When the spin (or, if it never spun, the park) began.
+    start: Option<Instant>,
+    /// The CPU this thread parked on.
+    cpu: u32,
+}
+
+impl Spin {
+    pub(crate) fn new(plan: SpinPlan) -> Self {
+        let (adaptive, budget_ns) = match plan {
+            SpinPlan::Adaptive(ns) => (true, ns),
+            SpinPlan::Fixed(ns) => (false, u32::try_from(ns).unwrap_or(u32::MAX)),
+        };
+        Spin {
+            adaptive,
+            budget_ns,
+            start: None,
+            cpu: NO_CPU,
+        }
+    }
+
+    fn elapsed_ns(&self) -> u32 {
+        self.start.map_or(0, |s| {
+            u32::try_from(s.elapsed().as_nanos()).unwrap_or(u32::MAX)
+        })
+    }
+
+    /// Spin until `ready()` holds, the budget is spent or `deadline` passes, polling a cheap
+    /// readiness probe (no lock, no registration). Returns whether `ready()` held. The budget
+    /// counts from the first call, so a wait that spins again after a stale `ready` does not
+    /// spin longer in total.
+    pub(crate) fn spin(
+        &mut self,
+        deadline: Option<Instant>,
+        mut ready: impl FnMut() -> bool,
+    ) -> bool {
+        #[cfg(evfd_loom)]
+        {
+            let _ = (deadline, &mut ready);
+            false
+        }
+        #[cfg(not(evfd_loom))]
+        {
+            if self.budget_ns == 0 {
+                return false;
+            }
+            let start = *self.start.get_or_insert_with(Instant::now);
+            let mut limit = start + Duration::from_nanos(u64::from(self.budget_ns));
+            if let Some(d) = deadline {
+                limit = limit.min(d);
+            }
+            let mut i = 0u32;
+            let mut next_yield = start + SPIN_YIELD_EVERY;
+            loop {
+                if ready() {
+                    return true;
+                }
+                std::hint::spin_loop();
+                i = i.wrapping_add(1);
+                if i % 32 == 0 {
+                    let now = Instant::now();
+                    if now >= limit {
+                        self.budget_ns = 0;
+                        return false;
+                    }
+                    if now >= next_yield {
+                        // Let a thread that waits for this CPU run (the producer we wait for,
+                        // on a machine with fewer CPUs than busy threads). With nothing else
+                        // runnable here it returns at once.
+                        thread::yield_now();
+                        next_yield = Instant::now() + SPIN_YIELD_EVERY;
+                    }
+                }
+            }
+        }
+    }
+
+    /// About to park: note where and (if no spin started the clock) when.
+    pub(crate) fn before_park(&mut self) {
+        if self.adaptive {
+            #[cfg(not(evfd_loom))]
+            self.start.get_or_insert_with(Instant::now);
+            self.cpu = current_cpu();
+        }
+    }
+
+    /// How a wait that spinning satisfied ended.
+    pub(crate) fn spun(&self) -> WaitEnd {
+        WaitEnd::Spun {
+            ns: self.elapsed_ns(),
+        }
+    }
+
+    /// How a parked wait ended: `claimed` by a wake from CPU `from`, or not (timed out).
+    pub(crate) fn parked(&self, claimed: bool, from: u32) -> WaitEnd {
+        if claimed {
+            WaitEnd::Parked {
+                ns: self.elapsed_ns(),
+                here: from != NO_CPU && from == self.cpu,
+            }
+        } else {
+            WaitEnd::TimedOut
+        }
+    }
+
+    /// Teach `s`'s gauge how the wait ended (adaptive waits only).
+    pub(crate) fn learn<S: Sleeper + ?Sized>(&self, s: &S, end: WaitEnd) {
+        if self.adaptive {
+            if let Some(g) = s.spin_gauge() {
+                g.learn(end);
             }
         }
     }
