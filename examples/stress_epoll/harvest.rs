@@ -1,5 +1,6 @@
 //! `harvest` (epwbench): 200 ready level-triggered sources in one epoll; one thread calls
-//! `wait(timeout 0)` and gets all 200. Nanoseconds per event.
+//! `wait(timeout 0)` and gets all 200. Nanoseconds per event; the `vs_floor` row puts evfd
+//! next to one swap per ready slot and a push into the output.
 
 use std::os::fd::OwnedFd;
 use std::time::Duration;
@@ -7,7 +8,8 @@ use std::time::Duration;
 use evfd::{Epoll, Event, Events, Notifier};
 use rustix::event::epoll;
 
-use crate::measure::{interleaved, ns_per_item, Cfg};
+use crate::floor;
+use crate::measure::{interleaved3, ns_per_item, Cfg};
 use crate::report::{Out, NS_EVENT};
 use crate::twin::{kadd, kepoll, kfd, kwait, kwrite};
 
@@ -44,6 +46,7 @@ pub fn run(cfg: &Cfg, out: &mut Out) {
             got as u64
         })
     };
-    let (e, t) = interleaved(cfg.reps, evfd_run, twin_run);
+    let (e, t, f) = interleaved3(cfg.reps, evfd_run, twin_run, || floor::harvest(R, dur));
     out.row("harvest", "200LT", 1, NS_EVENT, (&e, &t));
+    out.row("harvest", "vs_floor", 1, NS_EVENT, (&e, &f));
 }

@@ -32,6 +32,7 @@ mod async_pingpong;
 mod autoreset;
 mod doorbell;
 mod epwait;
+mod floor;
 mod harvest;
 mod measure;
 mod pingpong;

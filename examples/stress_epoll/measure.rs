@@ -46,6 +46,23 @@ pub fn interleaved(
     (a, b)
 }
 
+/// As [`interleaved`], with a third side (the `vs_floor` rows' floor): evfd, twin, floor,
+/// evfd, ...; the samples of the three.
+pub fn interleaved3(
+    reps: usize,
+    mut evfd: impl FnMut() -> f64,
+    mut twin: impl FnMut() -> f64,
+    mut floor: impl FnMut() -> f64,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..reps {
+        a.push(evfd());
+        b.push(twin());
+        c.push(floor());
+    }
+    (a, b, c)
+}
+
 /// Run `n` threads of `body(thread_index, stop)` for `dur`; returns total ops / ms.
 pub fn run_threads<F>(n: usize, dur: Duration, body: F) -> f64
 where

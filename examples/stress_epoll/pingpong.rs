@@ -1,8 +1,12 @@
 //! `pingpong`: two threads bounce a token, each waiting on its own notifier through its own
 //! epoll; one round trip is two cross-thread wakes. Round trips per second, and the p50 of
-//! one round trip in µs. `spin`: evfd's spin-before-park (100 µs); the twin is kernel epoll,
-//! blocking or busy (`epoll_wait(0)` in a loop). Placement: `cross` pins the two threads to
-//! CPUs 0 and 1, `same` both to CPU 0.
+//! one round trip in µs. evfd's `block` rows use the default wait (an adaptive spin, then
+//! park), `park` rows turn the spin off (`set_spin(Some(ZERO))`: every hand-off is a futex
+//! hop), `spin` rows spin a fixed 100 µs; the twin is kernel epoll, blocking or busy
+//! (`epoll_wait(0)` in a loop). Placement: `cross` pins the two threads to CPUs 0 and 1,
+//! `same` both to CPU 0. The `vs_floor_spin` / `vs_floor_park` rows put evfd's spinning /
+//! parking bounce next to the same bounce through one bare atomic per side (spinning) or a
+//! futex token (parking).
 
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,13 +16,14 @@ use std::time::{Duration, Instant};
 use evfd::{Epoll, Event, Events, Notifier};
 use rustix::event::epoll;
 
+use crate::floor;
 use crate::measure::{interleaved, pin, Cfg, Placement};
 use crate::report::{Out, RT_S, US};
 use crate::twin::{kadd, kepoll, kfd, kread, kwait, kwrite};
 
 /// Run `echo` (one wait of at most 20 ms, answering what it got) on a second thread and
 /// `round` (one round trip) on this one, for `dur`: (round trips/s, p50 µs, p99 µs).
-fn bounce(
+pub fn bounce(
     dur: Duration,
     cpus: Placement,
     mut echo: impl FnMut() + Send + 'static,
@@ -51,15 +56,14 @@ fn bounce(
     (rt, lat[lat.len() / 2], lat[lat.len() * 99 / 100])
 }
 
-fn evfd_run(dur: Duration, spin: bool, cpus: Placement) -> (f64, f64, f64) {
+/// evfd's bounce; `spin` is passed to `Epoll::set_spin` (`None`: the adaptive default).
+fn evfd_run(dur: Duration, spin: Option<Duration>, cpus: Placement) -> (f64, f64, f64) {
     let (a, b) = (Notifier::new(), Notifier::new());
     let (ea, eb) = (Epoll::new(), Epoll::new());
     ea.add(&a, Events::IN, 0).unwrap();
     eb.add(&b, Events::IN, 0).unwrap();
-    if spin {
-        ea.set_spin(Some(Duration::from_micros(100)));
-        eb.set_spin(Some(Duration::from_micros(100)));
-    }
+    ea.set_spin(spin);
+    eb.set_spin(spin);
     let (a2, b2) = (a.clone(), b.clone());
     let mut buf2 = [Event::default(); 1];
     let mut buf = [Event::default(); 1];
@@ -105,17 +109,36 @@ fn kernel_run(dur: Duration, busy: bool, cpus: Placement) -> (f64, f64, f64) {
     )
 }
 
+/// The other side of a row: the kernel (blocking or busy), or a `floor` bounce.
+#[derive(Clone, Copy)]
+enum Twin {
+    Kernel { busy: bool },
+    FloorSpin,
+    FloorPark,
+}
+
 pub fn run(cfg: &Cfg, out: &mut Out) {
     let cross = (Some(0), Some(1));
     let same = (Some(0), Some(0));
-    // (variant, evfd spin, kernel busy, placement)
-    let cases: [(&str, bool, bool, Placement); 4] = [
-        ("block-cross", false, false, cross),
-        ("block-same", false, false, same),
-        ("spin-cross_vs_kblock", true, false, cross),
-        ("spin-cross_vs_kbusy", true, true, cross),
+    let fixed = Some(Duration::from_micros(100));
+    let park = Some(Duration::ZERO);
+    let kblock = Twin::Kernel { busy: false };
+    // (variant, evfd spin setting, twin, placement)
+    let cases: [(&str, Option<Duration>, Twin, Placement); 7] = [
+        ("block-cross", None, kblock, cross),
+        ("block-same", None, kblock, same),
+        ("park-cross", park, kblock, cross),
+        ("spin-cross_vs_kblock", fixed, kblock, cross),
+        (
+            "spin-cross_vs_kbusy",
+            fixed,
+            Twin::Kernel { busy: true },
+            cross,
+        ),
+        ("vs_floor_spin", fixed, Twin::FloorSpin, cross),
+        ("vs_floor_park", park, Twin::FloorPark, cross),
     ];
-    for (variant, spin, busy, cpus) in cases {
+    for (variant, spin, twin, cpus) in cases {
         let dur = cfg.dur;
         let mut p50 = (Vec::new(), Vec::new());
         let (e, t) = interleaved(
@@ -126,13 +149,19 @@ pub fn run(cfg: &Cfg, out: &mut Out) {
                 r.0
             },
             || {
-                let r = kernel_run(dur, busy, cpus);
+                let r = match twin {
+                    Twin::Kernel { busy } => kernel_run(dur, busy, cpus),
+                    Twin::FloorSpin => floor::pingpong_spin(dur, cpus),
+                    Twin::FloorPark => floor::pingpong_block(dur, cpus),
+                };
                 p50.1.push(r.1);
                 r.0
             },
         );
         out.row("pingpong", variant, 2, RT_S, (&e, &t));
-        let p50_variant = format!("{variant}_p50");
-        out.row("pingpong", &p50_variant, 2, US, (&p50.0, &p50.1));
+        if matches!(twin, Twin::Kernel { .. }) {
+            let p50_variant = format!("{variant}_p50");
+            out.row("pingpong", &p50_variant, 2, US, (&p50.0, &p50.1));
+        }
     }
 }

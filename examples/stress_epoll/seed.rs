@@ -1,6 +1,7 @@
 //! `seed_pri` / `seed_in` (seed 000): N threads share one epoll; each owns a notifier
 //! registered for `want` and loops `write(1)`; `read()`. With `PRI` (never raised) the wake
 //! is unwanted: no epoll lock, no wait-queue lock. With `IN` every write queues the item.
+//! Each N also gets a `vs_floor` row: evfd against the same loop on a bare `AtomicU64`.
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -8,7 +9,8 @@ use std::sync::Arc;
 use evfd::{Epoll, Events, Notifier};
 use rustix::event::epoll;
 
-use crate::measure::{interleaved, run_threads, spin_ops, Cfg};
+use crate::floor;
+use crate::measure::{interleaved3, run_threads, spin_ops, Cfg};
 use crate::report::{Out, OPS_MS};
 use crate::twin::{kadd, kepoll, kfd, kread, kwrite};
 
@@ -49,7 +51,8 @@ pub fn run(cfg: &Cfg, out: &mut Out, name: &'static str, want: Events) {
                 })
             })
         };
-        let (e, t) = interleaved(cfg.reps, evfd_run, twin_run);
+        let (e, t, f) = interleaved3(cfg.reps, evfd_run, twin_run, || floor::seed(n, dur));
         out.row(name, "write+read", n, OPS_MS, (&e, &t));
+        out.row(name, "vs_floor", n, OPS_MS, (&e, &f));
     }
 }
