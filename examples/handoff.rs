@@ -274,7 +274,9 @@ fn main() {
         "kread" => kread_mode(n),
         "notify" => notify_mode(n),
         other => {
-            eprintln!("unknown mode {other:?}: epoll, epoll_auto, read, async, kepoll, kread, notify");
+            eprintln!(
+                "unknown mode {other:?}: epoll, epoll_auto, read, async, kepoll, kread, notify"
+            );
             std::process::exit(2);
         }
     }
