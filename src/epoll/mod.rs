@@ -676,6 +676,14 @@ impl WaitFor for EpollSleeper<'_> {
     fn hand_on(&mut self) {
         self.harvest.hand_on();
     }
+
+    fn probe(&self) -> bool {
+        self.harvest.probe()
+    }
+
+    fn spin_gauge(&self) -> Option<&SpinGauge> {
+        self.harvest.spin_gauge()
+    }
 }
 
 impl Sleeper for EpollSleeper<'_> {

@@ -371,38 +371,55 @@ fn current_cpu() -> u32 {
 }
 
 /// The longest adaptive spin. A blocking cross-CPU wake costs ~25 µs on small VMs whose idle
-/// vCPUs halt at once; waits up to about twice that are worth catching by spinning.
+/// vCPUs halt at once; a spin that outlasts one such hop catches a partner that answers
+/// after its own wake-up.
 const SPIN_MAX_NS: u32 = 50_000;
+/// Parked waits (woken from another CPU) shorter than this suggest that spinning would pay:
+/// in a blocking ping-pong each wait is the partner's wake-up hop, its work, and our own
+/// hop, so ~2 hops; spinning saves our hop and, once the partner spins too, both.
+const SPIN_OBSERVE_NS: u32 = 250_000;
+/// Failed spins in a row (the wait parked anyway) before the site stops spinning.
+const SPIN_MISSES: u32 = 3;
+/// Parked waits after giving up before the site tries spinning again.
+const SPIN_REST: u32 = 16;
 /// A spin longer than this gives the CPU away once per this much (`sched_yield`), so that a
 /// spinning waiter does not keep a runnable producer off its CPU; a wake that comes sooner
 /// costs no syscall on either side.
 const SPIN_YIELD_EVERY: Duration = Duration::from_micros(4);
-/// The shortest useful adaptive spin once spinning has paid off.
+/// The shortest adaptive spin once spinning has paid off.
 const SPIN_MIN_NS: u32 = 2_000;
 
 /// How long one wait site (an epoll, a notifier) spins before parking, learned from its
 /// recent waits:
 ///
 /// * a wait that spinning satisfied after `t` keeps the budget at least `4t` (never below
-///   [`SPIN_MIN_NS`]) and lets it shrink by 1/8 towards that;
-/// * a wait that parked and was woken from another CPU after `t < SPIN_MAX` raises the
-///   budget to `2t` (a spin that long would have caught it); after longer, it halves;
-/// * a wait woken from the waiter's own CPU sets the budget to 0: the waker could not run
-///   while we spun (both pinned to one CPU, or a 1-CPU machine);
-/// * a timeout halves it.
+///   [`SPIN_MIN_NS`]), lets it shrink by 1/8 towards that, and clears the misses;
+/// * a wait that spun its whole budget and parked anyway is a miss; [`SPIN_MISSES`] in a
+///   row stop the spinning for the next [`SPIN_REST`] parked waits;
+/// * a wait that did not spin, parked, and was woken from another CPU within
+///   [`SPIN_OBSERVE_NS`] (after the rest, if any) starts spinning at [`SPIN_MAX_NS`];
+/// * a wait woken from the CPU it parked on stops the spinning: the waker could not run
+///   while it spun (both pinned to one CPU, or a 1-CPU machine);
+/// * a timeout halves the budget.
 ///
-/// It starts at 0: a site spins only after a parked wait showed that a wake came from
-/// another CPU soon enough. Updates are plain loads and stores: racing updates lose one
+/// It starts at 0: a site spins only after a parked wait showed that wakes come from
+/// another CPU soon enough. Updates are plain loads and stores: racing updates lose a
 /// sample, which a heuristic can afford.
 #[derive(Debug, Default)]
-pub(crate) struct SpinGauge(AtomicU32);
+pub(crate) struct SpinGauge {
+    /// The budget in ns (0 = park at once).
+    budget: AtomicU32,
+    /// Failed spins in a row while `budget > 0`; parked waits left to rest while it is 0.
+    count: AtomicU32,
+}
 
 /// How a wait ended, for [`SpinGauge::learn`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum WaitEnd {
     /// Satisfied while spinning, `ns` after the spin began.
     Spun { ns: u32 },
-    /// Satisfied after parking, `ns` after the wait began; `here`: woken from this CPU.
+    /// Satisfied after parking, `ns` after the wait began; `here`: woken from the CPU it
+    /// parked on.
     Parked { ns: u32, here: bool },
     /// Timed out.
     TimedOut,
@@ -410,25 +427,37 @@ pub(crate) enum WaitEnd {
 
 impl SpinGauge {
     pub(crate) fn new() -> Self {
-        SpinGauge(AtomicU32::new(0))
+        Self::default()
     }
 
     /// The current budget in ns (0 = park at once).
     pub(crate) fn budget_ns(&self) -> u32 {
-        self.0.load(Relaxed)
+        self.budget.load(Relaxed)
     }
 
     pub(crate) fn learn(&self, end: WaitEnd) {
-        let b = self.0.load(Relaxed);
-        let nb = match end {
-            WaitEnd::Spun { ns } => (b - b / 8).max(ns.saturating_mul(4)).max(SPIN_MIN_NS),
-            WaitEnd::Parked { here: true, .. } => 0,
-            WaitEnd::Parked { ns, here: false } if ns < SPIN_MAX_NS => b.max(ns.saturating_mul(2)),
-            WaitEnd::Parked { .. } | WaitEnd::TimedOut => b / 2,
-        }
-        .min(SPIN_MAX_NS);
+        let b = self.budget.load(Relaxed);
+        let c = self.count.load(Relaxed);
+        let (nb, nc) = match end {
+            WaitEnd::Spun { ns } => (
+                (b - b / 8)
+                    .max(ns.saturating_mul(4))
+                    .clamp(SPIN_MIN_NS, SPIN_MAX_NS),
+                0,
+            ),
+            WaitEnd::Parked { here: true, .. } => (0, 0),
+            WaitEnd::Parked { .. } if b > 0 && c + 1 >= SPIN_MISSES => (0, SPIN_REST),
+            WaitEnd::Parked { .. } if b > 0 => (b, c + 1),
+            WaitEnd::Parked { .. } if c > 0 => (0, c - 1),
+            WaitEnd::Parked { ns, .. } if ns < SPIN_OBSERVE_NS => (SPIN_MAX_NS, 0),
+            WaitEnd::Parked { .. } => (0, 0),
+            WaitEnd::TimedOut => (b / 2, c),
+        };
         if nb != b {
-            self.0.store(nb, Relaxed);
+            self.budget.store(nb, Relaxed);
+        }
+        if nc != c {
+            self.count.store(nc, Relaxed);
         }
     }
 }
