@@ -589,3 +589,74 @@ impl Spin {
         }
     }
 }
+
+#[cfg(all(test, not(evfd_loom)))]
+mod tests {
+    use super::*;
+
+    fn parked(g: &SpinGauge, ns: u32, here: bool) {
+        g.learn(WaitEnd::Parked { ns, here });
+    }
+
+    /// The gauge's rules, one by one: start off; a short cross-CPU park starts the spin; a
+    /// success keeps it; misses stop it and a rest delays the retry; a wake from the
+    /// waiter's own CPU stops it; long parks never start it.
+    #[test]
+    fn spin_gauge_learns() {
+        let g = SpinGauge::new();
+        assert_eq!(g.budget_ns(), 0, "starts off");
+        parked(&g, SPIN_OBSERVE_NS + 1, false);
+        assert_eq!(g.budget_ns(), 0, "a long wait does not start it");
+        parked(&g, 50_000, false);
+        assert_eq!(
+            g.budget_ns(),
+            SPIN_MAX_NS,
+            "a short cross-CPU wait starts it"
+        );
+        g.learn(WaitEnd::Spun { ns: 300 });
+        let b = g.budget_ns();
+        assert!(
+            (SPIN_MIN_NS..=SPIN_MAX_NS).contains(&b),
+            "a success keeps it: {b}"
+        );
+        for _ in 0..SPIN_MISSES - 1 {
+            parked(&g, 60_000, false);
+            assert!(g.budget_ns() > 0, "fewer misses than the limit keep it");
+        }
+        parked(&g, 60_000, false);
+        assert_eq!(g.budget_ns(), 0, "{SPIN_MISSES} misses in a row stop it");
+        for _ in 0..SPIN_REST {
+            parked(&g, 10_000, false);
+            assert_eq!(g.budget_ns(), 0, "resting");
+        }
+        parked(&g, 10_000, false);
+        assert_eq!(
+            g.budget_ns(),
+            SPIN_MAX_NS,
+            "after the rest a short wait restarts it"
+        );
+        parked(&g, 10_000, true);
+        assert_eq!(
+            g.budget_ns(),
+            0,
+            "a wake from the waiter's own CPU stops it"
+        );
+        parked(&g, 10_000, false);
+        g.learn(WaitEnd::TimedOut);
+        assert_eq!(g.budget_ns(), SPIN_MAX_NS / 2, "a timeout halves it");
+    }
+
+    /// A spin never outlasts the deadline, whatever its budget.
+    #[test]
+    #[cfg_attr(miri, ignore = "a 2 ms spin is minutes under Miri")]
+    fn spin_stops_at_the_deadline() {
+        let mut s = Spin::new(SpinPlan::Fixed(u64::from(u32::MAX)));
+        let deadline = Instant::now() + Duration::from_millis(2);
+        assert!(!s.spin(Some(deadline), || false));
+        assert!(Instant::now() >= deadline);
+        assert!(
+            !s.spin(None, || true),
+            "the budget is spent: no second spin"
+        );
+    }
+}
