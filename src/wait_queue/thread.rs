@@ -386,6 +386,8 @@ const SPIN_REST: u32 = 16;
 /// spinning waiter does not keep a runnable producer off its CPU; a wake that comes sooner
 /// costs no syscall on either side.
 const SPIN_YIELD_EVERY: Duration = Duration::from_micros(4);
+/// A `sched_yield` that took this long ran someone else: the CPU is wanted, stop spinning.
+const SPIN_YIELD_STOLEN: Duration = Duration::from_micros(20);
 /// The shortest adaptive spin once spinning has paid off.
 const SPIN_MIN_NS: u32 = 2_000;
 
@@ -543,9 +545,16 @@ impl Spin {
                     if now >= next_yield {
                         // Let a thread that waits for this CPU run (the producer we wait for,
                         // on a machine with fewer CPUs than busy threads). With nothing else
-                        // runnable here it returns at once.
+                        // runnable here it returns at once; if it did not, the CPU is
+                        // oversubscribed and spinning only competes for it: stop, and park
+                        // (the gauge counts it as a miss).
                         thread::yield_now();
-                        next_yield = Instant::now() + SPIN_YIELD_EVERY;
+                        let after = Instant::now();
+                        if after - now >= SPIN_YIELD_STOLEN {
+                            self.budget_ns = 0;
+                            return false;
+                        }
+                        next_yield = after + SPIN_YIELD_EVERY;
                     }
                 }
             }
