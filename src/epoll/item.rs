@@ -120,8 +120,7 @@ impl Callback for Item {
         let (sleeper, pollers) = {
             let mut rd = crate::loom::lock(&ep.ready);
             // Sleepers and pollers are woken even if the item was queued already.
-            let _ = rd.queue(self);
-            ep.ready_hint.store(true, Relaxed);
+            let _ = rd.queue(self, &ep.ready_hint);
             // Read under `ep.ready`: a waiter publishes its interest before it takes
             // `ep.ready` to look at the list, so either it sees the item or we see it.
             (

@@ -801,10 +801,16 @@ impl EpInner {
         }
     }
 
-    /// Is the ready list non-empty or a harvest running?
+    /// Is the ready list non-empty or a harvest running? A `true` also sets the ready hint
+    /// (under the lock, as every writer of it): the wait that saw it retries a harvest that
+    /// the hint gates, so a stale hint can never make it spin between the two.
     pub(crate) fn has_ready(&self) -> bool {
         let rd = crate::loom::lock(&self.ready);
-        !rd.list.is_empty() || rd.ovf_active
+        let any = !rd.list.is_empty() || rd.ovf_active;
+        if any {
+            self.ready_hint.store(true, Relaxed);
+        }
+        any
     }
 
     /// `add`/`modify`'s poll: queue the item if the source is ready for `ev` (a pure check:
@@ -821,8 +827,7 @@ impl EpInner {
         }
         let post = {
             let mut rd = crate::loom::lock(&self.ready);
-            let queued = rd.queue(item);
-            self.ready_hint.store(true, Relaxed);
+            let queued = rd.queue(item, &self.ready_hint);
             queued && (self.has_sleeper() || !self.pollers.interest().is_empty())
         };
         if post {

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::item::Item;
+use crate::loom::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 /// Guarded by `EpInner::ready` (the kernel's `ep->lock`).
 #[derive(Default)]
@@ -20,8 +21,11 @@ impl ReadyState {
     /// Queue `item` (the callback's step 4): on the overflow list while a scan is active,
     /// else at the tail of the ready list, unless it is already there. Returns whether the
     /// item was newly put on the ready list (not the overflow list). Must be called with
-    /// `EpInner::ready` held.
-    pub(crate) fn queue(&mut self, item: &Item) -> bool {
+    /// `EpInner::ready` held. Sets the epoll's ready hint (`EpInner::ready_hint`), which
+    /// `wait` reads without the lock: every path that queues must pass it, or a `wait` could
+    /// skip a harvest that would have found the item.
+    pub(crate) fn queue(&mut self, item: &Item, hint: &AtomicBool) -> bool {
+        hint.store(true, Relaxed);
         if self.ovf_active {
             if !item.is_ovf() {
                 if let Some(me) = item.me.upgrade() {
