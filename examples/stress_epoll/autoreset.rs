@@ -1,7 +1,8 @@
 //! `autoreset_loop` (seed 004's virtio loop): K producers kick their queue's notifier
 //! without pause; one consumer waits and handles each kick. evfd AutoReset (no read) vs evfd
 //! Counter + read, and vs the kernel (`epoll_wait` + `read(2)`). Kicks handled (events
-//! processed by the consumer) per ms. `_spin`: the consumer's epoll spins 50 µs.
+//! processed by the consumer) per ms. Plain rows: evfd's default wait (adaptive spin, then
+//! park); `_spin`: the consumer's epoll spins a fixed 50 µs.
 //!
 //! K = CPUs - 1, at most 2, and every thread pinned to a CPU of its own (the consumer on
 //! the first, as an iothread beside vCPU threads): the producers kick without pause, so

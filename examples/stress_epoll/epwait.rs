@@ -3,7 +3,8 @@
 //! `wait(maxevents 1)` + `try_read`. Reads that took something, per ms.
 //!
 //! The pause is a busy-wait on both sides: a `nanosleep(500 ns)` lasts ~55 µs on small VMs
-//! (timer slack), which made the rows measure the sleep. `_spin`: the workers' epoll spins
+//! (timer slack), which made the rows measure the sleep. Plain rows: evfd's default wait
+//! (adaptive spin, then park). `_spin`: the workers' epoll spins
 //! 50 µs before parking.
 
 use std::mem::MaybeUninit;

@@ -2,8 +2,8 @@
 //! all in one epoll as `IN | ET`; Q pollers loop `wait` + `try_read` of each returned
 //! notifier. At the end the sum read must equal the sum written. Increments per ms.
 //!
-//! The `_spin` rows: the same, with the pollers' epoll spinning 50 µs before parking
-//! (`Epoll::set_spin`): blocking and spinning variants are reported apart.
+//! The plain rows use evfd's default wait (an adaptive spin, then park); the `_spin` rows the
+//! same with the pollers' epoll spinning a fixed 50 µs (`Epoll::set_spin`).
 
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;

@@ -52,8 +52,8 @@ use crate::events::Events;
 ///
 /// # Yield once
 ///
-/// The async form of spin-then-park (a blocked `Epoll::wait` may spin before parking, see
-/// `Epoll::set_spin`): a wait that is not satisfied at once goes round the executor's run
+/// The async form of spin-then-park (a blocking wait spins before it registers, see
+/// `super::thread`): a wait that is not satisfied at once goes round the executor's run
 /// queue one time before it pays for the queue lock (waker clone, `add`, and on wake `remove` + `wake` on the writer's side).
 /// When the other side of a hand-off is another task of the same runtime — the typical
 /// producer/consumer or ping-pong — it has usually run by then, and the second poll takes the
