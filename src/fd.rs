@@ -619,7 +619,10 @@ impl Epoll {
         // Re-poll the queued items first (a poll, as an OS poller's look at a kernel epoll
         // fd would be): a view made over stale entries starts not readable.
         let _ = self.inner.core.readiness();
-        FdView::new(Arc::clone(&self.inner) as Arc<dyn ViewSource>)
+        let view = FdView::new(Arc::clone(&self.inner) as Arc<dyn ViewSource>)?;
+        // A poller now: kernel fds must ring it too (the kernel item, `epoll::kernel_fds`).
+        self.inner.core.ensure_watch();
+        Ok(view)
     }
 }
 

@@ -188,14 +188,32 @@ fn start(face: Face, ep: &Epoll, rig: &Rig) -> mpsc::Receiver<Result<Vec<Event>,
     };
     match (face, rig) {
         (Face::ViewLt | Face::ViewEt, Rig::View(kep, _)) => {
-            // The kernel epoll is shared by reference through a dup'ed fd-free handle: wait
-            // on it from the thread through a clone of its fd.
+            // Wait on the kernel epoll from the thread through a dup of its fd. As any
+            // consumer of an epoll's view: a wake whose harvest finds nothing (a
+            // level-triggered item whose source was consumed since, re-polled only by a
+            // harvest, see `FdView`) drains the view, and the consumer waits again.
             let kep = kep.try_clone();
+            let et = matches!(face, Face::ViewEt);
             std::thread::spawn(move || {
-                let r = if kep.wait(long) == 1 {
-                    harvest(&ep)
-                } else {
-                    Err("the kernel epoll watching the fd view timed out".into())
+                if et {
+                    // The edge-triggered contract (`Epoll::fd_view`): harvest until `wait`
+                    // returns 0 before waiting on the fd again.
+                    for _ in 0..100 {
+                        if harvest(&ep).map_or(true, |e| e.is_empty()) {
+                            break;
+                        }
+                    }
+                }
+                let deadline = std::time::Instant::now() + Duration::from_secs(30);
+                let r = loop {
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    if kep.wait(Some(left)) != 1 {
+                        break Err("the kernel epoll watching the fd view timed out".into());
+                    }
+                    match harvest(&ep) {
+                        Ok(evs) if evs.is_empty() => continue,
+                        r => break r,
+                    }
                 };
                 let _ = tx.send(r);
             });

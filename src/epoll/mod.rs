@@ -43,6 +43,7 @@ mod kernel_fds;
 mod ready;
 pub(crate) mod source;
 mod topology;
+pub(crate) mod watcher;
 
 #[cfg(all(test, not(evfd_loom)))]
 mod tests;
@@ -55,7 +56,7 @@ use std::time::{Duration, Instant};
 
 use crate::events::{next_id, Event, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::{
-    AtomicBool, AtomicU32, AtomicU64, AtomicUsize,
+    AtomicBool, AtomicU32, AtomicU64,
     Ordering::{Relaxed, SeqCst},
 };
 use crate::loom::sync::Mutex;
@@ -77,8 +78,8 @@ struct Reg {
 #[derive(Default)]
 struct Registry {
     items: HashMap<u64, Reg>,
-    /// Kernel-fd sources, keyed by the user's fd number (as the kernel keys them).
-    kitems: HashMap<i32, kernel_fds::KItem>,
+    /// Kernel-fd sources (`kernel_fds`).
+    kfds: kernel_fds::KernelFds,
     /// Reused for level-triggered requeues in the harvest.
     requeue: Vec<Arc<Item>>,
 }
@@ -105,12 +106,12 @@ pub(crate) struct EpInner {
     /// Mirrors `ReadyState::ovf_active` (written with `ready` held), readable without it:
     /// see `Item::wake`'s coalescing fast path.
     pub(crate) scanning: AtomicBool,
-    /// The embedded kernel epoll, created by the first kernel-fd `add` (see `kernel_fds`).
-    kernel: std::sync::OnceLock<kernel_fds::KernelSide>,
-    /// Threads that may be asleep in `epoll_wait` on `kernel` (QEMU's `notify_me`): while
-    /// non-zero, in-memory wakes ring the kernel side's doorbell. Incremented before the
-    /// sleeper looks at the ready list under `ready`; read by callbacks under `ready`.
-    pub(crate) kernel_sleepers: AtomicUsize,
+    /// (4) the kernel side (kernel epoll and kernel item), created by the first kernel-fd
+    /// `add` that succeeds; see `kernel_fds`.
+    kernel: Mutex<Option<Arc<kernel_fds::KernelSide>>>,
+    /// Whether `kernel` is set (SeqCst; invariant W of `kernel_fds`): lets every path
+    /// without kernel fds skip it with one load.
+    has_kernel: AtomicBool,
 }
 
 impl PostWake for EpInner {
@@ -226,14 +227,16 @@ impl Epoll {
                     spin_ns: AtomicU64::new(0),
                     closed: AtomicBool::new(false),
                     scanning: AtomicBool::new(false),
-                    kernel: std::sync::OnceLock::new(),
-                    kernel_sleepers: AtomicUsize::new(0),
+                    kernel: Mutex::new(None),
+                    has_kernel: AtomicBool::new(false),
                 }),
             }),
         }
     }
 
-    /// Number of registered sources.
+    /// Number of registered sources: in-memory ones still open, and kernel fds the kernel
+    /// still holds (a closed file leaves, as in the kernel; one kept open by another fd
+    /// stays).
     ///
     /// ```
     /// let ep = evfd::Epoll::new();
@@ -246,7 +249,7 @@ impl Epoll {
     pub fn len(&self) -> usize {
         let mut reg = crate::loom::lock(&self.inner.registry);
         self.inner.purge(&mut reg);
-        reg.items.len() + reg.kitems.len()
+        reg.items.len() + self.inner.kernel_len(&mut reg)
     }
 
     /// Whether nothing is registered.
@@ -391,6 +394,10 @@ impl Epoll {
         }
         drop(topo);
         batch.run();
+        if let Some(child) = sc.as_epoll() {
+            // A new poller of `child`: its kernel fds must now wake it (`kernel_fds`).
+            child.ensure_watch();
+        }
         Ok(())
     }
 
@@ -563,15 +570,12 @@ impl Epoll {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let forever = deadline.is_none();
         loop {
-            // Kernel sources (possibly added while we slept, which wakes us): sleep in the
-            // kernel from now on.
-            if ep.kernel.get().is_some() {
-                return ep.wait_kernel(events, deadline);
-            }
             let waiter = Arc::new(ThreadWaiter::current());
             let key = ep
                 .waiters
                 .add(Events::IN, true, true, Target::Thread(Arc::clone(&waiter)));
+            // Registered: kernel readiness will now queue the kernel item (`kernel_fds`).
+            ep.ensure_watch();
             if ep.has_ready() {
                 ep.waiters.remove(key);
             } else {
@@ -612,21 +616,15 @@ impl Epoll {
 }
 
 impl EpInner {
-    /// Someone may be asleep waiting for this epoll: a thread or task on `waiters`, or a
-    /// thread in `epoll_wait` on the kernel side. Read under `ready` by callbacks.
+    /// Someone may be asleep waiting for this epoll: a thread or task on `waiters`. Read
+    /// under `ready` by callbacks.
     pub(crate) fn has_sleeper(&self) -> bool {
-        !self.waiters.interest().is_empty() || self.kernel_sleepers.load(SeqCst) != 0
+        !self.waiters.interest().is_empty()
     }
 
-    /// Wake one waiter (LIFO), and ring the kernel side's doorbell if a thread may be asleep
-    /// in `epoll_wait`. Runs with no lock held.
+    /// Wake one waiter (LIFO). Runs with no lock held.
     pub(crate) fn wake_one_waiter(&self) {
         self.waiters.wake(Events::IN, 1);
-        if self.kernel_sleepers.load(SeqCst) != 0 {
-            if let Some(k) = self.kernel.get() {
-                k.ring();
-            }
-        }
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -684,7 +682,7 @@ impl EpInner {
                 r.item.src.wait_queue().remove(r.key);
             }
             reg.requeue.clear();
-            reg.kitems.clear();
+            self.kernel_close(&mut reg);
             regs
         };
         if regs.iter().any(|r| r.item.src.as_epoll().is_some()) {

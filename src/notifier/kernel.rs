@@ -11,7 +11,10 @@
 use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
+
+use crate::loom::sync::Mutex;
 
 use crate::events::Events;
 use crate::mode::{self, invalid_write, Mode, Options};
@@ -51,7 +54,12 @@ use crate::sys::{self, eventfd};
 #[doc(alias = "eventfd")]
 #[doc(alias = "EventFd")]
 pub struct KernelNotifier {
-    fd: OwnedFd,
+    /// Shared with the registrations (`Registrations::fd`) and, weakly, with the epoll items
+    /// that read it at delivery; closed when the last strong handle goes, which is after
+    /// `regs` has left every epoll.
+    fd: Arc<OwnedFd>,
+    /// Where this notifier is registered; dropping it leaves every epoll.
+    regs: Registrations,
     mode: Mode,
     /// `EFD_NONBLOCK` at the API level: `read`/`write` behave as `try_read`/`try_write`.
     /// (The fd itself is always `O_NONBLOCK`.)
@@ -162,15 +170,29 @@ impl KernelNotifierBuilder {
         if rest != 0 {
             eventfd::write(fd.as_fd(), rest)?;
         }
-        Ok(KernelNotifier {
-            fd,
-            mode: o.mode,
-            nonblock: o.nonblock,
-        })
+        Ok(KernelNotifier::wrap(fd, o.mode, o.nonblock))
     }
 }
 
 impl KernelNotifier {
+    fn wrap(fd: OwnedFd, mode: Mode, nonblock: bool) -> KernelNotifier {
+        let fd = Arc::new(fd);
+        KernelNotifier {
+            regs: Registrations {
+                fd: Arc::clone(&fd),
+                list: Mutex::new(Vec::new()),
+            },
+            fd,
+            mode,
+            nonblock,
+        }
+    }
+
+    /// Where this notifier is registered (for `Epoll`'s kernel side).
+    pub(crate) fn registrations(&self) -> &Registrations {
+        &self.regs
+    }
+
     /// A new close-on-exec eventfd with count 0 in `mode`.
     ///
     /// # Errors
@@ -285,11 +307,7 @@ impl KernelNotifier {
             }
         }
         eventfd::set_nonblocking(fd.as_fd())?;
-        Ok(KernelNotifier {
-            fd,
-            mode,
-            nonblock: false,
-        })
+        Ok(KernelNotifier::wrap(fd, mode, false))
     }
 
     /// The mode.
@@ -545,8 +563,10 @@ impl KernelNotifier {
 
     /// Deliver `IN` to this consumer, as the embedded epoll does at harvest: returns the
     /// readiness at delivery (`IN` if it was readable) and, in [`Mode::AutoReset`], resets
-    /// the kernel count to 0 with one `read(2)` (which also wakes blocked writers). Counter
-    /// and Semaphore: a readiness check that changes nothing.
+    /// the kernel count to 0 with one `read(2)` (which also wakes blocked writers). Only the
+    /// consumer whose `read(2)` got the count is handed `IN`: with several consumers, each
+    /// write is delivered at most once. Counter and Semaphore: a readiness check that
+    /// changes nothing.
     ///
     /// # Errors
     ///
@@ -575,8 +595,10 @@ impl KernelNotifier {
         match self.try_read() {
             // IN (and ERR) as seen before the reset, OUT as it is now.
             Ok(c) => Ok(mode::readiness(c) | mode::readiness(0)),
+            // Someone else reset it first: this consumer delivers nothing (a write that
+            // lands after our read is not ours to report: we did not reset it).
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                Ok(self.poll(Events::IN | Events::OUT))
+                Ok(self.poll(Events::OUT) & Events::OUT)
             }
             Err(e) => Err(e),
         }
@@ -600,11 +622,7 @@ impl KernelNotifier {
     #[doc(alias = "dup")]
     pub fn try_clone(&self) -> io::Result<KernelNotifier> {
         let fd = eventfd::dup(self.fd.as_fd(), self.is_cloexec()?)?;
-        Ok(KernelNotifier {
-            fd,
-            mode: self.mode,
-            nonblock: self.nonblock,
-        })
+        Ok(KernelNotifier::wrap(fd, self.mode, self.nonblock))
     }
 }
 
@@ -633,7 +651,65 @@ impl AsRawFd for KernelNotifier {
 /// ```
 impl From<KernelNotifier> for OwnedFd {
     fn from(k: KernelNotifier) -> OwnedFd {
-        k.fd
+        let KernelNotifier { fd, regs, .. } = k;
+        // Leave every epoll first (as a drop would), then take the fd back: nothing else
+        // holds it strongly once the registrations are gone.
+        drop(regs);
+        Arc::try_unwrap(fd).unwrap_or_else(|shared| {
+            // Unreachable in practice; a duplicate is still the same eventfd.
+            shared
+                .try_clone()
+                .expect("dup of a KernelNotifier's eventfd")
+        })
+    }
+}
+
+/// A [`KernelNotifier`]'s registrations in epolls' kernel sides: (epoll, token) pairs.
+/// Dropping it removes each from its epoll (`EPOLL_CTL_DEL` while the fd is still open), so
+/// a dropped notifier leaves silently in every mode, whatever other fds refer to the
+/// eventfd, and its number is free for the next `add` at once.
+///
+/// LOCKING: `list` is a leaf mutex, taken by an epoll's kernel `add`/`delete` under that
+/// epoll's registry, and by `Drop` alone (which then takes each epoll's registry).
+pub(crate) struct Registrations {
+    fd: Arc<OwnedFd>,
+    list: Mutex<Vec<(Weak<dyn KernelFdSet>, u64)>>,
+}
+
+/// What holds a registration of a kernel fd (an epoll's kernel side). Implemented above this
+/// module (`crate::epoll`), so that the notifier layer imports nothing from the epoll.
+pub(crate) trait KernelFdSet: Send + Sync {
+    /// Remove registration `token` of `fd` (still open): the owner was dropped.
+    fn forget_kernel_fd(&self, token: u64, fd: BorrowedFd<'_>);
+}
+
+impl Registrations {
+    /// The eventfd, weakly: what an epoll item reads to deliver an AutoReset `IN`.
+    pub(crate) fn fd(&self) -> Weak<OwnedFd> {
+        Arc::downgrade(&self.fd)
+    }
+
+    /// Registered in `ep` as `token`.
+    pub(crate) fn record(&self, set: Weak<dyn KernelFdSet>, token: u64) {
+        let mut l = crate::loom::lock(&self.list);
+        l.retain(|(w, _)| w.strong_count() > 0);
+        l.push((set, token));
+    }
+
+    /// `token` left its set (deleted). Tokens are unique process-wide.
+    pub(crate) fn forget(&self, token: u64) {
+        crate::loom::lock(&self.list).retain(|(_, t)| *t != token);
+    }
+}
+
+impl Drop for Registrations {
+    fn drop(&mut self) {
+        let list = std::mem::take(&mut *crate::loom::lock(&self.list));
+        for (w, token) in list {
+            if let Some(set) = w.upgrade() {
+                set.forget_kernel_fd(token, self.fd.as_fd());
+            }
+        }
     }
 }
 
