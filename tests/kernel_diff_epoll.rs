@@ -42,9 +42,13 @@
 //! kernel keeps a *stale* item that still reports with its old data and can no longer be
 //! deleted through the closed number), and reopen a new pipe in the slot — usually on the
 //! same fd number, which is what exercises the (fd number, open file) key. evfd delivers
-//! kernel-fd events after the in-memory ones, so a wait on an epoll that holds a pipe is
-//! compared as a multiset (sorted), and the program is truncated at a wait that filled its
-//! buffer on either side (which events fit is then a matter of order).
+//! kernel-fd events where its kernel item sits in the ready list, so a wait on an epoll
+//! that holds a pipe is compared as a multiset (sorted), and the program is truncated at a
+//! wait that filled its buffer on either side (which events fit is then a matter of order).
+//! It is also truncated at a wait or poll that meets an edge-triggered item on an epoll
+//! with pipes below: evfd propagates kernel readiness to outer epolls through its watcher
+//! thread, and a zero-timeout harvest can re-poll readiness but cannot tell that a wake
+//! happened (level-triggered and one-shot outer items are compared exactly).
 //!
 //! Cases: `EVFD_PROPTEST_CASES` (default 1000).
 
@@ -223,7 +227,7 @@ fn target() -> impl Strategy<Value = Target> {
     prop_oneof![
         6 => (0..MAX_N).prop_map(Target::N),
         2 => (0..MAX_E).prop_map(Target::E),
-        2 => (0..MAX_P).prop_map(Target::P),
+        3 => (0..MAX_P).prop_map(Target::P),
     ]
 }
 
@@ -254,8 +258,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..MAX_E).prop_map(Op::DropE),
         6 => (0..MAX_P).prop_map(Op::PWrite),
         3 => (0..MAX_P).prop_map(Op::PRead),
-        2 => (0..MAX_P, any::<bool>()).prop_map(|(p, keep)| Op::PClose { p, keep }),
-        2 => (0..MAX_P).prop_map(Op::PReopen),
+        3 => (0..MAX_P, any::<bool>()).prop_map(|(p, keep)| Op::PClose { p, keep }),
+        5 => (0..MAX_P).prop_map(Op::PReopen),
     ]
 }
 
@@ -409,6 +413,23 @@ impl Kernel {
             .any(|&(a, t)| a == ep && matches!(t, Target::P(_)))
     }
 
+    /// Whether a wait or poll of `ep` meets an edge-triggered item on an epoll with pipes
+    /// at or below it: evfd hears of those through its watcher thread, asynchronously, and
+    /// a zero-timeout wait cannot tell "a wake happened" from a poll (module docs).
+    fn et_over_pipes(&self, ep: usize) -> bool {
+        let mut scope = self.descendants(ep);
+        scope.push(ep);
+        self.items.iter().any(|(&(a, t), &m)| {
+            let Target::E(c) = t else { return false };
+            if !scope.contains(&a) || m & ET == 0 {
+                return false;
+            }
+            let mut below = self.descendants(c);
+            below.push(c);
+            below.iter().any(|&d| self.holds_pipe(d))
+        })
+    }
+
     fn count(&self, i: usize) -> Option<u64> {
         let fd = self.n[i].as_ref()?;
         let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()?;
@@ -497,6 +518,9 @@ impl Kernel {
                 let Some(efd) = self.e[ep].as_ref() else {
                     return Ok(Out::Skipped);
                 };
+                if self.et_over_pipes(ep) {
+                    return Err(Inexact("ET item over kernel fds"));
+                }
                 let mut buf = [epoll::Event {
                     flags: epoll::EventFlags::empty(),
                     data: epoll::EventData::new_u64(0),
@@ -517,6 +541,9 @@ impl Kernel {
                 let Some(efd) = self.e[ep].as_ref() else {
                     return Ok(Out::Skipped);
                 };
+                if self.et_over_pipes(ep) {
+                    return Err(Inexact("ET item over kernel fds"));
+                }
                 let mut p = [PollFd::new(efd, PollFlags::IN | PollFlags::OUT)];
                 rustix::event::poll(&mut p, Some(&ZERO)).expect("poll");
                 Out::Poll(u32::from(p[0].revents().bits()))
@@ -601,6 +628,8 @@ struct Pipes {
     w: Vec<OwnedFd>,
     /// Dups that keep closed read ends' files open.
     kept: Vec<OwnedFd>,
+    /// The number of each slot's last closed read end.
+    closed_num: Vec<i32>,
 }
 
 impl Pipes {
@@ -609,6 +638,7 @@ impl Pipes {
             r: Vec::new(),
             w: Vec::new(),
             kept: Vec::new(),
+            closed_num: vec![-1; n],
         };
         for _ in 0..n {
             let (r, w) = Self::pipe();
@@ -648,6 +678,7 @@ impl Pipes {
                 if keep {
                     self.kept.push(r.try_clone().expect("dup"));
                 }
+                self.closed_num[p] = r.as_raw_fd();
                 drop(r);
                 Out::Unit(Ok(()))
             }
@@ -655,7 +686,16 @@ impl Pipes {
                 if self.r[k].is_some() {
                     return Out::Skipped;
                 }
-                let (r, w) = Self::pipe();
+                // Most often on the slot's old number (the point of the op). Both sides free
+                // a number at a close, so the first new pipe may take the other side's:
+                // hold such pipes until one lands on ours (or give up).
+                let (mut r, mut w) = Self::pipe();
+                let mut extra = Vec::new();
+                while r.as_raw_fd() != self.closed_num[k] && extra.len() < 6 {
+                    extra.push((r, w));
+                    (r, w) = Self::pipe();
+                }
+                drop(extra);
                 self.r[k] = Some(r);
                 self.w[k] = w;
                 Out::Unit(Ok(()))
@@ -845,10 +885,7 @@ fn diff_outputs(p: &Program) -> Result<Vec<Out>, TestCaseError> {
     let mut e = Evfd::new(p);
     for (i, op) in p.ops.iter().enumerate() {
         let mixed = matches!(*op, Op::Wait { ep, .. } if k.holds_pipe(ep));
-        let old_num = match *op {
-            Op::PReopen(j) if e.p.r[j].is_none() => e.p.w[j].as_raw_fd(),
-            _ => -1,
-        };
+
         let mut ko = match k.run(op) {
             Ok(o) => o,
             Err(Inexact(_why)) => {
@@ -857,7 +894,9 @@ fn diff_outputs(p: &Program) -> Result<Vec<Out>, TestCaseError> {
             }
         };
         let mut eo = e.run(op);
-        if matches!(op, Op::PReopen(j) if e.p.w[*j].as_raw_fd() == old_num) {
+        if matches!(op, Op::PReopen(j) if ko != Out::Skipped
+            && e.p.r[*j].as_ref().map(|r| r.as_raw_fd()) == Some(e.p.closed_num[*j]))
+        {
             STATS.reused_numbers.fetch_add(1, Relaxed);
         }
         if matches!(
@@ -1193,7 +1232,7 @@ fn fixed_pipe_stale_item_and_reused_number() {
             Wait { ep: 0, max: 8 },
         ],
     );
-    assert_eq!(out[3], Out::Events(vec![(IN, 0x211)]));
+    assert_eq!(out[3], Out::Events(vec![(IN, 0x210)]));
     assert_eq!(
         out[5],
         Out::Events(vec![(IN, 0x120)]),
@@ -1221,7 +1260,7 @@ fn fixed_pipes_nested_close_reopen() {
             Add {
                 ep: 0,
                 t: E(1),
-                mask: IN | ET,
+                mask: IN,
                 data: 0,
             },
             Add {

@@ -131,13 +131,14 @@ fn first_ready(it: &mut Drain<'_, Arc<Item>>) -> Found {
 }
 
 impl EpInner {
-    /// Run `f` with `registry` taken and dead items purged; its deferred wakes run before
-    /// returning, with no lock held.
+    /// Run `f` with `registry` taken, dead items purged and nested kernel readiness looked
+    /// at (`kernel_fds`); its deferred wakes run before returning, with no lock held.
     fn with_registry<R>(&self, f: impl FnOnce(&mut Registry, &mut WakeBatch) -> R) -> R {
         let mut batch = WakeBatch::new();
         let r = {
             let mut reg = crate::loom::lock(&self.registry);
             self.purge(&mut reg);
+            self.queue_nested_kernel(&mut reg, &mut batch);
             f(&mut reg, &mut batch)
         };
         batch.run();

@@ -88,6 +88,10 @@ pub(crate) struct KernelPoll {
     pub(crate) kfd: OwnedFd,
     /// Armed in the watcher and not fired yet (invariant W).
     armed: AtomicBool,
+    /// Watched edge-triggered for good: set once a poller (an outer epoll's item, an fd
+    /// view) watches this epoll, so that every wake of `kfd` reaches the pollers, as every
+    /// wake of a nested kernel epoll reaches its outer ones.
+    et: AtomicBool,
     /// Kernel fds registered (tokens in `Registry::kfds`). Written under `registry`.
     nfds: AtomicUsize,
 }
@@ -107,6 +111,11 @@ impl KernelPoll {
         self.armed.swap(false, SeqCst)
     }
 
+    /// Watched edge-triggered (never disarmed).
+    pub(crate) fn is_et(&self) -> bool {
+        self.et.load(SeqCst)
+    }
+
     fn has_fds(&self) -> bool {
         self.nfds.load(SeqCst) > 0
     }
@@ -114,7 +123,10 @@ impl KernelPoll {
 
 impl Drop for KernelPoll {
     fn drop(&mut self) {
-        super::watcher::forget(self.id, self.armed.load(SeqCst));
+        super::watcher::forget(
+            self.id,
+            usize::from(self.armed.load(SeqCst)) + usize::from(self.et.load(SeqCst)),
+        );
     }
 }
 
@@ -193,6 +205,7 @@ impl EpInner {
             id: crate::events::next_id(),
             kfd: sys::epoll::create()?,
             armed: AtomicBool::new(false),
+            et: AtomicBool::new(false),
             nfds: AtomicUsize::new(0),
         });
         let item = Arc::new_cyclic(|me| Item {
@@ -219,12 +232,27 @@ impl EpInner {
         if !side.poll.has_fds() {
             return;
         }
+        self.watch(&side);
+    }
+
+    /// Watch `side` for whoever listens: edge-triggered for good once a poller exists,
+    /// else armed once unless the kernel item is linked (invariant W).
+    fn watch(&self, side: &KernelSide) {
+        if !self.pollers.interest().is_empty() {
+            if !side.poll.et.swap(true, SeqCst) {
+                super::watcher::arm(side.poll.id, &side.poll.kfd, &side.item, true);
+            }
+            return;
+        }
+        if side.poll.is_et() {
+            return;
+        }
         let linked = {
             let _rd = crate::loom::lock(&self.ready);
             side.item.is_linked()
         };
-        if !linked {
-            arm(&side);
+        if !linked && !side.poll.armed.swap(true, SeqCst) {
+            super::watcher::arm(side.poll.id, &side.poll.kfd, &side.item, false);
         }
     }
 
@@ -243,10 +271,10 @@ impl EpInner {
         }
         let listened = {
             let _rd = crate::loom::lock(&self.ready);
-            !side.item.is_linked() && self.listened()
+            self.listened()
         };
         if listened {
-            arm(side);
+            self.watch(side);
         }
     }
 
@@ -311,7 +339,46 @@ impl EpInner {
             self.kernel_changed(&side, &mut batch);
         }
         batch.run();
+        self.mark_kernel_below();
         Ok(())
+    }
+
+    /// This epoll holds a kernel fd, or nests one that does: tell the outer epolls.
+    pub(crate) fn mark_kernel_below(&self) {
+        if self.kernel_below.swap(true, SeqCst) {
+            return;
+        }
+        let parents: Vec<Arc<EpInner>> = crate::loom::lock(&self.links)
+            .parents
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for p in parents {
+            p.mark_kernel_below();
+        }
+    }
+
+    /// The harvest's look at nested epolls with kernel fds below: queue the level-triggered
+    /// (or armed one-shot) item of each one that is ready now. The watcher propagates their
+    /// kernel readiness asynchronously; this makes a harvest of the outer epoll see it at
+    /// once, as the kernel's synchronous wake would. (Edge-triggered outer items rely on
+    /// the watcher alone: "a wake happened" is not something a poll can tell.) Must be
+    /// called with `registry` held; costs one load without kernel fds below.
+    pub(super) fn queue_nested_kernel(&self, reg: &mut Registry, batch: &mut WakeBatch) {
+        if !self.kernel_below.load(SeqCst) || reg.nested.is_empty() {
+            return;
+        }
+        reg.nested.retain(|i| !i.is_dead());
+        for item in &reg.nested {
+            let ev = item.events();
+            let below = item
+                .src
+                .as_epoll()
+                .is_some_and(|c| c.kernel_below.load(SeqCst));
+            if below && !ev.contains(Events::ET) && !item.is_linked() {
+                self.queue_if_ready(item, ev, batch);
+            }
+        }
     }
 
     /// `modify` of a kernel fd (`EPOLL_CTL_MOD`), on the number's current registration.
@@ -465,13 +532,6 @@ impl EpInner {
         if let Some(side) = crate::loom::lock(&self.kernel).take() {
             side.item.dead.store(true, SeqCst);
         }
-    }
-}
-
-/// Arm `side` in the watcher unless it is armed already.
-fn arm(side: &KernelSide) {
-    if !side.poll.armed.swap(true, SeqCst) {
-        super::watcher::arm(side.poll.id, &side.poll.kfd, &side.item);
     }
 }
 

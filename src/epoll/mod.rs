@@ -80,6 +80,9 @@ struct Registry {
     items: HashMap<u64, Reg>,
     /// Kernel-fd sources (`kernel_fds`).
     kfds: kernel_fds::KernelFds,
+    /// Items whose source is an epoll (dead ones are dropped lazily): the harvest's look at
+    /// nested kernel fds (`kernel_fds`, "Nesting").
+    nested: Vec<Arc<Item>>,
     /// Reused for level-triggered requeues in the harvest.
     requeue: Vec<Arc<Item>>,
 }
@@ -112,6 +115,9 @@ pub(crate) struct EpInner {
     /// Whether `kernel` is set (SeqCst; invariant W of `kernel_fds`): lets every path
     /// without kernel fds skip it with one load.
     has_kernel: AtomicBool,
+    /// This epoll or one nested below it has held a kernel fd (sticky): its outer epolls
+    /// look at it in their harvest (`kernel_fds`, "Nesting").
+    pub(crate) kernel_below: AtomicBool,
 }
 
 impl PostWake for EpInner {
@@ -229,6 +235,7 @@ impl Epoll {
                     scanning: AtomicBool::new(false),
                     kernel: Mutex::new(None),
                     has_kernel: AtomicBool::new(false),
+                    kernel_below: AtomicBool::new(false),
                 }),
             }),
         }
@@ -386,6 +393,10 @@ impl Epoll {
             );
             if let Some(child) = sc.as_epoll() {
                 topology::link(ep, child);
+                reg.nested.push(Arc::clone(&item));
+                if child.kernel_below.load(SeqCst) {
+                    ep.mark_kernel_below();
+                }
             }
             // The entry is published (SeqCst, in `add`); now poll (SeqCst): a wake racing the
             // add is seen by one side or the other (the Dekker pair of `wait_queue`).
@@ -683,6 +694,7 @@ impl EpInner {
             }
             reg.requeue.clear();
             self.kernel_close(&mut reg);
+            reg.nested.clear();
             regs
         };
         if regs.iter().any(|r| r.item.src.as_epoll().is_some()) {

@@ -4,12 +4,15 @@
 //! path. See `kernel_fds` for the protocol (invariant W) and `docs/design.md`.
 //!
 //! One thread and one kernel epoll (`wfd`) for the whole process, both created by the first
-//! [`arm`]. Each `Epoll`'s kernel epoll is registered in `wfd` with `IN | ONESHOT` and its
-//! kernel-side id as data; an arm is one `epoll_ctl(MOD)` (an `ADD` the first time), which
-//! also polls it, so readiness that predates the arm fires at once. A fire disarms it (the
-//! kernel's ONESHOT), clears the side's `armed` flag and then queues its kernel item — in
-//! that order, so that a waiter never sees "not armed, not queued" while a fire is being
-//! handled without arming again itself.
+//! [`arm`]. Each `Epoll`'s kernel epoll is registered in `wfd` with its kernel-side id as
+//! data: with `IN | ONESHOT` while only waiters (threads, tasks) may wait on it, armed by
+//! each wait that would block; with `IN | ET`, for good, once a poller (an outer epoll's
+//! item, an fd view) watches it, so that every wake of the kernel epoll reaches the pollers
+//! (as every wake of a nested kernel epoll reaches the outer one). An arm is one
+//! `epoll_ctl(MOD)` (an `ADD` the first time), which also polls it, so readiness that
+//! predates the arm fires at once. A one-shot fire clears the side's `armed` flag and then
+//! queues its kernel item — in that order, so that a waiter never sees "not armed, not
+//! queued" while a fire is being handled without arming again itself.
 //!
 //! The thread exits after [`LINGER`] with nothing armed and is started again by the next
 //! arm, so a process with kernel sources but no waiter has no thread.
@@ -74,8 +77,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Arm the kernel side `id` (its kernel epoll `kfd`, its kernel item `item`): the caller
 /// won the side's `armed` flag. On failure (no memory for the registration, no thread) the
 /// item is queued at once instead, so a waiter is woken to harvest rather than left asleep.
-pub(crate) fn arm(id: u64, kfd: &OwnedFd, item: &Arc<Item>) {
-    if try_arm(id, kfd, item).is_err() {
+pub(crate) fn arm(id: u64, kfd: &OwnedFd, item: &Arc<Item>, et: bool) {
+    if try_arm(id, kfd, item, et).is_err() {
         if let super::source::SourceCore::Kernel(kp) = &item.src {
             kp.disarm();
         }
@@ -83,9 +86,9 @@ pub(crate) fn arm(id: u64, kfd: &OwnedFd, item: &Arc<Item>) {
     }
 }
 
-fn try_arm(id: u64, kfd: &OwnedFd, item: &Arc<Item>) -> io::Result<()> {
+fn try_arm(id: u64, kfd: &OwnedFd, item: &Arc<Item>, et: bool) -> io::Result<()> {
     let w = watcher()?;
-    let ev = Events::IN | Events::ONESHOT;
+    let ev = Events::IN | if et { Events::ET } else { Events::ONESHOT };
     let r = match crate::sys::epoll::modify(w.wfd.as_fd(), kfd.as_fd(), ev, id) {
         Err(e) if e.raw_os_error() == Some(libc_enoent()) => {
             lock(&w.sides).insert(id, Arc::downgrade(item));
@@ -113,20 +116,20 @@ fn libc_enoent() -> i32 {
 }
 
 /// The side `id` goes away (its epoll closed). Its kernel epoll is closed with it, which
-/// removes it from `wfd`; `was_armed`: it was armed and never fired.
-pub(crate) fn forget(id: u64, was_armed: bool) {
+/// removes it from `wfd`; `counted`: how many arms of it are still counted (an unfired
+/// one-shot arm, an edge-triggered registration).
+pub(crate) fn forget(id: u64, counted: usize) {
     if let Some(w) = WATCHER.get() {
         lock(&w.sides).remove(&id);
-        if was_armed {
-            w.armed.fetch_sub(1, SeqCst);
-        }
+        w.armed.fetch_sub(counted, SeqCst);
     }
 }
 
 /// A fire: clear the side's `armed` flag, then queue its kernel item.
 fn fire(w: &Watcher, item: &Arc<Item>) {
     if let super::source::SourceCore::Kernel(kp) = &item.src {
-        if kp.disarm() {
+        // An edge-triggered registration stays (and stays counted).
+        if !kp.is_et() && kp.disarm() {
             w.armed.fetch_sub(1, SeqCst);
         }
     }
