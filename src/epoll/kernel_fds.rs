@@ -78,7 +78,7 @@ use super::source::SourceCore;
 use super::{EpInner, Registry};
 use crate::events::{Event, Events};
 use crate::loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst};
-use crate::notifier::kernel::KernelFdSet;
+use crate::notifier::kernel::{KernelDeliver, KernelFdSet};
 use crate::sys;
 use crate::wait_queue::{PostWake, WakeBatch};
 
@@ -140,8 +140,9 @@ pub(crate) struct KernelSide {
 struct KItem {
     num: RawFd,
     data: u64,
-    /// An AutoReset `KernelNotifier`'s eventfd: the delivery of `IN` reads it.
-    reset: Option<Weak<OwnedFd>>,
+    /// An AutoReset owner's reset (a `KernelNotifier`'s eventfd read): the delivery of
+    /// `IN` runs it, and delivers `IN` only if it got something.
+    reset: Option<Weak<dyn KernelDeliver>>,
 }
 
 /// The kernel fds of one epoll. Guarded by `EpInner::registry`.
@@ -323,7 +324,7 @@ impl EpInner {
                     num,
                     data,
                     reset: if k.autoreset {
-                        k.owner.map(|o| o.fd())
+                        k.owner.map(|o| o.reset())
                     } else {
                         None
                     },
@@ -491,12 +492,10 @@ impl EpInner {
             let Some(item) = reg.kfds.items.get(&token) else {
                 continue;
             };
-            if let (Some(fd), true) = (&item.reset, ev.contains(Events::IN)) {
-                // The eventfd is open while the notifier is registered (its `Drop` takes
-                // `registry`, held here, before the fd closes).
-                let reset = fd
-                    .upgrade()
-                    .is_some_and(|fd| sys::eventfd::read(fd.as_fd()).is_ok());
+            if let (Some(r), true) = (&item.reset, ev.contains(Events::IN)) {
+                // The owner is alive while it is registered (its `Drop` takes `registry`,
+                // held here, before it goes).
+                let reset = r.upgrade().is_some_and(|r| r.deliver_in());
                 if !reset {
                     ev.remove(Events::IN);
                     if ev.is_empty() {

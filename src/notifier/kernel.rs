@@ -177,11 +177,9 @@ impl KernelNotifierBuilder {
 impl KernelNotifier {
     fn wrap(fd: OwnedFd, mode: Mode, nonblock: bool) -> KernelNotifier {
         let fd = Arc::new(fd);
+        let reset = Arc::downgrade(&fd) as Weak<dyn KernelDeliver>;
         KernelNotifier {
-            regs: Registrations {
-                fd: Arc::clone(&fd),
-                list: Mutex::new(Vec::new()),
-            },
+            regs: Registrations::new(Arc::clone(&fd), reset),
             fd,
             mode,
             nonblock,
@@ -673,7 +671,24 @@ impl From<KernelNotifier> for OwnedFd {
 /// epoll's registry, and by `Drop` alone (which then takes each epoll's registry).
 pub(crate) struct Registrations {
     fd: Arc<OwnedFd>,
+    reset: Weak<dyn KernelDeliver>,
     list: Mutex<Vec<(Weak<dyn KernelFdSet>, u64)>>,
+}
+
+/// The delivery of `IN` for an AutoReset source watched as a kernel fd: reset it, and say
+/// whether this consumer got something (only then is `IN` delivered: at most one delivery
+/// per reset that succeeded).
+pub(crate) trait KernelDeliver: Send + Sync {
+    /// Reset; `true` iff this call took a non-zero count.
+    fn deliver_in(&self) -> bool;
+}
+
+/// A `KernelNotifier`'s eventfd: the reset is one `read(2)`; `EAGAIN` means another
+/// consumer reset it first.
+impl KernelDeliver for OwnedFd {
+    fn deliver_in(&self) -> bool {
+        eventfd::read(self.as_fd()).is_ok()
+    }
 }
 
 /// What holds a registration of a kernel fd (an epoll's kernel side). Implemented above this
@@ -684,9 +699,20 @@ pub(crate) trait KernelFdSet: Send + Sync {
 }
 
 impl Registrations {
-    /// The eventfd, weakly: what an epoll item reads to deliver an AutoReset `IN`.
-    pub(crate) fn fd(&self) -> Weak<OwnedFd> {
-        Arc::downgrade(&self.fd)
+    /// For an object that owns the kernel fd `fd` it is registered by, and resets itself
+    /// through `reset` when an AutoReset `IN` is delivered (a `KernelNotifier`: its
+    /// eventfd's `read(2)`; another owner may reset in-memory state instead).
+    pub(crate) fn new(fd: Arc<OwnedFd>, reset: Weak<dyn KernelDeliver>) -> Registrations {
+        Registrations {
+            fd,
+            reset,
+            list: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// What delivers an AutoReset `IN` (held weakly by the epoll items).
+    pub(crate) fn reset(&self) -> Weak<dyn KernelDeliver> {
+        Weak::clone(&self.reset)
     }
 
     /// Registered in `ep` as `token`.
