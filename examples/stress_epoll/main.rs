@@ -34,6 +34,7 @@ mod doorbell;
 mod epwait;
 mod harvest;
 mod measure;
+mod mixed;
 mod pingpong;
 mod report;
 mod scale;
@@ -66,6 +67,7 @@ const BENCHES: &[(&str, BenchFn)] = &[
     ("async_pingpong", async_pingpong::run),
     ("autoreset_loop", autoreset::run),
     ("doorbell", doorbell::run),
+    ("mixed", mixed::run),
 ];
 
 /// Print the usage (stdout for `--help`, else stderr after `why`) and exit with `code`.
