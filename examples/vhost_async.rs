@@ -122,7 +122,11 @@ fn main() -> std::io::Result<()> {
     let elapsed = t0.elapsed();
     for (q, r) in rings.iter().enumerate() {
         assert_eq!(r.used.load(SeqCst), REQUESTS, "queue {q}");
-        assert_eq!(kicks[q].count()?, 0, "AutoReset: every delivered kick was reset");
+        assert_eq!(
+            kicks[q].count()?,
+            0,
+            "AutoReset: every delivered kick was reset"
+        );
     }
     assert_eq!((pings, pongs), (5, 5));
     println!(

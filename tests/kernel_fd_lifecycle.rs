@@ -289,7 +289,8 @@ fn failed_add_creates_nothing_and_says_the_kernels_errno() {
     );
     assert_eq!(errno(kernel.add(file.as_fd(), 0)), Some(libc::EPERM));
     let closed = closed_number();
-    // SAFETY (test): the number is closed; the kernel answers EBADF and nothing uses it.
+    // SAFETY: deliberately a number that is not open (the EBADF case): it is only passed to
+    // epoll_ctl, which answers EBADF without touching any file; nothing reads or closes it.
     let bad = unsafe { BorrowedFd::borrow_raw(closed) };
     assert_eq!(errno(ep.add(&bad, Events::IN, 0)), Some(libc::EBADF));
     assert_eq!(errno(kernel.add(bad, 0)), Some(libc::EBADF));
@@ -323,7 +324,8 @@ fn modify_delete_errnos_match_the_kernel() {
         }
         // The lowest free number: what any fd opened inside the calls below would get.
         let closed = closed_number();
-        // SAFETY (test): the number is closed; the kernel answers EBADF and nothing uses it.
+        // SAFETY: deliberately a number that is not open (the EBADF case): it is only passed to
+        // epoll_ctl, which answers EBADF without touching any file; nothing reads or closes it.
         let bad = unsafe { BorrowedFd::borrow_raw(closed) };
         for (what, fd) in [
             ("regular file", file.as_fd()),

@@ -291,7 +291,6 @@ fn cancellation_storm_counts_every_unit() {
         let tasks: Vec<_> = (0..3)
             .map(|t| {
                 let ep = ep.clone();
-                let read = read.clone();
                 let drain = drain.clone();
                 rt.spawn(async move {
                     use futures::FutureExt;

@@ -230,12 +230,15 @@ pub fn run(cfg: &Cfg, out: &mut Out) {
     ));
 }
 
-/// `interleaved` for a pair of figures per run.
+/// Per-repetition samples of (evfd, twin).
+type Samples = (Vec<f64>, Vec<f64>);
+
+/// `measure::interleaved` for a pair of figures per run.
 fn interleaved_pairs(
     reps: usize,
     mut evfd: impl FnMut() -> (f64, f64),
     mut twin: impl FnMut() -> (f64, f64),
-) -> ((Vec<f64>, Vec<f64>), (Vec<f64>, Vec<f64>)) {
+) -> (Samples, Samples) {
     let mut a = (Vec::new(), Vec::new());
     let mut b = (Vec::new(), Vec::new());
     for _ in 0..reps {
