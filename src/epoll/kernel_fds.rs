@@ -298,10 +298,7 @@ impl EpInner {
         events: Events,
         data: u64,
     ) -> io::Result<()> {
-        let mut batch = WakeBatch::new();
-        {
-            let mut reg = crate::loom::lock(&self.registry);
-            self.purge(&mut reg);
+        self.kernel_ctl(|reg, batch| {
             let (side, created) = match self.kernel_side() {
                 Some(s) => (s, false),
                 None => {
@@ -334,14 +331,30 @@ impl EpInner {
                 o.record(Arc::downgrade(self) as Weak<dyn KernelFdSet>, token);
             }
             if reused {
-                self.prune_kernel(&mut reg, &side);
+                self.prune_kernel(reg, &side);
             }
             side.poll.nfds.store(reg.kfds.len(), SeqCst);
-            self.kernel_changed(&side, &mut batch);
-        }
-        batch.run();
+            self.kernel_changed(&side, batch);
+            Ok(())
+        })?;
         self.mark_kernel_below();
         Ok(())
+    }
+
+    /// A kernel `add`/`modify`: `f` with `registry` taken and dead items purged; the wakes
+    /// it defers run after `registry` is released.
+    fn kernel_ctl(
+        &self,
+        f: impl FnOnce(&mut Registry, &mut WakeBatch) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let mut batch = WakeBatch::new();
+        let r = {
+            let mut reg = crate::loom::lock(&self.registry);
+            self.purge(&mut reg);
+            f(&mut reg, &mut batch)
+        };
+        batch.run();
+        r
     }
 
     /// This epoll holds a kernel fd, or nests one that does: tell the outer epolls.
@@ -389,10 +402,7 @@ impl EpInner {
         events: Events,
         data: u64,
     ) -> io::Result<()> {
-        let mut batch = WakeBatch::new();
-        {
-            let mut reg = crate::loom::lock(&self.registry);
-            self.purge(&mut reg);
+        self.kernel_ctl(|reg, batch| {
             let Some(side) = self.kernel_side() else {
                 return Err(probe(k.fd, |ep| sys::epoll::modify(ep, k.fd, events, 0)));
             };
@@ -406,10 +416,9 @@ impl EpInner {
             if let Some(i) = reg.kfds.items.get_mut(&token) {
                 i.data = data;
             }
-            self.kernel_changed(&side, &mut batch);
-        }
-        batch.run();
-        Ok(())
+            self.kernel_changed(&side, batch);
+            Ok(())
+        })
     }
 
     /// `delete` of a kernel fd (`EPOLL_CTL_DEL`), of the number's current registration.
