@@ -3,18 +3,19 @@
 //! (harvest, register, arm check, park), a kernel event and the watcher (fire: clear
 //! `armed`, queue the item, wake).
 //!
-//! The kernel epoll and the watcher's one-shot registration are modelled by atomics (the
-//! real ones are syscalls): `kready` is "kfd holds an undelivered event", `oneshot` is the
-//! registration armed in the watcher's epoll. `epoll_ctl(MOD)` polls the fd: arming a
-//! readable kfd fires at once; a kernel event on an armed kfd fires (and disarms it). The
-//! rest — `linked`, `armed`, the `ready` mutex, the waiter's registration — mirrors
-//! `EpInner::ensure_watch`, `kernel_dropped`, `watcher::fire` step for step. A lost wake
-//! is a waiter parked forever: loom reports it as a deadlock.
+//! The kernel epoll and the watcher's one-shot registration are modelled by one mutex (the
+//! real ones are syscalls serialised by the kernel's `ep->lock`): `kready` is "kfd holds
+//! an undelivered event", `oneshot` is the registration armed in the watcher's epoll.
+//! `epoll_ctl(MOD)` polls the fd: arming a readable kfd fires at once; a kernel event on
+//! an armed kfd fires (and disarms it). The rest — `linked`, `armed`, the `ready` mutex,
+//! the waiter's registration — mirrors `EpInner::ensure_watch`, `kernel_dropped`,
+//! `watcher::fire` step for step. A lost wake is a waiter parked forever: loom reports it
+//! as a deadlock.
 
 use std::sync::Arc;
 
-use loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
-use loom::sync::Mutex;
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use loom::sync::{Mutex, Notify};
 use loom::thread;
 
 struct Model {
@@ -24,17 +25,22 @@ struct Model {
     linked: AtomicBool,
     /// `KernelPoll::armed`.
     armed: AtomicBool,
-    /// The watcher's one-shot registration of kfd (kernel state).
-    oneshot: AtomicBool,
-    /// A fire the watcher thread has to handle (its `epoll_wait` returned).
-    fired: AtomicBool,
-    /// kfd holds an undelivered event.
-    kready: AtomicBool,
+    /// The mock kernel: (kfd holds an undelivered event, the watcher's one-shot
+    /// registration of kfd is armed).
+    kernel: Mutex<(bool, bool)>,
+    /// Fires signalled to the watcher thread so far (its `epoll_wait` returned).
+    fired: AtomicUsize,
     /// The waiter's entry in `waiters` (its interest).
     registered: AtomicBool,
     /// The waiter got the event.
     got: AtomicBool,
-    waiter: Mutex<Option<thread::Thread>>,
+    /// Wakes of the waiter (`ThreadWaiter::notified`, per registration: it parks until
+    /// this moves past what it saw when it registered).
+    woken: AtomicUsize,
+    /// The waiter's park/unpark.
+    waiter: Notify,
+    /// The watcher thread's `epoll_wait`: woken by a fire or the end.
+    watcher: Notify,
     done: AtomicBool,
 }
 
@@ -44,22 +50,38 @@ impl Model {
             ready: Mutex::new(()),
             linked: AtomicBool::new(linked),
             armed: AtomicBool::new(false),
-            oneshot: AtomicBool::new(false),
-            fired: AtomicBool::new(false),
-            kready: AtomicBool::new(false),
+            kernel: Mutex::new((false, false)),
+            fired: AtomicUsize::new(0),
             registered: AtomicBool::new(false),
             got: AtomicBool::new(false),
-            waiter: Mutex::new(None),
+            woken: AtomicUsize::new(0),
+            waiter: Notify::new(),
+            watcher: Notify::new(),
             done: AtomicBool::new(false),
         }
     }
 
+    /// The watcher's `epoll_wait` returns: a fire to handle.
+    fn signal_watcher(&self) {
+        self.fired.fetch_add(1, SeqCst);
+        self.watcher.notify();
+    }
+
     /// `watcher::try_arm`: `epoll_ctl(MOD, IN|ONESHOT)`, which polls kfd.
     fn epoll_ctl_arm(&self) {
-        self.oneshot.store(true, SeqCst);
-        if self.kready.load(SeqCst) && self.oneshot.swap(false, SeqCst) {
-            self.fired.store(true, SeqCst);
+        let fire = {
+            let mut k = self.kernel.lock().unwrap();
+            k.1 = !k.0;
+            k.0
+        };
+        if fire {
+            self.signal_watcher();
         }
+    }
+
+    /// A non-blocking `epoll_wait` on kfd: take the event if there is one.
+    fn collect(&self) -> bool {
+        std::mem::replace(&mut self.kernel.lock().unwrap().0, false)
     }
 
     /// `KernelSide::watch` for a waiter (no poller): arm unless linked or armed.
@@ -78,9 +100,9 @@ impl Model {
     fn harvest(&self) -> bool {
         if !self.linked.load(SeqCst) {
             // The real harvest also collects once at its end when the item was not met.
-            return self.kready.swap(false, SeqCst);
+            return self.collect();
         }
-        if self.kready.swap(false, SeqCst) {
+        if self.collect() {
             return true; // requeued (LT); stays linked
         }
         // Dropped: `linked = false` during the scan, then `kernel_dropped` under `ready`.
@@ -105,64 +127,85 @@ impl Model {
             self.registered.load(SeqCst)
         };
         if wake {
-            if let Some(t) = self.waiter.lock().unwrap().as_ref() {
-                t.unpark();
-            }
+            self.woken.fetch_add(1, SeqCst);
+            self.waiter.notify();
         }
     }
 
     /// A kernel event: kfd becomes readable; an armed one-shot registration fires.
     fn kernel_event(&self) {
-        self.kready.store(true, SeqCst);
-        if self.oneshot.swap(false, SeqCst) {
-            self.fired.store(true, SeqCst);
+        let fire = {
+            let mut k = self.kernel.lock().unwrap();
+            k.0 = true;
+            std::mem::replace(&mut k.1, false)
+        };
+        if fire {
+            self.signal_watcher();
         }
     }
 
     /// The blocking waiter: harvest, register, ensure the watch, harvest again, park.
-    fn wait(&self) {
-        *self.waiter.lock().unwrap() = Some(thread::current());
+    /// `registering`: it starts at its registration (a waiter going back to sleep).
+    fn wait(&self, mut registering: bool) {
         loop {
-            if self.harvest() {
+            if !std::mem::take(&mut registering) && self.harvest() {
                 break;
             }
+            let seen = self.woken.load(SeqCst);
             self.registered.store(true, SeqCst);
             self.ensure_watch();
             if self.harvest() {
                 break;
             }
-            thread::park();
+            while self.woken.load(SeqCst) == seen {
+                self.waiter.wait();
+            }
             self.registered.store(false, SeqCst);
         }
         self.registered.store(false, SeqCst);
         self.got.store(true, SeqCst);
     }
 
-    /// The watcher thread: handle fires until the waiter is done.
+    /// The watcher thread: handle fires until the waiter is done (parked in between, as
+    /// in `epoll_wait`; a fire or the end unparks it).
     fn watcher(&self) {
-        while !self.done.load(SeqCst) {
-            if self.fired.swap(false, SeqCst) {
+        let mut handled = 0;
+        loop {
+            let signalled = self.fired.load(SeqCst);
+            if signalled > handled {
+                handled = signalled;
                 self.fire();
+                continue;
             }
-            thread::yield_now();
+            if self.done.load(SeqCst) {
+                return;
+            }
+            self.watcher.wait();
         }
     }
 }
 
-fn run(linked: bool) {
+/// `linked`: the kernel item starts on the ready list; `other`: another thread harvests
+/// once (a zero-timeout `wait`) before the kernel event, and the waiter starts at its
+/// registration.
+fn run(linked: bool, other: bool) {
     loom::model(move || {
         let m = Arc::new(Model::new(linked));
-        let w = {
-            let m = Arc::clone(&m);
-            thread::spawn(move || m.wait())
-        };
         let watcher = {
             let m = Arc::clone(&m);
             thread::spawn(move || m.watcher())
         };
+        let w = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || m.wait(other))
+        };
+        if other {
+            m.harvest();
+        }
         m.kernel_event();
         w.join().unwrap();
         m.done.store(true, SeqCst);
+        m.watcher.notify();
         watcher.join().unwrap();
         assert!(m.got.load(SeqCst));
     });
@@ -172,12 +215,19 @@ fn run(linked: bool) {
 /// kernel event on the armed registration, must reach it.
 #[test]
 fn kernel_item_waiter_arms() {
-    run(false);
+    run(false, false);
 }
 
 /// The kernel item starts on the list (a previous fire or requeue): the harvest that drops
 /// it must arm for the registered waiter, or the waiter must see it unlinked and arm.
 #[test]
 fn kernel_item_harvest_drops_and_arms() {
-    run(true);
+    run(true, false);
+}
+
+/// The waiter registers while the kernel item is linked (so it does not arm) and another
+/// thread's harvest drops the item: that harvest must arm for the registered waiter.
+#[test]
+fn kernel_item_other_harvester_arms() {
+    run(true, true);
 }
