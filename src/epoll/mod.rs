@@ -39,10 +39,16 @@
 pub(crate) mod future;
 mod harvest;
 mod item;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod kernel_fds;
+// Off Linux: no kernel-fd sources; stand-ins that keep this module free of cfgs.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+#[path = "no_kernel_fds.rs"]
 mod kernel_fds;
 mod ready;
 pub(crate) mod source;
 mod topology;
+#[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) mod watcher;
 
 #[cfg(all(test, not(evfd_loom)))]
@@ -61,8 +67,9 @@ use crate::loom::sync::atomic::{
 };
 use crate::loom::sync::Mutex;
 use crate::wait_queue::list::Key;
-use crate::wait_queue::thread::ThreadWaiter;
-use crate::wait_queue::{Callback, PostWake, Target, WaitQueue, WakeBatch};
+use crate::wait_queue::thread::{self, Entry, Parked, Recheck, Sleeper};
+use crate::wait_queue::{Callback, PostWake, Target, WaitFor, WaitQueue, WakeBatch};
+use harvest::Harvest;
 use item::Item;
 use ready::ReadyState;
 use source::sealed::{MemRef, SourceRef};
@@ -79,6 +86,7 @@ struct Reg {
 struct Registry {
     items: HashMap<u64, Reg>,
     /// Kernel-fd sources (`kernel_fds`).
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
     kfds: kernel_fds::KernelFds,
     /// Items whose source is an epoll (dead ones are dropped lazily): the harvest's look at
     /// nested kernel fds (`kernel_fds`, "Nesting").
@@ -111,9 +119,11 @@ pub(crate) struct EpInner {
     pub(crate) scanning: AtomicBool,
     /// (4) the kernel side (kernel epoll and kernel item), created by the first kernel-fd
     /// `add` that succeeds; see `kernel_fds`.
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
     kernel: Mutex<Option<Arc<kernel_fds::KernelSide>>>,
     /// Whether `kernel` is set (SeqCst; invariant W of `kernel_fds`): lets every path
     /// without kernel fds skip it with one load.
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
     has_kernel: AtomicBool,
     /// This epoll or one nested below it has held a kernel fd (sticky): its outer epolls
     /// look at it in their harvest (`kernel_fds`, "Nesting").
@@ -574,37 +584,18 @@ impl Epoll {
             ));
         }
         let ep = &self.inner.core;
+        // Step 1 of the blocking wait.
         let n = ep.harvest_now(events);
         if n > 0 || timeout == Some(Duration::ZERO) {
             return Ok(n);
         }
+        // An overflowing deadline means "forever".
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let forever = deadline.is_none();
-        loop {
-            let waiter = Arc::new(ThreadWaiter::current());
-            let key = ep
-                .waiters
-                .add(Events::IN, true, true, Target::Thread(Arc::clone(&waiter)));
-            // Registered: kernel readiness will now queue the kernel item (`kernel_fds`).
-            ep.ensure_watch();
-            if ep.has_ready() {
-                ep.waiters.remove(key);
-            } else {
-                let spin = Duration::from_nanos(ep.spin_ns.load(SeqCst));
-                let notified = waiter.wait(deadline, spin);
-                if !notified && ep.waiters.remove(key) {
-                    // Timed out and never woken: one last look, then report the timeout.
-                    return Ok(ep.harvest_now(events));
-                }
-            }
-            let n = ep.harvest_now(events);
-            if n > 0 {
-                return Ok(n);
-            }
-            if !forever && deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(0);
-            }
-        }
+        let mut s = EpollSleeper {
+            harvest: Harvest { ep, out: events },
+            entry: None,
+        };
+        Ok(thread::wait(&mut s, deadline).unwrap_or(0))
     }
 
     /// Readiness of the epoll as a source: `IN | RDNORM` if some queued item is ready now
@@ -623,6 +614,65 @@ impl Epoll {
     /// ```
     pub fn poll(&self, interest: Events) -> Events {
         self.inner.core.readiness() & (interest | Events::ERR | Events::HUP)
+    }
+}
+
+/// The [`Sleeper`] of `Epoll::wait`: LIFO, exclusive, on `waiters` (parked, after the
+/// spin set by `set_spin`), whatever sources the epoll holds: kernel fds reach it through
+/// the kernel item, which its registration makes sure the watcher will queue (`kernel_fds`,
+/// invariant W).
+struct EpollSleeper<'a> {
+    /// The operation (and where the events go).
+    harvest: Harvest<'a>,
+    /// The registration.
+    entry: Option<Entry>,
+}
+
+impl WaitFor for EpollSleeper<'_> {
+    type Output = usize;
+
+    fn try_now(&mut self) -> Option<usize> {
+        self.harvest.try_now()
+    }
+
+    fn hand_on(&mut self) {
+        self.harvest.hand_on();
+    }
+}
+
+impl Sleeper for EpollSleeper<'_> {
+    fn register(&mut self, _again: bool) {
+        // LIFO: the most recent waiter is woken first, as the kernel's epoll does.
+        self.entry = Some(Entry::add(&self.harvest.ep.waiters, Events::IN, true, true));
+        // Registered: kernel readiness now queues the kernel item (invariant W).
+        self.harvest.ep.ensure_watch();
+    }
+
+    /// After publishing ourselves (SeqCst), look at the ready list under `ready`: an item
+    /// queued meanwhile (the kernel item too) is seen here or its callback sees us (it reads
+    /// `waiters` under `ready`).
+    fn recheck(&mut self) -> Recheck<usize> {
+        if self.harvest.ep.has_ready() {
+            Recheck::Retry
+        } else {
+            Recheck::Sleep
+        }
+    }
+
+    fn park(&mut self, deadline: Option<Instant>) -> Parked {
+        match &self.entry {
+            Some(e) => e.park(
+                deadline,
+                Duration::from_nanos(self.harvest.ep.spin_ns.load(SeqCst)),
+            ),
+            None => Parked::Woken,
+        }
+    }
+
+    fn unregister(&mut self) -> bool {
+        self.entry
+            .take()
+            .is_some_and(|e| e.remove(&self.harvest.ep.waiters))
     }
 }
 

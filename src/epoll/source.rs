@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use super::{EpInner, Epoll};
 use crate::events::Events;
+#[cfg(any(target_os = "linux", target_os = "android"))]
 use crate::mode::Mode;
+#[cfg(any(target_os = "linux", target_os = "android"))]
 use crate::notifier::kernel::KernelNotifier;
 use crate::notifier::{self, Notifier};
 use crate::wait_queue::WaitQueue;
@@ -18,6 +20,7 @@ pub(crate) enum SourceCore {
     Epoll(Arc<EpInner>),
     /// The epoll's own kernel epoll, the source of its kernel item (`super::kernel_fds`).
     /// Never registered in the interest set and never hooked into a wait queue.
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
     Kernel(Arc<super::kernel_fds::KernelPoll>),
 }
 
@@ -72,7 +75,9 @@ pub(crate) mod sealed {
     pub enum SourceRef<'a> {
         /// An in-memory source (a notifier, an epoll).
         Mem(MemRef),
-        /// A kernel fd, watched through the epoll's embedded kernel epoll.
+        /// A kernel fd, watched through the epoll's embedded kernel epoll (never made off
+        /// Linux, where `KernelRef` is uninhabited).
+        #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
         Kernel(KernelRef<'a>),
     }
 
@@ -80,12 +85,20 @@ pub(crate) mod sealed {
     pub struct MemRef(pub(crate) super::SourceCore);
 
     /// A kernel fd as a source.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
     pub struct KernelRef<'a> {
         pub(crate) fd: BorrowedFd<'a>,
         /// A `KernelNotifier` in AutoReset mode: the delivery of `IN` reads it.
         pub(crate) autoreset: bool,
         /// A `KernelNotifier`'s registrations: it leaves every epoll when it is dropped.
         pub(crate) owner: Option<&'a crate::notifier::kernel::Registrations>,
+    }
+
+    /// Off Linux there are no kernel-fd sources: uninhabited.
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    pub struct KernelRef<'a> {
+        pub(crate) never: std::convert::Infallible,
+        pub(crate) _fd: std::marker::PhantomData<BorrowedFd<'a>>,
     }
 
     /// Seals [`Source`](super::Source).
@@ -140,6 +153,8 @@ impl<T: sealed::Sealed + ?Sized> sealed::Sealed for &T {
 /// through the epoll's embedded kernel epoll, with the kernel's own LT/ET/ONESHOT/EXCLUSIVE
 /// rules and errors. Keyed as the kernel keys it, by (fd number, open file): a new file on
 /// a reused number can be added while an item of the old file (kept open elsewhere) stays.
+/// Linux only.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 impl sealed::Sealed for std::os::fd::BorrowedFd<'_> {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
         sealed::SourceRef::Kernel(sealed::KernelRef {
@@ -149,11 +164,14 @@ impl sealed::Sealed for std::os::fd::BorrowedFd<'_> {
         })
     }
 }
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
 impl Source for std::os::fd::BorrowedFd<'_> {}
 
 /// A kernel-backed notifier: in AutoReset mode the delivery of its `IN` reads the eventfd,
 /// so the consumer never calls `read`. Dropping the `KernelNotifier` removes it from every
-/// epoll, whatever other fds refer to the eventfd.
+/// epoll, whatever other fds refer to the eventfd. Linux only.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 impl sealed::Sealed for KernelNotifier {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
         use std::os::fd::AsFd;
@@ -164,5 +182,7 @@ impl sealed::Sealed for KernelNotifier {
         })
     }
 }
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
 impl Source for KernelNotifier {}
 impl<T: Source + ?Sized> Source for &T {}

@@ -14,16 +14,20 @@
 //!
 //! | cfg | backend | fd handed out |
 //! |---|---|---|
-//! | Linux, Android, FreeBSD, illumos (default) | [`eventfd::EventfdDoorbell`] | the eventfd |
-//! | other Unix, or `--cfg evfd_force_pipe` | [`pipe::PipeDoorbell`] | the pipe's read end |
+//! | Linux, Android (default) | `eventfd::EventfdDoorbell` | the eventfd |
+//! | other Unix (FreeBSD, macOS, …), or `--cfg evfd_force_pipe` | [`pipe::PipeDoorbell`] | the pipe's read end |
 //! | `--cfg evfd_loom` | `mock::MockDoorbell` | none: an in-memory flag, no syscalls |
 //!
-//! `--cfg evfd_force_pipe` exists so that CI runs the whole suite over the fallback.
+//! `--cfg evfd_force_pipe` exists so that CI runs the whole suite over the fallback; off
+//! Linux the pipe is the only backend, so that path is the one the forced-pipe run tests.
 //!
-//! Kernel eventfd wrappers for [`KernelNotifier`](crate::KernelNotifier) live in
-//! [`eventfd`] whatever the doorbell backend is.
+//! The kernel eventfd and epoll wrappers (`eventfd`, `epoll`: the doorbell's eventfd,
+//! [`KernelNotifier`](crate::KernelNotifier), an `Epoll`'s kernel-fd sources) are Linux's
+//! (and Android's) and compiled only there.
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) mod epoll;
+#[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) mod eventfd;
 #[cfg(evfd_loom)]
 pub(crate) mod mock;
@@ -69,27 +73,14 @@ pub(crate) trait Doorbell: Send + Sync + Sized + 'static {
 #[cfg(all(
     not(evfd_loom),
     not(evfd_force_pipe),
-    any(
-        target_os = "linux",
-        target_os = "android",
-        target_os = "freebsd",
-        target_os = "illumos"
-    )
+    any(target_os = "linux", target_os = "android")
 ))]
 pub(crate) type Bell = eventfd::EventfdDoorbell;
 
 /// The doorbell backend of this build (see the module docs).
 #[cfg(all(
     not(evfd_loom),
-    any(
-        evfd_force_pipe,
-        not(any(
-            target_os = "linux",
-            target_os = "android",
-            target_os = "freebsd",
-            target_os = "illumos"
-        ))
-    )
+    any(evfd_force_pipe, not(any(target_os = "linux", target_os = "android")))
 ))]
 pub(crate) type Bell = pipe::PipeDoorbell;
 
@@ -101,8 +92,8 @@ pub(crate) type Bell = mock::MockDoorbell;
 /// every `read(2)` that drains one, including retries after `EINTR` and calls that got
 /// `EAGAIN`.
 ///
-/// Per view: [`FdView::doorbell_stats`](crate::FdView::doorbell_stats); process-wide:
-/// [`doorbell_stats`].
+/// Returned by [`FdView::doorbell_stats`](crate::FdView::doorbell_stats), for one view and
+/// its clones.
 ///
 /// # Examples
 ///
@@ -193,6 +184,7 @@ pub(crate) fn retry<T>(
 /// `poll(2)` on one fd until one of `interest`'s bits (or `ERR`/`HUP`/`NVAL`) holds, or
 /// `deadline` passes (`None`: forever). Returns the bits that hold (empty on timeout).
 /// `EINTR` is retried with the remaining time.
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
 pub(crate) fn poll_until(
     fd: BorrowedFd<'_>,
     interest: Events,
@@ -220,6 +212,7 @@ pub(crate) fn poll_until(
 
 /// Pairs of our bits and `poll(2)`'s (whose values and integer type vary by platform and
 /// rustix backend, so they are mapped by name).
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
 const POLL_BITS: [(Events, PollFlags); 6] = [
     (Events::IN, PollFlags::IN),
     (Events::PRI, PollFlags::PRI),
@@ -229,6 +222,7 @@ const POLL_BITS: [(Events, PollFlags); 6] = [
     (Events::NVAL, PollFlags::NVAL),
 ];
 
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
 fn to_poll_flags(interest: Events) -> PollFlags {
     POLL_BITS
         .iter()
@@ -236,6 +230,7 @@ fn to_poll_flags(interest: Events) -> PollFlags {
         .fold(PollFlags::empty(), |acc, (_, p)| acc | *p)
 }
 
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
 fn from_poll_flags(revents: PollFlags) -> Events {
     POLL_BITS
         .iter()
@@ -244,11 +239,19 @@ fn from_poll_flags(revents: PollFlags) -> Events {
 }
 
 /// The readiness of one fd now (`poll(2)` with a zero timeout).
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
 pub(crate) fn poll_now(fd: BorrowedFd<'_>, interest: Events) -> io::Result<Events> {
     poll_until(fd, interest, Some(Instant::now()))
 }
 
+/// Whether `FD_CLOEXEC` is set on this fd.
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+pub(crate) fn is_cloexec(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    Ok(rustix::io::fcntl_getfd(fd)?.contains(rustix::io::FdFlags::CLOEXEC))
+}
+
 /// A deadline `timeout` from now; `None` (forever) if it overflows.
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
 pub(crate) fn deadline(timeout: Duration) -> Option<Instant> {
     Instant::now().checked_add(timeout)
 }
