@@ -171,7 +171,7 @@ fn autoreset_kernel_delivered_once_two_epolls_two_threads_each() {
 /// `KernelNotifier::consume` reports `IN` only for a reset it made itself.
 #[test]
 fn consume_reports_in_only_for_its_own_reset() {
-    const WRITES: u64 = 5000;
+    const WRITES: u64 = 1000;
     bounded("consume", 120, || {
         let kick = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
         let seen = Arc::new(AtomicU64::new(0));

@@ -15,7 +15,10 @@
 //! queued" while a fire is being handled without arming again itself.
 //!
 //! The thread exits after [`LINGER`] with nothing armed and is started again by the next
-//! arm, so a process with kernel sources but no waiter has no thread.
+//! arm, so a process with kernel sources but no waiter has no thread. (A one-shot arm whose
+//! waiter went away before its kernel fd fired — it was satisfied by its own harvest, or
+//! dropped — stays armed until that fd fires; meanwhile the thread sleeps in `epoll_wait`
+//! and looks once per `LINGER`.)
 //!
 //! # LOCKING
 //!
