@@ -35,6 +35,7 @@ mod epwait;
 mod floor;
 mod harvest;
 mod measure;
+mod mixed;
 mod pingpong;
 mod report;
 mod scale;
@@ -67,6 +68,7 @@ const BENCHES: &[(&str, BenchFn)] = &[
     ("async_pingpong", async_pingpong::run),
     ("autoreset_loop", autoreset::run),
     ("doorbell", doorbell::run),
+    ("mixed", mixed::run),
 ];
 
 /// Print the usage (stdout for `--help`, else stderr after `why`) and exit with `code`.
