@@ -36,6 +36,7 @@
 //   notifier                     Notifier (+ futures, stream), KernelNotifier
 //   epoll                        the user-space epoll (+ its futures, kernel fds)
 //   fd                           fd views over notifiers and epolls
+//   shared                       SharedNotifier: one notifier across processes (sys: shm, futex, scm)
 //   tokio_fd                     tokio AsyncFd glue
 mod epoll;
 mod events;
@@ -43,6 +44,8 @@ mod fd;
 mod loom;
 mod mode;
 mod notifier;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod shared;
 mod sys;
 #[cfg(feature = "tokio")]
 mod tokio_fd;
@@ -57,6 +60,8 @@ pub use fd::FdView;
 pub use mode::{flags, Mode, LIMIT};
 pub use notifier::future::{OwnedReadFuture, OwnedWriteFuture, ReadFuture, WriteFuture};
 pub use notifier::kernel::{KernelNotifier, KernelNotifierBuilder};
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
+pub use shared::{SharedFdView, SharedNotifier, SharedNotifierBuilder, SharedStats};
 #[cfg(feature = "futures")]
 pub use notifier::stream::NotifierStream;
 pub use notifier::{Notifier, NotifierBuilder};

@@ -153,3 +153,17 @@ impl sealed::Sealed for KernelNotifier {
 }
 impl Source for KernelNotifier {}
 impl<T: Source + ?Sized> Source for &T {}
+
+/// A [`SharedNotifier`](crate::SharedNotifier): its doorbell eventfd, which mirrors
+/// `count > 0` while an epoll watches it, through the embedded kernel epoll.
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
+impl sealed::Sealed for crate::SharedNotifier {
+    fn source_ref(&self) -> sealed::SourceRef<'_> {
+        sealed::SourceRef::Kernel(sealed::KernelRef {
+            fd: self.epoll_bell(),
+            autoreset: false,
+        })
+    }
+}
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
+impl Source for crate::SharedNotifier {}
