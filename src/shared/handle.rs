@@ -732,9 +732,25 @@ impl SharedNotifier {
         })
     }
 
-    /// Deliver `IN` to a consumer: AutoReset resets the count. For the epoll harvest and
-    /// fd-view consumes.
-    fn deliver(&self) -> io::Result<Events> {
+    /// Deliver `IN` to this consumer, as an epoll harvest would: the readiness at delivery;
+    /// a [`Mode::AutoReset`] notifier's count is reset to 0 (writers blocked at the limit are
+    /// woken). Counter and Semaphore: nothing changes. Not a syscall unless a doorbell
+    /// consumer is registered and this empties the count.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidData` if the peer corrupted the region.
+    ///
+    /// ```
+    /// use evfd::{Events, Mode, SharedNotifier};
+    /// let kick = SharedNotifier::new(Mode::AutoReset)?;
+    /// kick.notify()?;
+    /// kick.notify()?;
+    /// assert!(kick.consume()?.contains(Events::IN));
+    /// assert!(!kick.consume()?.contains(Events::IN)); // reset by the first delivery
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn consume(&self) -> io::Result<Events> {
         self.inner.proto.deliver()
     }
 
@@ -801,7 +817,7 @@ impl SharedFdView {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn consume(&self) -> io::Result<Events> {
-        self.shared.deliver()
+        self.shared.consume()
     }
 
     /// The notifier this view follows.
