@@ -60,11 +60,11 @@ pub use fd::FdView;
 pub use mode::{flags, Mode, LIMIT};
 pub use notifier::future::{OwnedReadFuture, OwnedWriteFuture, ReadFuture, WriteFuture};
 pub use notifier::kernel::{KernelNotifier, KernelNotifierBuilder};
-#[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
-pub use shared::{SharedFdView, SharedNotifier, SharedNotifierBuilder, SharedStats};
 #[cfg(feature = "futures")]
 pub use notifier::stream::NotifierStream;
 pub use notifier::{Notifier, NotifierBuilder};
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
+pub use shared::{SharedFdView, SharedNotifier, SharedNotifierBuilder, SharedStats};
 #[doc(hidden)]
 pub use sys::doorbell_stats;
 pub use sys::DoorbellStats;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::protocol::{self, Futex, Os, Protocol, Woke, Words, REGION_SIZE};
-use crate::mode::{self, Mode};
+use crate::mode::{Mode, Options};
 use crate::sys::{self, eventfd, futex, scm, shm};
 use crate::Events;
 
@@ -204,23 +204,24 @@ pub struct SharedNotifier {
 /// assert!(SharedNotifier::builder().initial(u64::MAX).build().is_err());
 /// # Ok::<(), std::io::Error>(())
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use = "a builder does nothing until .build()"]
 pub struct SharedNotifierBuilder {
-    mode: Mode,
-    initial: u64,
-    nonblock: bool,
-    cloexec: bool,
+    opts: Options,
 }
 
 impl Default for SharedNotifierBuilder {
     fn default() -> Self {
+        // Close-on-exec by default, as a `KernelNotifier` and every fd `std` opens.
         SharedNotifierBuilder {
-            mode: Mode::Counter,
-            initial: 0,
-            nonblock: false,
-            cloexec: true,
+            opts: Options::new(true),
         }
+    }
+}
+
+impl fmt::Debug for SharedNotifierBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.opts.debug_as("SharedNotifierBuilder", f)
     }
 }
 
@@ -233,7 +234,7 @@ impl SharedNotifierBuilder {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn mode(mut self, mode: Mode) -> Self {
-        self.mode = mode;
+        self.opts.mode = mode;
         self
     }
 
@@ -245,7 +246,7 @@ impl SharedNotifierBuilder {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn initial(mut self, initial: u64) -> Self {
-        self.initial = initial;
+        self.opts.initial = initial;
         self
     }
 
@@ -257,7 +258,7 @@ impl SharedNotifierBuilder {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn nonblocking(mut self, yes: bool) -> Self {
-        self.nonblock = yes;
+        self.opts.nonblock = yes;
         self
     }
 
@@ -269,7 +270,7 @@ impl SharedNotifierBuilder {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn cloexec(mut self, yes: bool) -> Self {
-        self.cloexec = yes;
+        self.opts.cloexec = yes;
         self
     }
 
@@ -285,16 +286,14 @@ impl SharedNotifierBuilder {
     /// assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     /// ```
     pub fn build(self) -> io::Result<SharedNotifier> {
-        mode::check_initial(self.initial)?;
-        let memfd = shm::create("evfd-shared", REGION_SIZE, self.cloexec)?;
+        let o = self.opts;
+        o.check()?;
+        let memfd = shm::create("evfd-shared", REGION_SIZE, o.cloexec)?;
         let map = shm::Mapping::map(memfd.as_fd(), REGION_SIZE)?;
-        let bell = eventfd::create(0, false, self.cloexec)?;
-        let proto = Protocol::init(Region(map), SysOs::new(bell), self.mode, self.initial);
+        let bell = eventfd::create(0, false, o.cloexec)?;
+        let proto = Protocol::init(Region(map), SysOs::new(bell), o.mode, o.initial);
         Ok(SharedNotifier::from_parts(
-            proto,
-            memfd,
-            self.nonblock,
-            self.cloexec,
+            proto, memfd, o.nonblock, o.cloexec,
         ))
     }
 }

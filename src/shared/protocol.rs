@@ -296,7 +296,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
                 self.after_write(old, new, n);
                 Ok(true)
             }
-            Err(Step::Refused(WriteRefused::Invalid)) => Err(crate::notifier::invalid_write()),
+            Err(Step::Refused(WriteRefused::Invalid)) => Err(mode::invalid_write()),
             Err(Step::Refused(WriteRefused::Full)) => Ok(false),
             Err(Step::Contended) => Err(contended()),
         }
