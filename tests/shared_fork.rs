@@ -50,7 +50,16 @@ fn fork_child_uses_the_parents_object_each_mode() {
             }
             0
         });
-        std::thread::sleep(Duration::from_millis(30));
+        // Let the child fall asleep (it announces itself in the region first).
+        let start = std::time::Instant::now();
+        while ping.sleepers().0 == 0 {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{mode:?}: child never slept"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(5));
         ping.write(1).unwrap();
         let expect = if mode == Mode::Semaphore { 1 } else { 10 };
         assert_eq!(

@@ -45,14 +45,14 @@ fn expect_read(mode: Mode, written: u64) -> u64 {
 fn blocking_reader_here_woken_by_peer_each_mode() {
     for mode in MODES {
         let (s, mut p) = connected(mode, 0);
-        p.send("sleep 50");
+        p.send("wait_reader");
         p.send("s w 3");
         assert_eq!(
             s.read_timeout(LONG).unwrap(),
             expect_read(mode, 3),
             "{mode:?}"
         );
-        assert_eq!(p.reply(), "ok");
+        assert_eq!(p.reply(), "ok 1");
         assert_eq!(p.reply(), "ok 0");
         assert!(s.stats().futex_waits >= 1, "{mode:?}: the reader slept");
         let peer_stats = p.cmd("stats");
@@ -69,7 +69,12 @@ fn blocking_reader_in_peer_woken_from_here_each_mode() {
     for mode in MODES {
         let (s, mut p) = connected(mode, 0);
         p.send("s rt 10000");
-        std::thread::sleep(Duration::from_millis(50));
+        let start = Instant::now();
+        while s.sleepers().0 == 0 {
+            assert!(start.elapsed() < LONG, "the peer never slept");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(2));
         s.write(2).unwrap();
         assert_eq!(
             p.reply(),

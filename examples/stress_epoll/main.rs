@@ -41,6 +41,7 @@ mod seed;
 mod stress;
 mod syscount;
 mod twin;
+mod xproc;
 
 use std::io::Write as _;
 use std::time::{Duration, Instant};
@@ -66,6 +67,7 @@ const BENCHES: &[(&str, BenchFn)] = &[
     ("async_pingpong", async_pingpong::run),
     ("autoreset_loop", autoreset::run),
     ("doorbell", doorbell::run),
+    ("xproc", xproc::run),
 ];
 
 /// Print the usage (stdout for `--help`, else stderr after `why`) and exit with `code`.

@@ -26,9 +26,10 @@
 //!
 //! ```text
 //! waiter (reader)                         waker (writer)
-//!   s = rseq.load                           count: CAS old -> new (new > 0)
-//!   sleepers += READER                      fence
-//!   fence                                   if sleepers.readers > 0:
+//!   spin a few µs while count == 0          count: CAS old -> new (new > 0)
+//!   s = rseq.load                           fence
+//!   sleepers += READER                      if old == 0 && sleepers.readers > 0:
+//!   fence
 //!   if count > 0: sleepers -= READER; retry     rseq += 1
 //!   futex_wait(rseq, s, deadline)               futex_wake(rseq, 1 or n)
 //!   sleepers -= READER; retry
@@ -40,7 +41,10 @@
 //! bumps `rseq` after the waiter loaded `s` (that load precedes the waiter's publication),
 //! so `futex_wait` either finds `rseq != s` and returns at once, or the kernel has queued the
 //! waiter before the wake looks (FUTEX_WAIT checks the word and queues atomically). No wake
-//! is lost. Blocked writers are the mirror image on `wseq`, woken (all of them) by every
+//! is lost. Only the write that takes the count from 0 looks: a reader sleeps only after its
+//! re-check saw 0, so the first write after that re-check is such an edge; writes while the
+//! count is positive coalesce (a woken reader takes the whole count, or, in Semaphore mode,
+//! hands the wake on while units remain). Blocked writers are the mirror image on `wseq`, woken (all of them) by every
 //! consumption. A reader that was woken and leaves the count non-zero (Semaphore) hands the
 //! wake on to the next sleeper.
 //!
@@ -114,6 +118,9 @@ const BELL: u64 = 1 << (2 * FIELD_BITS);
 pub(crate) const MAX_CAS: u32 = 1 << 16;
 /// Doorbell corrections per `sync_bell` (module docs).
 const BELL_ROUNDS: u32 = 16;
+/// Spin iterations of a blocking call before it announces itself and sleeps.
+#[cfg(not(evfd_loom))]
+const SPIN: u32 = 256;
 /// Futex returns without progress before a waiter backs off (sleeps 1 ms per round).
 const SPURIOUS_BEFORE_BACKOFF: u32 = 1024;
 
@@ -368,7 +375,10 @@ impl<W: Words, O: Os> Protocol<W, O> {
         if s == 0 {
             return; // the fast path: nobody may sleep, no syscall
         }
-        if s & FIELD != 0 {
+        // Only the 0 -> positive edge wakes: a reader sleeps only after seeing 0 (module
+        // docs), so the edge's write is the one that finds it; later writes coalesce, and a
+        // woken Semaphore reader that leaves units hands the wake on.
+        if old == 0 && s & FIELD != 0 {
             let nr = match self.mode {
                 Mode::Semaphore => u32::try_from(n).unwrap_or(u32::MAX),
                 Mode::Counter | Mode::AutoReset => 1,
@@ -460,6 +470,9 @@ impl<W: Words, O: Os> Protocol<W, O> {
                 }
                 return Ok(r);
             }
+            if self.spin_while(self.count()) {
+                continue; // the count moved while we spun: try again before sleeping
+            }
             let seq = word.load(SeqCst);
             self.words.sleepers().fetch_add(me, SeqCst);
             crate::loom::dekker_fence();
@@ -492,6 +505,22 @@ impl<W: Words, O: Os> Protocol<W, O> {
                 }
             }
         }
+    }
+
+    /// Spin a little (a few microseconds) while the count stays `seen`: a peer process
+    /// that answers quickly then costs neither side a futex call. Whether it moved.
+    #[inline]
+    fn spin_while(&self, seen: u64) -> bool {
+        #[cfg(not(evfd_loom))]
+        for _ in 0..SPIN {
+            std::hint::spin_loop();
+            if self.count() != seen {
+                return true;
+            }
+        }
+        #[cfg(evfd_loom)]
+        let _ = seen;
+        false
     }
 
     /// A woken reader that succeeded and left units (Semaphore) passes the wake on.
@@ -890,6 +919,22 @@ mod tests {
                 let r1 = thread::spawn(move || a1.read(None).unwrap());
                 let r2 = thread::spawn(move || a2.read(None).unwrap());
                 b.try_write(2).unwrap();
+                assert_eq!(r1.join().unwrap() + r2.join().unwrap(), 2);
+            });
+        }
+
+        /// Two blocked Semaphore readers, two `write(1)`s: the second write may find the count
+        /// positive and wake nobody (only edges wake); the first woken reader hands on.
+        #[test]
+        fn shared_futex_semaphore_hand_on() {
+            ::loom::model(|| {
+                let (a, b) = pair(Mode::Semaphore, 0);
+                let a = Arc::new(a);
+                let (a1, a2) = (Arc::clone(&a), Arc::clone(&a));
+                let r1 = thread::spawn(move || a1.read(None).unwrap());
+                let r2 = thread::spawn(move || a2.read(None).unwrap());
+                b.try_write(1).unwrap();
+                b.try_write(1).unwrap();
                 assert_eq!(r1.join().unwrap() + r2.join().unwrap(), 2);
             });
         }

@@ -176,7 +176,7 @@ impl Peer {
             .unwrap();
         listener.set_nonblocking(true).unwrap();
         let start = Instant::now();
-        let mut accept = || loop {
+        let accept = || loop {
             match listener.accept() {
                 Ok((s, _)) => {
                     s.set_nonblocking(false).unwrap();
@@ -280,6 +280,16 @@ pub fn peer_main() {
                     "ok {} {} {} {}",
                     st.futex_wakes, st.futex_waits, st.rings, st.drains
                 )
+            }
+            "wait_reader" => {
+                // Until a reader (of either process) sleeps on the shared notifier.
+                let s = shared.as_ref().unwrap();
+                let end = Instant::now() + WATCHDOG;
+                while s.sleepers().0 == 0 && Instant::now() < end {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                std::thread::sleep(Duration::from_millis(2));
+                format!("ok {}", s.sleepers().0)
             }
             "sleep" => {
                 std::thread::sleep(Duration::from_millis(arg(&a, 1)));
