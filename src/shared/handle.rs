@@ -1,6 +1,7 @@
 //! The public [`SharedNotifier`] over a mapped region.
 
 use std::fmt;
+use std::future::Future;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
@@ -8,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::asyncio::{ReadShared, WatchReg, WriteShared};
 use super::protocol::{self, Futex, Os, Protocol, Woke, Words, REGION_SIZE};
 use crate::mode::{Mode, Options};
 use crate::sys::{self, eventfd, futex, scm, shm};
@@ -126,13 +128,20 @@ struct Inner {
     /// The process that made this `Inner`: a fork child's copy must not undo the parent's
     /// registrations in the shared words.
     pid: u32,
+    /// The async readers' watcher registration of the doorbell (made at the first pending
+    /// `read_async`).
+    watch: WatchReg,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        if self.epoll_armed.load(Relaxed) && std::process::id() == self.pid {
+        if std::process::id() != self.pid {
+            return;
+        }
+        if self.epoll_armed.load(Relaxed) {
             self.proto.disarm_bell();
         }
+        self.watch.forget(self.proto.os.bell.as_fd());
     }
 }
 
@@ -329,6 +338,7 @@ impl SharedNotifier {
                 cloexec,
                 epoll_armed: AtomicBool::new(false),
                 pid: std::process::id(),
+                watch: WatchReg::new(),
             }),
         }
     }
@@ -751,6 +761,78 @@ impl SharedNotifier {
     /// ```
     pub fn consume(&self) -> io::Result<Events> {
         self.inner.proto.deliver()
+    }
+
+    /// Take from the count, waiting while it is 0, as a future (any executor). The whole
+    /// count (Counter, AutoReset: the completion is the delivery, it resets) or 1
+    /// (Semaphore).
+    ///
+    /// Cancel-safe: a future dropped before it completes consumed nothing. While it is
+    /// pending, a process-wide watcher thread listens on the doorbell, which then mirrors
+    /// `count > 0` (one syscall on each edge); a read that finds units is memory only.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidData` if the peer corrupted the region; the OS error from arming the
+    /// watcher.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::os::unix::net::UnixStream;
+    /// let (a, b) = UnixStream::pair()?;
+    /// let s = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
+    /// s.send(&a)?;
+    /// let peer = evfd::SharedNotifier::recv(&b)?;
+    /// let t = std::thread::spawn(move || peer.write(3));
+    /// assert_eq!(futures::executor::block_on(s.read_async())?, 3);
+    /// t.join().unwrap()?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn read_async(&self) -> impl Future<Output = io::Result<u64>> + Send + '_ {
+        ReadShared::new(self)
+    }
+
+    /// Add `n` to the count, waiting for room while it would pass [`LIMIT`](crate::LIMIT),
+    /// as a future. Cancel-safe: dropped early, it added nothing.
+    ///
+    /// Room is rare to wait for; a pending write future has a helper thread sleeping on the
+    /// shared futex of blocked writers.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `n == u64::MAX`; `InvalidData` if the peer corrupted the region.
+    ///
+    /// ```
+    /// let s = evfd::SharedNotifier::builder().initial(evfd::LIMIT).build()?;
+    /// let s2 = s.clone();
+    /// let t = std::thread::spawn(move || {
+    ///     std::thread::sleep(std::time::Duration::from_millis(10));
+    ///     s2.read()
+    /// });
+    /// futures::executor::block_on(s.write_async(2))?;
+    /// assert_eq!(t.join().unwrap()?, evfd::LIMIT);
+    /// assert_eq!(s.count(), 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn write_async(&self, n: u64) -> impl Future<Output = io::Result<()>> + Send + '_ {
+        WriteShared::new(self, n)
+    }
+
+    pub(super) fn arm_bell_here(&self) {
+        self.inner.proto.arm_bell();
+    }
+
+    pub(super) fn disarm_bell_here(&self) {
+        self.inner.proto.disarm_bell();
+    }
+
+    pub(super) fn watch_parts(&self) -> (&WatchReg, BorrowedFd<'_>) {
+        (&self.inner.watch, self.inner.proto.os.bell.as_fd())
+    }
+
+    pub(super) fn wait_room(&self, n: u64, deadline: Instant) -> bool {
+        self.inner.proto.wait_room(n, deadline)
     }
 
     /// The doorbell fd, for the embedded kernel epoll. The first call registers this

@@ -8,6 +8,8 @@
 pub(crate) mod protocol;
 
 #[cfg(not(evfd_loom))]
+mod asyncio;
+#[cfg(not(evfd_loom))]
 mod handle;
 #[cfg(not(evfd_loom))]
 pub use handle::{SharedFdView, SharedNotifier, SharedNotifierBuilder, SharedStats};

@@ -545,6 +545,14 @@ impl<W: Words, O: Os> Protocol<W, O> {
         })
     }
 
+    /// Sleep as a blocked writer until a write of `n` would fit or `deadline` passes,
+    /// without writing. Whether it fits (an invalid `n` "fits": the write will say why).
+    pub(crate) fn wait_room(&self, n: u64, deadline: Instant) -> bool {
+        let fits = || !matches!(mode::write(self.count(), n), Err(WriteRefused::Full));
+        self.block(Futex::Writers, Some(deadline), || Ok(fits().then_some(())))
+            .is_ok()
+    }
+
     /// The raw sleepers word (for tests and `Debug`): (readers, writers, bells).
     pub(crate) fn sleepers(&self) -> (u64, u64, u64) {
         let s = self.words.sleepers().load(SeqCst);

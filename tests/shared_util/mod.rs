@@ -281,6 +281,34 @@ pub fn peer_main() {
                     st.futex_wakes, st.futex_waits, st.rings, st.drains
                 )
             }
+            "wait_sleepers" => {
+                // Until the region shows (readers, writers, bells) >= the arguments.
+                let s = shared.as_ref().unwrap();
+                let want = (arg(&a, 1), arg(&a, 2), arg(&a, 3));
+                let end = Instant::now() + WATCHDOG;
+                loop {
+                    let (r, w, b) = s.sleepers();
+                    if (r >= want.0 && w >= want.1 && b >= want.2) || Instant::now() > end {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                std::thread::sleep(Duration::from_millis(2));
+                let (r, w, b) = s.sleepers();
+                format!("ok {r} {w} {b}")
+            }
+            "burst" => {
+                // `a[1]` writes of 1, yielding every `a[2]`.
+                let s = shared.as_ref().unwrap();
+                let (n, every) = (arg(&a, 1), arg(&a, 2));
+                for i in 0..n {
+                    s.write(1).unwrap();
+                    if i % every == 0 {
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                }
+                "ok".to_string()
+            }
             "wait_reader" => {
                 // Until a reader (of either process) sleeps on the shared notifier.
                 let s = shared.as_ref().unwrap();
