@@ -25,13 +25,12 @@
 //! # Futex path (blocking `read`, `read_timeout`, `write`)
 //!
 //! ```text
-//! waiter (reader)                         waker (writer)
-//!   spin a few µs while count == 0          count: CAS old -> new (new > 0)
-//!   s = rseq.load                           fence
-//!   sleepers += READER                      if old == 0 && sleepers.readers > 0:
-//!   fence
-//!   if count > 0: sleepers -= READER; retry     rseq += 1
-//!   futex_wait(rseq, s, deadline)               futex_wake(rseq, 1 or n)
+//! waiter (reader)                             waker (writer)
+//!   s = rseq.load                               count: CAS old -> new (new > 0)
+//!   sleepers += READER                          fence
+//!   fence                                       if old == 0 && sleepers.readers > 0:
+//!   if count > 0: sleepers -= READER; retry         rseq += 1
+//!   futex_wait(rseq, s, deadline)                   futex_wake(rseq, 1 or n)
 //!   sleepers -= READER; retry
 //! ```
 //!
@@ -118,9 +117,6 @@ const BELL: u64 = 1 << (2 * FIELD_BITS);
 pub(crate) const MAX_CAS: u32 = 1 << 16;
 /// Doorbell corrections per `sync_bell` (module docs).
 const BELL_ROUNDS: u32 = 16;
-/// Spin iterations of a blocking call before it announces itself and sleeps.
-#[cfg(not(evfd_loom))]
-const SPIN: u32 = 256;
 /// Futex returns without progress before a waiter backs off (sleeps 1 ms per round).
 const SPURIOUS_BEFORE_BACKOFF: u32 = 1024;
 
@@ -470,9 +466,6 @@ impl<W: Words, O: Os> Protocol<W, O> {
                 }
                 return Ok(r);
             }
-            if self.spin_while(self.count()) {
-                continue; // the count moved while we spun: try again before sleeping
-            }
             let seq = word.load(SeqCst);
             self.words.sleepers().fetch_add(me, SeqCst);
             crate::loom::dekker_fence();
@@ -505,22 +498,6 @@ impl<W: Words, O: Os> Protocol<W, O> {
                 }
             }
         }
-    }
-
-    /// Spin a little (a few microseconds) while the count stays `seen`: a peer process
-    /// that answers quickly then costs neither side a futex call. Whether it moved.
-    #[inline]
-    fn spin_while(&self, seen: u64) -> bool {
-        #[cfg(not(evfd_loom))]
-        for _ in 0..SPIN {
-            std::hint::spin_loop();
-            if self.count() != seen {
-                return true;
-            }
-        }
-        #[cfg(evfd_loom)]
-        let _ = seen;
-        false
     }
 
     /// A woken reader that succeeded and left units (Semaphore) passes the wake on.
