@@ -106,6 +106,8 @@ pub(crate) fn pread_exact(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io
 pub(crate) struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
+    /// Whether `Drop` unmaps (false only for the heap-backed test mapping).
+    unmap: bool,
 }
 
 // SAFETY: the mapping is plain memory accessed only through atomics (`u64_at`, `u32_at`);
@@ -135,7 +137,11 @@ impl Mapping {
         };
         let ptr =
             NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
-        Ok(Mapping { ptr, len })
+        Ok(Mapping {
+            ptr,
+            len,
+            unmap: true,
+        })
     }
 
     fn checked(&self, off: usize, size: usize) -> *mut u8 {
@@ -179,6 +185,9 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        if !self.unmap {
+            return;
+        }
         // SAFETY: `ptr`/`len` are exactly what mmap returned, unmapped once (here); no
         // reference into the mapping outlives `self` (views borrow `&self`).
         let _ = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) };
@@ -188,6 +197,48 @@ impl Drop for Mapping {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `Mapping` over heap memory (which outlives it), so that Miri checks the views.
+    fn heap_mapping(words: &mut [u64]) -> Mapping {
+        Mapping {
+            ptr: NonNull::new(words.as_mut_ptr().cast::<u8>()).unwrap(),
+            len: words.len() * 8,
+            unmap: false,
+        }
+    }
+
+    #[test]
+    fn views_are_the_words_they_name() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let mut words = vec![0u64; 512];
+        let m = heap_mapping(&mut words);
+        m.u64_at(64).store(u64::MAX, SeqCst);
+        m.u32_at(128).store(7, SeqCst);
+        m.u32_at(132).store(9, SeqCst);
+        m.u64_at(4088).store(5, SeqCst);
+        assert_eq!(m.u64_at(64).load(SeqCst), u64::MAX);
+        assert_eq!(m.u32_at(128).load(SeqCst), 7);
+        drop(m);
+        assert_eq!(words[8], u64::MAX);
+        assert_eq!(words[16], 7 | 9 << 32);
+        assert_eq!(words[511], 5);
+    }
+
+    #[test]
+    #[should_panic(expected = "outside")]
+    fn out_of_bounds_view_panics() {
+        let mut words = vec![0u64; 512];
+        let m = heap_mapping(&mut words);
+        let _ = m.u64_at(4096);
+    }
+
+    #[test]
+    #[should_panic(expected = "misaligned")]
+    fn misaligned_view_panics() {
+        let mut words = vec![0u64; 512];
+        let m = heap_mapping(&mut words);
+        let _ = m.u64_at(4);
+    }
 
     #[test]
     #[cfg_attr(miri, ignore = "syscalls")]
