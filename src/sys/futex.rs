@@ -33,7 +33,7 @@ pub(crate) fn wait(word: &AtomicU32, expected: u32, deadline: Option<Instant>) -
                 return Ok(Woke::TimedOut);
             }
             // A timeout too large for a timespec is "forever".
-            rustix::time::Timespec::try_from(left).ok()
+            futex::Timespec::try_from(left).ok()
         }
     };
     match futex::wait(word, futex::Flags::empty(), expected, timeout.as_ref()) {
