@@ -25,6 +25,23 @@
 //!
 //! The uncontended `write` + `read` pair is two atomic read-modify-writes: no lock, no
 //! syscall. Wakes that no waiter asked for cost one atomic load.
+//!
+//! # Features
+//!
+//! - `futures`: `Stream`s (`NotifierStream`, `EpollStream`) and `FusedFuture` impls.
+//! - `tokio`: `AsyncFdNotifier`, `AsyncEpoll`, `FdView::into_async_fd` and
+//!   `KernelNotifier::into_async_fd`: evfd fds in tokio's reactor with no `unsafe`.
+//! - `mio`: `mio::event::Source` for [`FdView`] and [`KernelNotifier`].
+//!
+//! # Platforms
+//!
+//! Linux (and Android) has everything. On other Unixes (FreeBSD and macOS are checked in
+//! CI) the in-memory core builds and works as on Linux: [`Notifier`], [`Epoll`] over
+//! in-memory sources, the blocking, timed and async waits, the `futures`, `tokio` and `mio`
+//! integrations, and [`FdView`]s, whose fd is then a pipe instead of an eventfd. The
+//! kernel-eventfd parts are Linux-only and absent elsewhere: [`KernelNotifier`] (and what
+//! takes one), and kernel fds (`BorrowedFd`) as [`Epoll`] sources.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 #![doc(test(attr(deny(warnings))))]
@@ -37,11 +54,14 @@
 //   epoll                        the user-space epoll (+ its futures, kernel fds)
 //   fd                           fd views over notifiers and epolls
 //   shared                       SharedNotifier: one notifier across processes (sys: shm, futex, scm)
-//   tokio_fd                     tokio AsyncFd glue
+//   tokio_fd, tokio_view         tokio AsyncFd glue (tokio_view: safe AsyncFds, AsyncEpoll)
+//   mio_source                   mio::event::Source impls
 mod epoll;
 mod events;
 mod fd;
 mod loom;
+#[cfg(feature = "mio")]
+mod mio_source;
 mod mode;
 mod notifier;
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -49,6 +69,8 @@ mod shared;
 mod sys;
 #[cfg(feature = "tokio")]
 mod tokio_fd;
+#[cfg(feature = "tokio")]
+mod tokio_view;
 mod wait_queue;
 
 #[cfg(feature = "futures")]
@@ -58,7 +80,9 @@ pub use epoll::{Epoll, Source};
 pub use events::{Event, Events};
 pub use fd::FdView;
 pub use mode::{flags, Mode, LIMIT};
+pub use notifier::api::EventNotifier;
 pub use notifier::future::{OwnedReadFuture, OwnedWriteFuture, ReadFuture, WriteFuture};
+#[cfg(any(target_os = "linux", target_os = "android"))]
 pub use notifier::kernel::{KernelNotifier, KernelNotifierBuilder};
 #[cfg(feature = "futures")]
 pub use notifier::stream::NotifierStream;
@@ -70,6 +94,8 @@ pub use sys::doorbell_stats;
 pub use sys::DoorbellStats;
 #[cfg(feature = "tokio")]
 pub use tokio_fd::AsyncFdNotifier;
+#[cfg(feature = "tokio")]
+pub use tokio_view::AsyncEpoll;
 
 #[cfg(all(test, evfd_loom))]
 mod tests;

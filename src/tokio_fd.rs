@@ -1,9 +1,9 @@
 //! tokio integration through `AsyncFd` (feature `tokio`).
 //!
 //! `AsyncFd::register_with_interest` is `unsafe` (tokio ≥ 1.51.6): the fd must stay open
-//! and be the same fd for the `AsyncFd`'s whole life. [`AsyncSource`] is a closed set of
-//! our own types for which that holds, so the one `unsafe` block lives here, in
-//! [`AsyncSource::register`].
+//! and be the same fd for the `AsyncFd`'s whole life. [`StableFd`] marks our own types for
+//! which that holds, so the one `unsafe` block lives here, in [`register_stable`], which
+//! [`AsyncSource::register`] and the safe constructors of `crate::tokio_view` call.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
@@ -13,6 +13,7 @@ use tokio::io::Interest;
 
 use crate::events::Events;
 use crate::fd::FdView;
+#[cfg(any(target_os = "linux", target_os = "android"))]
 use crate::notifier::kernel::KernelNotifier;
 use crate::notifier::Notifier;
 
@@ -23,6 +24,7 @@ enum AsyncSource {
     /// `IN`; room to write is waited for on the notifier's own queue).
     View { notifier: Notifier, view: FdView },
     /// A kernel eventfd: readable and writable, as the kernel reports.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
     Kernel(KernelNotifier),
 }
 
@@ -30,6 +32,7 @@ impl AsRawFd for AsyncSource {
     fn as_raw_fd(&self) -> RawFd {
         match self {
             AsyncSource::View { view, .. } => view.as_raw_fd(),
+            #[cfg(any(target_os = "linux", target_os = "android"))]
             AsyncSource::Kernel(k) => k.as_raw_fd(),
         }
     }
@@ -41,19 +44,53 @@ impl AsyncSource {
     /// # Panics
     ///
     /// Outside a tokio runtime with I/O enabled (tokio's own panic).
-    #[allow(unsafe_code)]
     fn register(self) -> io::Result<AsyncFd<AsyncSource>> {
         let interest = match self {
             AsyncSource::View { .. } => Interest::READABLE,
+            #[cfg(any(target_os = "linux", target_os = "android"))]
             AsyncSource::Kernel(_) => Interest::READABLE | Interest::WRITABLE,
         };
-        // SAFETY: the fd is owned by the value that moves into the AsyncFd and is never
-        // replaced: a FdView's fd is its doorbell's, owned by the view's core, which the
-        // view keeps alive and never swaps; a KernelNotifier's is an OwnedFd field that no
-        // method replaces or closes. So it stays open and `as_raw_fd` returns the same fd
-        // until the AsyncFd drops or gives the value back.
-        unsafe { AsyncFd::register_with_interest(self, interest) }.map_err(io::Error::from)
+        register_stable(self, interest)
     }
+}
+
+/// Our types whose `as_raw_fd` is a fd they own, open and the same for their whole life.
+///
+/// # Safety
+///
+/// An implementor's `as_raw_fd` must return the same open fd from creation to drop: the fd
+/// is owned by the value (not borrowed) and no method closes or replaces it.
+#[allow(unsafe_code)]
+pub(crate) unsafe trait StableFd: AsRawFd {}
+
+// SAFETY: a FdView's fd is its doorbell's, owned by the view's core, which the view keeps
+// alive (an `Arc`) and never swaps.
+#[allow(unsafe_code)]
+unsafe impl StableFd for FdView {}
+
+// SAFETY: a KernelNotifier's fd is an `OwnedFd` field that no method replaces or closes.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[allow(unsafe_code)]
+unsafe impl StableFd for KernelNotifier {}
+
+// SAFETY: an `OwnedFd` owns its fd and never changes it (it has no method that could).
+#[allow(unsafe_code)]
+unsafe impl StableFd for std::os::fd::OwnedFd {}
+
+// SAFETY: each variant's fd is one of the two above, and the variant is never changed.
+#[allow(unsafe_code)]
+unsafe impl StableFd for AsyncSource {}
+
+/// Register a [`StableFd`] with the current tokio reactor.
+///
+/// # Panics
+///
+/// Outside a tokio runtime with I/O enabled (tokio's own panic).
+#[allow(unsafe_code)]
+pub(crate) fn register_stable<T: StableFd>(t: T, interest: Interest) -> io::Result<AsyncFd<T>> {
+    // SAFETY: `StableFd`: the fd moves into the AsyncFd with its owner, stays open and is
+    // what `as_raw_fd` returns until the AsyncFd drops or gives the value back.
+    unsafe { AsyncFd::register_with_interest(t, interest) }.map_err(io::Error::from)
 }
 
 /// Await an evfd object through tokio's reactor: a [`KernelNotifier`] (an eventfd that
@@ -90,6 +127,7 @@ impl AsyncSource {
 /// # }
 /// ```
 #[derive(Debug)]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub struct AsyncFdNotifier {
     fd: AsyncFd<AsyncSource>,
 }
@@ -141,6 +179,8 @@ impl AsyncFdNotifier {
     /// # Ok(())
     /// # }
     /// ```
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
     pub fn from_kernel(notifier: KernelNotifier) -> io::Result<AsyncFdNotifier> {
         Ok(AsyncFdNotifier {
             fd: AsyncSource::Kernel(notifier).register()?,
@@ -162,6 +202,7 @@ impl AsyncFdNotifier {
     pub fn notifier(&self) -> Option<&Notifier> {
         match self.fd.get_ref() {
             AsyncSource::View { notifier, .. } => Some(notifier),
+            #[cfg(any(target_os = "linux", target_os = "android"))]
             AsyncSource::Kernel(_) => None,
         }
     }
@@ -176,6 +217,8 @@ impl AsyncFdNotifier {
     /// # Ok(())
     /// # }
     /// ```
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
     pub fn kernel(&self) -> Option<&KernelNotifier> {
         match self.fd.get_ref() {
             AsyncSource::Kernel(k) => Some(k),
@@ -213,6 +256,7 @@ impl AsyncFdNotifier {
             let mut guard = self.fd.readable().await?;
             match guard.try_io(|fd| match fd.get_ref() {
                 AsyncSource::View { notifier, .. } => notifier.try_read(),
+                #[cfg(any(target_os = "linux", target_os = "android"))]
                 AsyncSource::Kernel(k) => k.try_read(),
             }) {
                 Ok(r) => return r,
@@ -257,6 +301,7 @@ impl AsyncFdNotifier {
             match guard.try_io(|fd| {
                 let seen = match fd.get_ref() {
                     AsyncSource::View { view, .. } => view.consume(),
+                    #[cfg(any(target_os = "linux", target_os = "android"))]
                     AsyncSource::Kernel(k) => k.consume()?,
                 };
                 if seen.contains(Events::IN) {
@@ -302,6 +347,7 @@ impl AsyncFdNotifier {
         match self.fd.get_ref() {
             // In memory: the notifier's own cancel-safe future waits for room.
             AsyncSource::View { notifier, .. } => notifier.write_async(n).await,
+            #[cfg(any(target_os = "linux", target_os = "android"))]
             AsyncSource::Kernel(_) => loop {
                 let mut guard = self.fd.writable().await?;
                 match guard.try_io(|fd| match fd.get_ref() {
@@ -343,6 +389,7 @@ impl AsFd for AsyncFdNotifier {
     fn as_fd(&self) -> BorrowedFd<'_> {
         match self.fd.get_ref() {
             AsyncSource::View { view, .. } => view.as_fd(),
+            #[cfg(any(target_os = "linux", target_os = "android"))]
             AsyncSource::Kernel(k) => k.as_fd(),
         }
     }

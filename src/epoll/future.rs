@@ -14,6 +14,7 @@ use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
+use super::harvest::Harvest;
 use super::Epoll;
 use crate::events::{Event, Events};
 use crate::wait_queue::task::{polled_after_completion, TaskWait};
@@ -66,12 +67,9 @@ impl Future for EpollWaitFuture<'_> {
                 "the event buffer is empty (maxevents must be at least 1)",
             )));
         }
-        let core = &this.ep.inner.core;
-        let buf = &mut *this.buf;
-        let n = ready!(this.wait.poll(&core.waiters, cx, || {
-            let n = core.harvest_now(buf);
-            (n > 0).then_some(n)
-        }));
+        let ep = &this.ep.inner.core;
+        let out = &mut *this.buf;
+        let n = ready!(this.wait.poll(&ep.waiters, cx, &mut Harvest { ep, out }));
         this.done = true;
         Poll::Ready(Ok(n))
     }
@@ -79,12 +77,9 @@ impl Future for EpollWaitFuture<'_> {
 
 impl Drop for EpollWaitFuture<'_> {
     fn drop(&mut self) {
-        let core = &self.ep.inner.core;
-        self.wait.cancel(&core.waiters, || {
-            if core.has_ready() {
-                core.waiters.wake(Events::IN, 1);
-            }
-        });
+        let ep = &self.ep.inner.core;
+        let out = &mut *self.buf;
+        self.wait.cancel(&ep.waiters, &mut Harvest { ep, out });
     }
 }
 
@@ -99,6 +94,7 @@ impl fmt::Debug for EpollWaitFuture<'_> {
 }
 
 #[cfg(feature = "futures")]
+#[cfg_attr(docsrs, doc(cfg(feature = "futures")))]
 impl futures_core::FusedFuture for EpollWaitFuture<'_> {
     fn is_terminated(&self) -> bool {
         self.done
@@ -161,6 +157,7 @@ mod stream {
 
     use futures_core::stream::{FusedStream, Stream};
 
+    use super::super::harvest::Harvest;
     use super::super::Epoll;
     use crate::events::{Event, Events};
     use crate::wait_queue::task::TaskWait;
@@ -193,6 +190,7 @@ mod stream {
     /// assert_eq!(got, vec![2, 1]);
     /// ```
     #[must_use = "streams do nothing unless polled"]
+    #[cfg_attr(docsrs, doc(cfg(feature = "futures")))]
     pub struct EpollStream {
         ep: Epoll,
         wait: TaskWait,
@@ -209,6 +207,7 @@ mod stream {
         /// let ep = evfd::Epoll::new();
         /// assert!(ep.stream().epoll().ptr_eq(&ep));
         /// ```
+        #[cfg_attr(docsrs, doc(cfg(feature = "futures")))]
         pub fn stream(&self) -> EpollStream {
             EpollStream {
                 ep: self.clone(),
@@ -229,21 +228,22 @@ mod stream {
         }
     }
 
+    #[cfg_attr(docsrs, doc(cfg(feature = "futures")))]
     impl Stream for EpollStream {
         type Item = io::Result<Event>;
 
         fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
             let this = self.get_mut();
-            let core = &this.ep.inner.core;
-            this.wait
-                .poll(&core.waiters, cx, || {
-                    let mut one = [Event::default()];
-                    (core.harvest_now(&mut one) == 1).then_some(one[0])
-                })
-                .map(|e| Some(Ok(e)))
+            let ep = &this.ep.inner.core;
+            let mut one = [Event::default()];
+            let got = this
+                .wait
+                .poll(&ep.waiters, cx, &mut Harvest { ep, out: &mut one });
+            got.map(|_| Some(Ok(one[0])))
         }
     }
 
+    #[cfg_attr(docsrs, doc(cfg(feature = "futures")))]
     impl FusedStream for EpollStream {
         /// Always `false`: an epoll never ends.
         fn is_terminated(&self) -> bool {
@@ -253,12 +253,9 @@ mod stream {
 
     impl Drop for EpollStream {
         fn drop(&mut self) {
-            let core = &self.ep.inner.core;
-            self.wait.cancel(&core.waiters, || {
-                if core.has_ready() {
-                    core.waiters.wake(Events::IN, 1);
-                }
-            });
+            let ep = &self.ep.inner.core;
+            self.wait
+                .cancel(&ep.waiters, &mut Harvest { ep, out: &mut [] });
         }
     }
 

@@ -17,7 +17,7 @@ use super::item::Item;
 use super::{EpInner, Registry};
 use crate::events::{Event, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::Ordering::{Relaxed, SeqCst};
-use crate::wait_queue::{PostWake, WakeBatch};
+use crate::wait_queue::{PostWake, WaitFor, WakeBatch};
 
 /// The LT cascade's deferred wake: one more `wait`er.
 struct WakeOneWaiter(Arc<EpInner>);
@@ -101,7 +101,36 @@ fn first_ready(it: &mut Drain<'_, Arc<Item>>) -> Found {
     Found { n: 0, keep: None }
 }
 
+/// A harvest as a wait ([`WaitFor`]): `Epoll::wait`'s operation (in `EpollSleeper`) and
+/// the async wait's (`wait_async`, the stream). The entry waits on `waiters` for `IN`,
+/// exclusive.
+pub(crate) struct Harvest<'a> {
+    pub(crate) ep: &'a Arc<EpInner>,
+    pub(crate) out: &'a mut [Event],
+}
+
+impl WaitFor for Harvest<'_> {
+    type Output = usize;
+
+    fn try_now(&mut self) -> Option<usize> {
+        let n = self.ep.harvest_now(self.out);
+        (n > 0).then_some(n)
+    }
+
+    fn hand_on(&mut self) {
+        self.ep.hand_on();
+    }
+}
+
 impl EpInner {
+    /// A waiter (a thread or a task) that a wake claimed leaves owing it (the hand-on rule
+    /// of `WaitFor`): wake the next waiter if events are still queued.
+    pub(crate) fn hand_on(&self) {
+        if self.has_ready() {
+            self.waiters.wake(Events::IN, 1);
+        }
+    }
+
     /// Run `f` with `registry` taken and dead items purged; its deferred wakes run before
     /// returning, with no lock held.
     fn with_registry<R>(&self, f: impl FnOnce(&mut Registry, &mut WakeBatch) -> R) -> R {

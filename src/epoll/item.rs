@@ -66,7 +66,7 @@ impl Item {
 }
 
 /// Whether an exclusive item "consumed" the wake, as `ep_poll_callback`'s return value
-/// (docs/semantics.md, the wake callback): only if the key's `IN`/`OUT` part is exactly `IN`
+/// (docs/semantics.md §4.4, step 7): only if the key's `IN`/`OUT` part is exactly `IN`
 /// with the item wanting `IN`, exactly `OUT` with the item wanting `OUT`, or neither bit. So
 /// a key carrying both `IN | OUT` never ends an exclusive walk.
 fn exclusive_accepts(key: Events, ev: Events) -> bool {

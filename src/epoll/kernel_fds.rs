@@ -1,6 +1,7 @@
 //! The embedded kernel epoll: kernel-fd sources of an [`Epoll`](crate::Epoll), all of it —
 //! the kernel epoll and its doorbell, the registrations, `add`/`modify`/`delete` of a kernel
-//! fd, their harvest, and the blocking `wait` in `epoll_wait` once kernel fds exist.
+//! fd, and their harvest. The blocking `wait` sleeps in `epoll_wait` here (`kernel_collect`)
+//! once kernel fds exist: the kernel half of `super::EpollSleeper`.
 //!
 //! Kernel fds (a `BorrowedFd`, a [`KernelNotifier`](crate::KernelNotifier)) are registered in
 //! one kernel epoll per `Epoll`, created at the first such `add`. The kernel applies its own
@@ -24,13 +25,11 @@
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::sync::Arc;
 use std::time::Instant;
 
 use super::source::sealed::KernelRef;
 use super::{EpInner, Registry};
 use crate::events::{Event, Events};
-use crate::loom::sync::atomic::Ordering::SeqCst;
 use crate::sys;
 
 /// The kernel event data that marks the doorbell.
@@ -205,35 +204,19 @@ impl EpInner {
         }
         Ok(n)
     }
+}
 
-    /// `wait` once kernel sources exist: block in `epoll_wait` (which also watches the
-    /// doorbell that in-memory wakes ring while `kernel_sleepers` is non-zero).
-    pub(super) fn wait_kernel(
-        self: &Arc<Self>,
-        out: &mut [Event],
-        deadline: Option<Instant>,
-    ) -> io::Result<usize> {
-        loop {
-            self.kernel_sleepers.fetch_add(1, SeqCst);
-            // After publishing ourselves (SeqCst), look at the in-memory side under `ready`.
-            if self.has_ready() {
-                self.kernel_sleepers.fetch_sub(1, SeqCst);
-            } else {
-                let r = self.kernel_collect(out, deadline);
-                self.kernel_sleepers.fetch_sub(1, SeqCst);
-                let k = r?;
-                if k > 0 {
-                    // Fill what is left with in-memory events (never blocks).
-                    return Ok(k + self.send_events_now(&mut out[k..]));
-                }
-            }
-            let n = self.harvest_now(out);
-            if n > 0 {
-                return Ok(n);
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(0);
-            }
-        }
+impl super::Epoll {
+    /// A duplicate of the embedded kernel epoll's fd, creating the kernel epoll if there is
+    /// none yet: readable while a kernel-fd source has an event to deliver, for a reactor to
+    /// watch next to the epoll's fd view (`AsyncEpoll`). From then on this epoll's blocking
+    /// `wait` sleeps in `epoll_wait`, as it does once a kernel fd is added.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn kernel_epoll_dup(&self) -> io::Result<OwnedFd> {
+        let ep = &self.inner.core;
+        // Created with `registry` held, as `kernel_add` does.
+        let _reg = crate::loom::lock(&ep.registry);
+        let side = ep.kernel_side()?;
+        sys::eventfd::dup(side.epfd.as_fd(), true)
     }
 }

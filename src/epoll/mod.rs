@@ -39,6 +39,11 @@
 pub(crate) mod future;
 mod harvest;
 mod item;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod kernel_fds;
+// Off Linux: no kernel-fd sources; stand-ins that keep this module free of cfgs.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+#[path = "no_kernel_fds.rs"]
 mod kernel_fds;
 mod ready;
 pub(crate) mod source;
@@ -60,8 +65,9 @@ use crate::loom::sync::atomic::{
 };
 use crate::loom::sync::Mutex;
 use crate::wait_queue::list::Key;
-use crate::wait_queue::thread::ThreadWaiter;
-use crate::wait_queue::{Callback, PostWake, Target, WaitQueue, WakeBatch};
+use crate::wait_queue::thread::{self, Entry, Parked, Recheck, Sleeper};
+use crate::wait_queue::{Callback, PostWake, Target, WaitFor, WaitQueue, WakeBatch};
+use harvest::Harvest;
 use item::Item;
 use ready::ReadyState;
 use source::sealed::{MemRef, SourceRef};
@@ -556,40 +562,20 @@ impl Epoll {
             ));
         }
         let ep = &self.inner.core;
+        // Step 1 of the blocking wait.
         let n = ep.harvest_now(events);
         if n > 0 || timeout == Some(Duration::ZERO) {
             return Ok(n);
         }
+        // An overflowing deadline means "forever".
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let forever = deadline.is_none();
-        loop {
-            // Kernel sources (possibly added while we slept, which wakes us): sleep in the
-            // kernel from now on.
-            if ep.kernel.get().is_some() {
-                return ep.wait_kernel(events, deadline);
-            }
-            let waiter = Arc::new(ThreadWaiter::current());
-            let key = ep
-                .waiters
-                .add(Events::IN, true, true, Target::Thread(Arc::clone(&waiter)));
-            if ep.has_ready() {
-                ep.waiters.remove(key);
-            } else {
-                let spin = Duration::from_nanos(ep.spin_ns.load(SeqCst));
-                let notified = waiter.wait(deadline, spin);
-                if !notified && ep.waiters.remove(key) {
-                    // Timed out and never woken: one last look, then report the timeout.
-                    return Ok(ep.harvest_now(events));
-                }
-            }
-            let n = ep.harvest_now(events);
-            if n > 0 {
-                return Ok(n);
-            }
-            if !forever && deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(0);
-            }
-        }
+        let mut s = EpollSleeper {
+            harvest: Harvest { ep, out: events },
+            entry: None,
+            in_kernel: false,
+            collected: Ok(0),
+        };
+        thread::wait(&mut s, deadline).unwrap_or(Ok(0))
     }
 
     /// Readiness of the epoll as a source: `IN | RDNORM` if some queued item is ready now
@@ -608,6 +594,92 @@ impl Epoll {
     /// ```
     pub fn poll(&self, interest: Events) -> Events {
         self.inner.core.readiness() & (interest | Events::ERR | Events::HUP)
+    }
+}
+
+/// The [`Sleeper`] of `Epoll::wait`: LIFO, exclusive, on `waiters` (parked, after the
+/// spin set by `set_spin`) while the epoll has no kernel fd; once it has one, counted in
+/// `kernel_sleepers` and asleep in `epoll_wait` on the embedded kernel epoll, which also
+/// watches the doorbell that in-memory wakes ring (see `kernel_fds`). A waiter parked before
+/// the first kernel fd was added is woken by that `add` and sleeps in the kernel from then
+/// on.
+struct EpollSleeper<'a> {
+    /// The operation (and where the events go).
+    harvest: Harvest<'a>,
+    /// The in-memory registration.
+    entry: Option<Entry>,
+    /// Counted in `kernel_sleepers`.
+    in_kernel: bool,
+    /// What the last kernel sleep collected (events, already in `out`), or its error.
+    collected: io::Result<usize>,
+}
+
+impl WaitFor for EpollSleeper<'_> {
+    type Output = io::Result<usize>;
+
+    fn try_now(&mut self) -> Option<io::Result<usize>> {
+        let h = &mut self.harvest;
+        match std::mem::replace(&mut self.collected, Ok(0)) {
+            Err(e) => Some(Err(e)),
+            // Kernel events from the sleep: fill what is left with in-memory ones (never
+            // blocks).
+            Ok(k) if k > 0 => Some(Ok(k + h.ep.send_events_now(&mut h.out[k..]))),
+            Ok(_) => h.try_now().map(Ok),
+        }
+    }
+
+    fn hand_on(&mut self) {
+        self.harvest.hand_on();
+    }
+}
+
+impl Sleeper for EpollSleeper<'_> {
+    fn register(&mut self, _again: bool) {
+        if self.harvest.ep.kernel.get().is_some() {
+            // Kernel sources (possibly added while we slept, which wakes us): sleep in the
+            // kernel from now on.
+            self.harvest.ep.kernel_sleepers.fetch_add(1, SeqCst);
+            self.in_kernel = true;
+        } else {
+            // LIFO: the most recent waiter is woken first, as the kernel's epoll does.
+            self.entry = Some(Entry::add(&self.harvest.ep.waiters, Events::IN, true, true));
+        }
+    }
+
+    /// After publishing ourselves (SeqCst), look at the in-memory side under `ready`: an
+    /// item queued meanwhile is seen here or its callback sees us (it reads `waiters` and
+    /// `kernel_sleepers` under `ready`).
+    fn recheck(&mut self) -> Recheck<io::Result<usize>> {
+        if self.harvest.ep.has_ready() {
+            Recheck::Retry
+        } else {
+            Recheck::Sleep
+        }
+    }
+
+    fn park(&mut self, deadline: Option<Instant>) -> Parked {
+        if let Some(e) = &self.entry {
+            return e.park(
+                deadline,
+                Duration::from_nanos(self.harvest.ep.spin_ns.load(SeqCst)),
+            );
+        }
+        self.collected = self.harvest.ep.kernel_collect(self.harvest.out, deadline);
+        match self.collected {
+            Ok(0) if deadline.is_some_and(|d| Instant::now() >= d) => Parked::TimedOut,
+            _ => Parked::Woken,
+        }
+    }
+
+    fn unregister(&mut self) -> bool {
+        if std::mem::take(&mut self.in_kernel) {
+            self.harvest.ep.kernel_sleepers.fetch_sub(1, SeqCst);
+            // No entry: nothing to claim (the doorbell is drained by `kernel_collect`).
+            return false;
+        }
+        self.entry
+            .take()
+            .is_some_and(|e| e.remove(&self.harvest.ep.waiters))
     }
 }
 

@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use super::{EpInner, Epoll};
 use crate::events::Events;
+#[cfg(any(target_os = "linux", target_os = "android"))]
 use crate::mode::Mode;
+#[cfg(any(target_os = "linux", target_os = "android"))]
 use crate::notifier::kernel::KernelNotifier;
 use crate::notifier::{self, Notifier};
 use crate::wait_queue::WaitQueue;
@@ -65,7 +67,9 @@ pub(crate) mod sealed {
     pub enum SourceRef<'a> {
         /// An in-memory source (a notifier, an epoll).
         Mem(MemRef),
-        /// A kernel fd, watched through the epoll's embedded kernel epoll.
+        /// A kernel fd, watched through the epoll's embedded kernel epoll (never made off
+        /// Linux, where `KernelRef` is uninhabited).
+        #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
         Kernel(KernelRef<'a>),
     }
 
@@ -73,10 +77,18 @@ pub(crate) mod sealed {
     pub struct MemRef(pub(crate) super::SourceCore);
 
     /// A kernel fd as a source.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
     pub struct KernelRef<'a> {
         pub(crate) fd: BorrowedFd<'a>,
         /// A `KernelNotifier` in AutoReset mode: the delivery of `IN` reads it.
         pub(crate) autoreset: bool,
+    }
+
+    /// Off Linux there are no kernel-fd sources: uninhabited.
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    pub struct KernelRef<'a> {
+        pub(crate) never: std::convert::Infallible,
+        pub(crate) _fd: std::marker::PhantomData<BorrowedFd<'a>>,
     }
 
     /// Seals [`Source`](super::Source).
@@ -129,7 +141,8 @@ impl<T: sealed::Sealed + ?Sized> sealed::Sealed for &T {
 
 /// Any kernel fd (a socket, a pipe, a timerfd, an eventfd another process writes): watched
 /// through the epoll's embedded kernel epoll, with the kernel's own LT/ET/ONESHOT/EXCLUSIVE
-/// rules and errors. Keyed by fd number, as the kernel keys it.
+/// rules and errors. Keyed by fd number, as the kernel keys it. Linux only.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 impl sealed::Sealed for std::os::fd::BorrowedFd<'_> {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
         sealed::SourceRef::Kernel(sealed::KernelRef {
@@ -138,10 +151,13 @@ impl sealed::Sealed for std::os::fd::BorrowedFd<'_> {
         })
     }
 }
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
 impl Source for std::os::fd::BorrowedFd<'_> {}
 
 /// A kernel-backed notifier: in AutoReset mode the delivery of its `IN` reads the eventfd,
-/// so the consumer never calls `read`.
+/// so the consumer never calls `read`. Linux only.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 impl sealed::Sealed for KernelNotifier {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
         use std::os::fd::AsFd;
@@ -151,6 +167,8 @@ impl sealed::Sealed for KernelNotifier {
         })
     }
 }
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
 impl Source for KernelNotifier {}
 impl<T: Source + ?Sized> Source for &T {}
 

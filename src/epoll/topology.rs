@@ -1,5 +1,5 @@
 //! Epoll-in-epoll topology: cycle and depth checks at `add`, as the kernel makes them
-//! (docs/semantics.md, nested epoll): adding epoll `T` to epoll `E` fails with `ELOOP` if
+//! (docs/semantics.md §4.9): adding epoll `T` to epoll `E` fails with `ELOOP` if
 //! `E` is reachable from `T` (a cycle), or if `down(T) + 1 + up(E) > EP_MAX_NESTS` (4), the
 //! longest chains of links below `T` and above `E`: at most 5 epolls in any chain.
 //!

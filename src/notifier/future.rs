@@ -29,13 +29,11 @@ use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use super::{Inner, Notifier};
-use crate::events::Events;
-use crate::mode::{invalid_write, WriteRefused};
+use super::{Inner, Notifier, Op, Read, Write};
 use crate::wait_queue::task::{polled_after_completion, TaskWait};
 
-/// The state of one `read_async`: the read is [`Inner::try_read`] (whole count, or 1 in
-/// Semaphore mode); an unused wake is handed to the next reader.
+/// The state of one `read_async`: the async wait for a [`Read`] (whole count, or 1 in
+/// Semaphore mode); a wake left unused is handed to the next reader.
 #[derive(Debug)]
 struct ReadOp {
     wait: TaskWait,
@@ -45,7 +43,7 @@ struct ReadOp {
 impl ReadOp {
     const fn new() -> Self {
         ReadOp {
-            wait: TaskWait::new(Events::IN, true),
+            wait: TaskWait::new(Read::MASK, Read::EXCLUSIVE),
             done: false,
         }
     }
@@ -54,18 +52,17 @@ impl ReadOp {
         if self.done {
             return Poll::Ready(Err(polled_after_completion()));
         }
-        let got = ready!(self.wait.poll(&inner.wq, cx, || inner.try_read()));
+        let r = ready!(self.wait.poll(&inner.wq, cx, &mut Read(inner)));
         self.done = true;
-        Poll::Ready(Ok(got))
+        Poll::Ready(r)
     }
 
     fn cancel(&mut self, inner: &Inner) {
-        self.wait
-            .cancel(&inner.wq, || inner.hand_on(Events::IN, true));
+        self.wait.cancel(&inner.wq, &mut Read(inner));
     }
 }
 
-/// The state of one `write_async(n)`.
+/// The state of one `write_async(n)`: the async wait for a [`Write`].
 #[derive(Debug)]
 struct WriteOp {
     wait: TaskWait,
@@ -75,10 +72,8 @@ struct WriteOp {
 
 impl WriteOp {
     const fn new(n: u64) -> Self {
-        // Writers are not exclusive: every read that makes room wakes them all, as for
-        // blocked writer threads.
         WriteOp {
-            wait: TaskWait::new(Events::OUT, false),
+            wait: TaskWait::new(Write::MASK, Write::EXCLUSIVE),
             n,
             done: false,
         }
@@ -88,19 +83,13 @@ impl WriteOp {
         if self.done {
             return Poll::Ready(Err(polled_after_completion()));
         }
-        let n = self.n;
-        let r = ready!(self.wait.poll(&inner.wq, cx, || match inner.try_write(n) {
-            Ok(()) => Some(Ok(())),
-            Err(WriteRefused::Invalid) => Some(Err(invalid_write())),
-            Err(WriteRefused::Full) => None,
-        },));
+        let r = ready!(self.wait.poll(&inner.wq, cx, &mut Write(inner, self.n)));
         self.done = true;
         Poll::Ready(r)
     }
 
     fn cancel(&mut self, inner: &Inner) {
-        self.wait
-            .cancel(&inner.wq, || inner.hand_on(Events::OUT, false));
+        self.wait.cancel(&inner.wq, &mut Write(inner, self.n));
     }
 }
 
@@ -225,6 +214,7 @@ macro_rules! impl_future {
         }
 
         #[cfg(feature = "futures")]
+        #[cfg_attr(docsrs, doc(cfg(feature = "futures")))]
         impl futures_core::FusedFuture for $ty {
             fn is_terminated(&self) -> bool {
                 self.op.done
@@ -382,6 +372,7 @@ mod tests {
     //! Executor-free tests with a hand-rolled counting waker: they run under Miri.
 
     use super::*;
+    use crate::events::Events;
     use crate::mode::Mode;
     use std::pin::pin;
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};

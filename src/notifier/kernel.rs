@@ -30,6 +30,20 @@ use crate::sys::{self, eventfd};
 /// Errors are `io::Error`s carrying the kernel's errno (`raw_os_error()`), except for the
 /// checks this type makes before any syscall (`write(u64::MAX)` → `InvalidInput`).
 ///
+/// # The fd is always `O_NONBLOCK`
+///
+/// Created or adopted ([`from_owned_fd`](Self::from_owned_fd), `TryFrom<OwnedFd>`), the
+/// eventfd's open file description is `O_NONBLOCK`; the blocking calls (`read`, `write`,
+/// `read_timeout`) wait in `poll(2)` and retry, so a blocking `read` that loses a race to
+/// another reader goes back to waiting instead of sleeping inside `read(2)`. The flag
+/// belongs to the open file description, which every dup of the fd shares, in every process
+/// it is passed to: a peer that reads the same description gets `EAGAIN` at count 0. KVM
+/// and vhost ignore the flag; for a C peer that wants a blocking `read(2)`, hand the fd over
+/// with [`into_blocking_fd`](Self::into_blocking_fd).
+///
+/// The trait [`EventNotifier`](crate::EventNotifier) covers what this type shares with the
+/// in-memory [`Notifier`](crate::Notifier).
+///
 /// # Examples
 ///
 /// ```
@@ -50,6 +64,7 @@ use crate::sys::{self, eventfd};
 /// - [poll(2)](https://man7.org/linux/man-pages/man2/poll.2.html)
 #[doc(alias = "eventfd")]
 #[doc(alias = "EventFd")]
+#[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
 pub struct KernelNotifier {
     fd: OwnedFd,
     mode: Mode,
@@ -71,6 +86,7 @@ pub struct KernelNotifier {
 /// ```
 #[derive(Clone)]
 #[must_use = "a builder does nothing until .build()"]
+#[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
 pub struct KernelNotifierBuilder {
     opts: Options,
 }
@@ -606,6 +622,49 @@ impl KernelNotifier {
             nonblock: self.nonblock,
         })
     }
+
+    /// Give the eventfd away **blocking**: clears `O_NONBLOCK` and returns the fd, for a
+    /// peer (C code, a library) that calls a blocking `read(2)` on it.
+    ///
+    /// A `KernelNotifier` keeps its fd `O_NONBLOCK` (its blocking calls wait in `poll(2)`),
+    /// and `O_NONBLOCK` belongs to the **open file description**, which every `dup` of the
+    /// fd shares, in every process. An eventfd has no path, so there is no second open
+    /// file description to be had: `open("/proc/self/fd/N")` fails with `ENXIO` for it.
+    /// So the flag can only be cleared for everyone. That is why this consumes the
+    /// notifier: do not keep a [`try_clone`](Self::try_clone) of it (or a dup registered in
+    /// an [`Epoll`](crate::Epoll) as an AutoReset source), whose `try_read` would then
+    /// block. Writers are unaffected while the count is below [`LIMIT`](crate::LIMIT).
+    ///
+    /// A peer that only writes the fd (a vhost-user front end, KVM's irqfd) needs none of
+    /// this: pass `OwnedFd::from(notifier)`.
+    ///
+    /// # Errors
+    ///
+    /// The kernel's errno from `fcntl(2)`; the fd is closed then.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::{KernelNotifier, Mode};
+    /// use std::os::fd::OwnedFd;
+    ///
+    /// let k = KernelNotifier::new(Mode::Counter)?;
+    /// let writer = k.try_clone()?; // the side that stays in evfd only writes
+    /// let fd: OwnedFd = k.into_blocking_fd()?;
+    /// let peer = std::thread::spawn(move || {
+    ///     let mut buf = [0u8; 8];
+    ///     rustix::io::read(&fd, &mut buf).unwrap(); // blocks until the write below
+    ///     u64::from_ne_bytes(buf)
+    /// });
+    /// writer.write(5)?;
+    /// assert_eq!(peer.join().unwrap(), 5);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn into_blocking_fd(self) -> io::Result<OwnedFd> {
+        let fd = OwnedFd::from(self);
+        eventfd::set_blocking(fd.as_fd())?;
+        Ok(fd)
+    }
 }
 
 impl AsFd for KernelNotifier {
@@ -617,6 +676,55 @@ impl AsFd for KernelNotifier {
 impl AsRawFd for KernelNotifier {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+}
+
+/// Adopt an eventfd in the mode its flags say: [`Mode::Semaphore`] if it was made with
+/// `EFD_SEMAPHORE`, else [`Mode::Counter`].
+///
+/// The flag is read from `/proc/self/fdinfo/<fd>` (`eventfd-semaphore`, Linux 6.4+). Where
+/// the kernel does not show it, the fd is adopted as `Counter`, and a semaphore fd's reads
+/// would still take 1 each: when you know the mode (or want [`Mode::AutoReset`]), use
+/// [`KernelNotifier::from_owned_fd`], which also checks it. As with `from_owned_fd`, the
+/// fd's open file description is made `O_NONBLOCK`.
+///
+/// # Errors
+///
+/// `InvalidInput` with the kernel's `EINVAL` (what KVM and vhost answer for a fd that is
+/// not an eventfd) if `/proc/self/fdinfo` shows it is not one; the kernel's errno from
+/// `fcntl(2)`. The fd is closed on error (it was moved in).
+///
+/// # Examples
+///
+/// ```
+/// use evfd::{KernelNotifier, Mode};
+/// use rustix::event::{eventfd, EventfdFlags};
+///
+/// let k = KernelNotifier::try_from(eventfd(3, EventfdFlags::CLOEXEC)?)?;
+/// assert_eq!(k.mode(), Mode::Counter);
+/// assert_eq!(k.read()?, 3);
+///
+/// let k = KernelNotifier::try_from(eventfd(2, EventfdFlags::SEMAPHORE)?)?;
+/// assert_eq!(k.read()?, 1); // Mode::Semaphore on Linux 6.4+; the fd's flag decides anyway
+///
+/// let (pipe_rd, _pipe_wr) = rustix::pipe::pipe()?;
+/// let e = KernelNotifier::try_from(pipe_rd).unwrap_err();
+/// assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+/// assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+impl TryFrom<OwnedFd> for KernelNotifier {
+    type Error = io::Error;
+
+    fn try_from(fd: OwnedFd) -> io::Result<KernelNotifier> {
+        let mode = match eventfd::fdinfo(fd.as_fd())? {
+            Some(eventfd::FdInfo {
+                semaphore: Some(true),
+                ..
+            }) => Mode::Semaphore,
+            _ => Mode::Counter,
+        };
+        KernelNotifier::from_owned_fd(fd, mode)
     }
 }
 

@@ -21,7 +21,9 @@
 //! leaves (it succeeded, or timed out) while the notifier is still ready for what it waited
 //! for wakes the next one, so no wake is lost to a waiter that did not use it.
 
+pub(crate) mod api;
 pub(crate) mod future;
+#[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) mod kernel;
 #[cfg(feature = "futures")]
 pub(crate) mod stream;
@@ -34,8 +36,8 @@ use std::time::{Duration, Instant};
 use crate::events::{next_id, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use crate::mode::{self, invalid_write, Mode, Options, WriteRefused};
-use crate::wait_queue::thread::ThreadWaiter;
-use crate::wait_queue::{Target, WaitQueue};
+use crate::wait_queue::thread::{self, QueueSleeper};
+use crate::wait_queue::{WaitFor, WaitQueue};
 
 /// The shared state behind every clone of a [`Notifier`]. Cache-line aligned (128: the
 /// adjacent-line prefetcher pairs lines) so that two notifiers used by two threads never
@@ -383,12 +385,7 @@ impl Notifier {
         if self.inner.nonblock {
             return self.try_write(n);
         }
-        self.inner
-            .block(Events::OUT, false, None, || match self.inner.try_write(n) {
-                Ok(()) => Some(Ok(())),
-                Err(WriteRefused::Invalid) => Some(Err(invalid_write())),
-                Err(WriteRefused::Full) => None,
-            })
+        self.inner.block(Write(&self.inner, n), None)
     }
 
     /// `write(1)`: the doorbell.
@@ -450,8 +447,7 @@ impl Notifier {
         if self.inner.nonblock {
             return self.try_read();
         }
-        self.inner
-            .block(Events::IN, true, None, || self.inner.try_read().map(Ok))
+        self.inner.block(Read(&self.inner), None)
     }
 
     /// As [`read`](Self::read), giving up after `timeout`.
@@ -476,8 +472,7 @@ impl Notifier {
         }
         // An overflowing deadline means "forever".
         let deadline = Instant::now().checked_add(timeout);
-        self.inner
-            .block(Events::IN, true, deadline, || self.inner.try_read().map(Ok))
+        self.inner.block(Read(&self.inner), deadline)
     }
 
     /// Readiness: the bits of `interest` that hold now, plus `ERR`/`HUP` if they hold
@@ -496,6 +491,36 @@ impl Notifier {
     /// ```
     pub fn poll(&self, interest: Events) -> Events {
         self.inner.readiness() & (interest | Events::ERR | Events::HUP)
+    }
+
+    /// Deliver `IN` to this consumer, as an epoll harvest or a completed async read does:
+    /// returns the readiness at delivery (`IN` if the count was non-zero) and, in
+    /// [`Mode::AutoReset`], resets the count to 0 in the same atomic step (waking writers
+    /// blocked at the limit). Counter and Semaphore: a readiness check that changes nothing
+    /// (read to consume).
+    ///
+    /// Infallible in memory; [`KernelNotifier::consume`](kernel::KernelNotifier::consume) and
+    /// [`EventNotifier::consume`](api::EventNotifier::consume) return
+    /// `io::Result<Events>`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::{Events, Mode, Notifier};
+    /// let kick = Notifier::builder().mode(Mode::AutoReset).build()?;
+    /// kick.notify()?;
+    /// kick.notify()?;
+    /// assert!(kick.consume().contains(Events::IN)); // delivered: reset
+    /// assert_eq!(kick.count(), 0);
+    /// assert!(!kick.consume().contains(Events::IN));
+    ///
+    /// let counter = Notifier::builder().initial(3).build()?;
+    /// assert!(counter.consume().contains(Events::IN));
+    /// assert_eq!(counter.count(), 3); // Counter: unchanged
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn consume(&self) -> Events {
+        self.inner.core.deliver(Events::IN)
     }
 }
 
@@ -587,54 +612,27 @@ impl Inner {
         mode::readiness(cur) | mode::readiness(0)
     }
 
-    /// The blocking loop shared by `read`, `read_timeout` and `write`.
-    ///
-    /// `op` returns `None` while it would block. The waiter registers, re-checks, sleeps,
-    /// and always retries once after a wake or a timeout, so a wake racing a timeout is not
-    /// lost; a waiter that was woken and leaves while the notifier is still ready for `want`
-    /// hands the wake on.
-    pub(crate) fn block<R>(
+    /// The blocking call shared by `read`, `read_timeout` and `write`: the wait queue's
+    /// blocking wait (`crate::wait_queue::thread::wait`) for `what`. It registers,
+    /// re-checks, sleeps, and always retries once after a wake or a timeout, so a wake racing
+    /// a timeout is not lost.
+    #[inline]
+    pub(crate) fn block<R, W: Op<Output = io::Result<R>>>(
         &self,
-        want: Events,
-        exclusive: bool,
+        mut what: W,
         deadline: Option<Instant>,
-        mut op: impl FnMut() -> Option<io::Result<R>>,
     ) -> io::Result<R> {
-        if let Some(r) = op() {
+        // Step 1 of the blocking wait: no wait needed.
+        if let Some(r) = what.try_now() {
             return r;
         }
-        loop {
-            let waiter = Arc::new(ThreadWaiter::current());
-            let key = self
-                .wq
-                .add(want, exclusive, false, Target::Thread(Arc::clone(&waiter)));
-            // Re-check after publishing interest (the Dekker pair).
-            if let Some(r) = op() {
-                if !self.wq.remove(key) {
-                    self.hand_on(want, exclusive);
-                }
-                return r;
-            }
-            let notified = waiter.wait(deadline, Duration::ZERO);
-            let still_queued = !notified && self.wq.remove(key);
-            let r = op();
-            if !still_queued {
-                // We were woken: we owe the wake to someone if we leave it unused.
-                if r.is_some() {
-                    self.hand_on(want, exclusive);
-                }
-            }
-            if let Some(r) = r {
-                return r;
-            }
-            if still_queued {
-                // Genuinely timed out (the entry was never woken).
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "notifier read timed out",
-                ));
-            }
-        }
+        let mut s = QueueSleeper::new(&self.wq, W::MASK, W::EXCLUSIVE, what);
+        thread::wait(&mut s, deadline).unwrap_or_else(|| {
+            Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "notifier read timed out",
+            ))
+        })
     }
 
     /// Pass an unused wake on to the next exclusive waiter, if the state still allows it.
@@ -643,6 +641,60 @@ impl Inner {
             self.wq.wake(want, 1);
         }
     }
+}
+
+/// A notifier operation as a wait ([`WaitFor`]), with the entry it waits as: the same
+/// definition for the blocking call and the futures (and the stream).
+pub(crate) trait Op: WaitFor {
+    /// The entry's mask.
+    const MASK: Events;
+    /// Whether the entry is exclusive (one wake each).
+    const EXCLUSIVE: bool;
+}
+
+/// A read: the whole count, or 1 in Semaphore mode. Readers are exclusive (a write wakes
+/// one, or one per unit in Semaphore mode); a claimed reader that leaves while the count is
+/// still non-zero wakes the next one.
+pub(crate) struct Read<'a>(pub(crate) &'a Inner);
+
+impl WaitFor for Read<'_> {
+    type Output = io::Result<u64>;
+
+    fn try_now(&mut self) -> Option<io::Result<u64>> {
+        self.0.try_read().map(Ok)
+    }
+
+    fn hand_on(&mut self) {
+        self.0.hand_on(Events::IN, true);
+    }
+}
+
+impl Op for Read<'_> {
+    const MASK: Events = Events::IN;
+    const EXCLUSIVE: bool = true;
+}
+
+/// A write of `n`. Writers are not exclusive: every read that makes room wakes them all, so
+/// a writer owes no wake to anyone when it leaves.
+pub(crate) struct Write<'a>(pub(crate) &'a Inner, pub(crate) u64);
+
+impl WaitFor for Write<'_> {
+    type Output = io::Result<()>;
+
+    fn try_now(&mut self) -> Option<io::Result<()>> {
+        match self.0.try_write(self.1) {
+            Ok(()) => Some(Ok(())),
+            Err(WriteRefused::Invalid) => Some(Err(invalid_write())),
+            Err(WriteRefused::Full) => None,
+        }
+    }
+
+    fn hand_on(&mut self) {}
+}
+
+impl Op for Write<'_> {
+    const MASK: Events = Events::OUT;
+    const EXCLUSIVE: bool = false;
 }
 
 // These build real notifiers outside a loom model, so they only run without the loom cfg.

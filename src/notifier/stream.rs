@@ -16,8 +16,7 @@ use std::task::{Context, Poll};
 
 use futures_core::stream::{FusedStream, Stream};
 
-use super::Notifier;
-use crate::events::Events;
+use super::{Notifier, Op, Read};
 use crate::wait_queue::task::TaskWait;
 
 /// A `Stream` of reads from a [`Notifier`]: each item is what one [`Notifier::read`] would
@@ -48,6 +47,7 @@ use crate::wait_queue::task::TaskWait;
 /// assert_eq!(n.count(), 0);
 /// ```
 #[must_use = "streams do nothing unless polled"]
+#[cfg_attr(docsrs, doc(cfg(feature = "futures")))]
 pub struct NotifierStream {
     notifier: Notifier,
     wait: TaskWait,
@@ -70,10 +70,11 @@ impl Notifier {
     /// n.write(4).unwrap();
     /// assert_eq!(futures::executor::block_on(s.next()).unwrap().unwrap(), 4);
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "futures")))]
     pub fn stream(&self) -> NotifierStream {
         NotifierStream {
             notifier: self.clone(),
-            wait: TaskWait::new(Events::IN, true),
+            wait: TaskWait::new(Read::MASK, Read::EXCLUSIVE),
         }
     }
 }
@@ -90,18 +91,18 @@ impl NotifierStream {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "futures")))]
 impl Stream for NotifierStream {
     type Item = io::Result<u64>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         let inner = &this.notifier.inner;
-        this.wait
-            .poll(&inner.wq, cx, || inner.try_read())
-            .map(|got| Some(Ok(got)))
+        this.wait.poll(&inner.wq, cx, &mut Read(inner)).map(Some)
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "futures")))]
 impl FusedStream for NotifierStream {
     /// Always `false`: a notifier never ends.
     fn is_terminated(&self) -> bool {
@@ -112,8 +113,7 @@ impl FusedStream for NotifierStream {
 impl Drop for NotifierStream {
     fn drop(&mut self) {
         let inner = &self.notifier.inner;
-        self.wait
-            .cancel(&inner.wq, || inner.hand_on(Events::IN, true));
+        self.wait.cancel(&inner.wq, &mut Read(inner));
     }
 }
 

@@ -13,6 +13,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use rustix::event::EventfdFlags;
 use rustix::io::Errno;
 
+pub(crate) use super::is_cloexec;
 use super::{retry, Counters, Doorbell, DoorbellStats};
 
 /// A kernel eventfd in counter mode as a doorbell: ring = write 1, drain = read (which
@@ -110,9 +111,14 @@ pub(crate) fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<bool> {
     Ok(false)
 }
 
-/// Whether `FD_CLOEXEC` is set on this fd.
-pub(crate) fn is_cloexec(fd: BorrowedFd<'_>) -> io::Result<bool> {
-    Ok(rustix::io::fcntl_getfd(fd)?.contains(rustix::io::FdFlags::CLOEXEC))
+/// Clear `O_NONBLOCK` on the open file description (shared with every dup of it).
+pub(crate) fn set_blocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    use rustix::fs::OFlags;
+    let fl = rustix::fs::fcntl_getfl(fd)?;
+    if fl.contains(OFlags::NONBLOCK) {
+        rustix::fs::fcntl_setfl(fd, fl - OFlags::NONBLOCK)?;
+    }
+    Ok(())
 }
 
 /// A new fd for the same open file description; close-on-exec iff `cloexec`.
@@ -137,18 +143,17 @@ pub(crate) struct FdInfo {
 ///
 /// - `Ok(Some(info))`: it is an eventfd;
 /// - `Ok(None)`: fdinfo could not be read (no `/proc`): unknown;
-/// - `Err(InvalidInput)`: fdinfo was read and the fd is not an eventfd.
+/// - `Err(EINVAL)` (kind `InvalidInput`): fdinfo was read and the fd is not an eventfd.
 pub(crate) fn fdinfo(fd: BorrowedFd<'_>) -> io::Result<Option<FdInfo>> {
     let raw = fd.as_raw_fd();
     let Ok(text) = std::fs::read_to_string(format!("/proc/self/fdinfo/{raw}")) else {
         return Ok(None);
     };
-    parse_fdinfo(&text).map(Some).ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("fd {raw} is not an eventfd (/proc/self/fdinfo/{raw} has no eventfd-count)"),
-        )
-    })
+    // Not an eventfd: EINVAL, the kernel's answer (eventfd_ctx_fdget) when KVM or vhost are
+    // handed one.
+    parse_fdinfo(&text)
+        .map(Some)
+        .ok_or_else(|| io::Error::from_raw_os_error(Errno::INVAL.raw_os_error()))
 }
 
 fn parse_fdinfo(text: &str) -> Option<FdInfo> {

@@ -14,16 +14,20 @@
 //!
 //! | cfg | backend | fd handed out |
 //! |---|---|---|
-//! | Linux, Android, FreeBSD, illumos (default) | [`eventfd::EventfdDoorbell`] | the eventfd |
-//! | other Unix, or `--cfg evfd_force_pipe` | [`pipe::PipeDoorbell`] | the pipe's read end |
+//! | Linux, Android (default) | `eventfd::EventfdDoorbell` | the eventfd |
+//! | other Unix (FreeBSD, macOS, …), or `--cfg evfd_force_pipe` | [`pipe::PipeDoorbell`] | the pipe's read end |
 //! | `--cfg evfd_loom` | `mock::MockDoorbell` | none: an in-memory flag, no syscalls |
 //!
-//! `--cfg evfd_force_pipe` exists so that CI runs the whole suite over the fallback.
+//! `--cfg evfd_force_pipe` exists so that CI runs the whole suite over the fallback; off
+//! Linux the pipe is the only backend, so that path is the one the forced-pipe run tests.
 //!
-//! Kernel eventfd wrappers for [`KernelNotifier`](crate::KernelNotifier) live in
-//! [`eventfd`] whatever the doorbell backend is.
+//! The kernel eventfd and epoll wrappers (`eventfd`, `epoll`: the doorbell's eventfd,
+//! [`KernelNotifier`](crate::KernelNotifier), an `Epoll`'s kernel-fd sources) are Linux's
+//! (and Android's) and compiled only there.
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) mod epoll;
+#[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) mod eventfd;
 #[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
 pub(crate) mod futex;
@@ -75,27 +79,14 @@ pub(crate) trait Doorbell: Send + Sync + Sized + 'static {
 #[cfg(all(
     not(evfd_loom),
     not(evfd_force_pipe),
-    any(
-        target_os = "linux",
-        target_os = "android",
-        target_os = "freebsd",
-        target_os = "illumos"
-    )
+    any(target_os = "linux", target_os = "android")
 ))]
 pub(crate) type Bell = eventfd::EventfdDoorbell;
 
 /// The doorbell backend of this build (see the module docs).
 #[cfg(all(
     not(evfd_loom),
-    any(
-        evfd_force_pipe,
-        not(any(
-            target_os = "linux",
-            target_os = "android",
-            target_os = "freebsd",
-            target_os = "illumos"
-        ))
-    )
+    any(evfd_force_pipe, not(any(target_os = "linux", target_os = "android")))
 ))]
 pub(crate) type Bell = pipe::PipeDoorbell;
 
@@ -107,8 +98,8 @@ pub(crate) type Bell = mock::MockDoorbell;
 /// every `read(2)` that drains one, including retries after `EINTR` and calls that got
 /// `EAGAIN`.
 ///
-/// Per view: [`FdView::doorbell_stats`](crate::FdView::doorbell_stats); process-wide:
-/// [`doorbell_stats`].
+/// Returned by [`FdView::doorbell_stats`](crate::FdView::doorbell_stats), for one view and
+/// its clones.
 ///
 /// # Examples
 ///
@@ -254,7 +245,14 @@ pub(crate) fn poll_now(fd: BorrowedFd<'_>, interest: Events) -> io::Result<Event
     poll_until(fd, interest, Some(Instant::now()))
 }
 
+/// Whether `FD_CLOEXEC` is set on this fd.
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+pub(crate) fn is_cloexec(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    Ok(rustix::io::fcntl_getfd(fd)?.contains(rustix::io::FdFlags::CLOEXEC))
+}
+
 /// A deadline `timeout` from now; `None` (forever) if it overflows.
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
 pub(crate) fn deadline(timeout: Duration) -> Option<Instant> {
     Instant::now().checked_add(timeout)
 }

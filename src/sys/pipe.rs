@@ -14,7 +14,6 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::io::Errno;
-use rustix::pipe::PipeFlags;
 
 use super::{retry, Counters, Doorbell, DoorbellStats};
 
@@ -28,11 +27,7 @@ pub(crate) struct PipeDoorbell {
 
 impl Doorbell for PipeDoorbell {
     fn create(cloexec: bool) -> io::Result<Self> {
-        let mut flags = PipeFlags::NONBLOCK;
-        if cloexec {
-            flags |= PipeFlags::CLOEXEC;
-        }
-        let (rd, wr) = rustix::pipe::pipe_with(flags)?;
+        let (rd, wr) = pipe(cloexec)?;
         Ok(PipeDoorbell {
             rd,
             wr,
@@ -77,6 +72,33 @@ impl Doorbell for PipeDoorbell {
     }
 }
 
+/// A non-blocking pipe, close-on-exec iff `cloexec`: `pipe2(2)` where there is one.
+#[cfg(not(target_vendor = "apple"))]
+fn pipe(cloexec: bool) -> io::Result<(OwnedFd, OwnedFd)> {
+    use rustix::pipe::PipeFlags;
+    let mut flags = PipeFlags::NONBLOCK;
+    if cloexec {
+        flags |= PipeFlags::CLOEXEC;
+    }
+    Ok(rustix::pipe::pipe_with(flags)?)
+}
+
+/// A non-blocking pipe, close-on-exec iff `cloexec`. macOS has no `pipe2(2)`: the flags are
+/// set with `fcntl(2)` after `pipe(2)`, so a `fork`+`exec` in another thread in between can
+/// leak the two fds into the child (as for every fd opened on macOS without `O_CLOEXEC`).
+#[cfg(target_vendor = "apple")]
+fn pipe(cloexec: bool) -> io::Result<(OwnedFd, OwnedFd)> {
+    let (rd, wr) = rustix::pipe::pipe()?;
+    for fd in [&rd, &wr] {
+        let fl = rustix::fs::fcntl_getfl(fd)?;
+        rustix::fs::fcntl_setfl(fd, fl | rustix::fs::OFlags::NONBLOCK)?;
+        if cloexec {
+            rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC)?;
+        }
+    }
+    Ok((rd, wr))
+}
+
 #[cfg(all(test, not(evfd_loom)))]
 mod tests {
     use super::*;
@@ -86,7 +108,7 @@ mod tests {
     #[cfg_attr(miri, ignore = "syscalls")]
     fn ring_drain_toggle_readability() {
         let d = PipeDoorbell::create(true).unwrap();
-        assert!(super::super::eventfd::is_cloexec(d.as_fd()).unwrap());
+        assert!(super::super::is_cloexec(d.as_fd()).unwrap());
         let readable = |d: &PipeDoorbell| {
             super::super::poll_now(d.as_fd(), Events::IN)
                 .unwrap()

@@ -91,6 +91,17 @@ fn sem() -> Notifier {
     Notifier::builder().mode(Mode::Semaphore).build().unwrap()
 }
 
+/// A thread that makes a read future of `n` and drives it (first poll, which may yield
+/// once, then registration), then hands the task back.
+fn spawn_driven(n: &Notifier) -> thread::JoinHandle<Task> {
+    let n = n.clone();
+    thread::spawn(move || {
+        let mut t = Task::new(&n);
+        t.drive();
+        t
+    })
+}
+
 /// The executor: re-poll every pending task that was woken, until none is. Returns how many
 /// tasks completed in total.
 fn run(tasks: &mut [Task]) -> usize {
@@ -141,16 +152,8 @@ fn loom_async_drop_vs_write_hands_on() {
 fn loom_async_two_futures_one_unit() {
     loom::model(|| {
         let n = sem();
-        let spawn_poll = |n: &Notifier| {
-            let n = n.clone();
-            thread::spawn(move || {
-                let mut t = Task::new(&n);
-                t.drive();
-                t
-            })
-        };
-        let ta = spawn_poll(&n);
-        let tb = spawn_poll(&n);
+        let ta = spawn_driven(&n);
+        let tb = spawn_driven(&n);
         n.write(1).unwrap();
         let mut tasks = [ta.join().unwrap(), tb.join().unwrap()];
 
@@ -160,6 +163,31 @@ fn loom_async_two_futures_one_unit() {
 
         n.write(1).unwrap();
         assert_eq!(run(&mut tasks), 2, "the second unit reaches the loser");
+        assert_eq!(n.count(), 0);
+        assert_eq!(n.inner.wq.len(), 0);
+    });
+}
+
+/// Two futures register concurrently while two single-unit writes land: both complete. The
+/// window this covers: a future whose re-check (after `add`) takes a unit that came with no
+/// wake (nobody was queued yet), while a later write's wake claims its entry before it
+/// unlinks it. That wake was not used by the success; unless it is handed on, the other
+/// future sleeps next to a unit.
+#[test]
+fn loom_async_two_futures_two_units() {
+    loom::model(|| {
+        let n = sem();
+        let ta = spawn_driven(&n);
+        let tb = spawn_driven(&n);
+        n.write(1).unwrap();
+        n.write(1).unwrap();
+        let mut tasks = [ta.join().unwrap(), tb.join().unwrap()];
+
+        assert_eq!(
+            run(&mut tasks),
+            2,
+            "a unit was left behind a pending future"
+        );
         assert_eq!(n.count(), 0);
         assert_eq!(n.inner.wq.len(), 0);
     });

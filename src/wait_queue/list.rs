@@ -111,40 +111,38 @@ impl<T> List<T> {
 
     /// Append at the tail.
     pub(crate) fn push_back(&mut self, mask: Events, val: T) -> Key {
-        let i = self.alloc(mask, val);
-        let tail = self.tail;
-        {
-            let n = &mut self.nodes[i as usize];
-            n.prev = tail;
-            n.next = NIL;
-        }
-        if tail == NIL {
-            self.head = i;
-        } else {
-            self.nodes[tail as usize].next = i;
-        }
-        self.tail = i;
-        Key {
-            idx: i,
-            gen: self.nodes[i as usize].gen,
-        }
+        self.push(mask, val, false)
     }
 
     /// Insert at the head.
     pub(crate) fn push_front(&mut self, mask: Events, val: T) -> Key {
+        self.push(mask, val, true)
+    }
+
+    /// Link a new node at the head (`front`) or at the tail.
+    #[inline]
+    fn push(&mut self, mask: Events, val: T, front: bool) -> Key {
         let i = self.alloc(mask, val);
-        let head = self.head;
+        let (prev, next) = if front {
+            (NIL, self.head)
+        } else {
+            (self.tail, NIL)
+        };
         {
             let n = &mut self.nodes[i as usize];
-            n.prev = NIL;
-            n.next = head;
+            n.prev = prev;
+            n.next = next;
         }
-        if head == NIL {
+        if prev == NIL {
+            self.head = i;
+        } else {
+            self.nodes[prev as usize].next = i;
+        }
+        if next == NIL {
             self.tail = i;
         } else {
-            self.nodes[head as usize].prev = i;
+            self.nodes[next as usize].prev = i;
         }
-        self.head = i;
         Key {
             idx: i,
             gen: self.nodes[i as usize].gen,

@@ -94,6 +94,36 @@ pub(crate) trait PostWake: Send + Sync {
     fn post_wake(&self, key: Events);
 }
 
+/// What a waiter waits for: one definition per operation (a notifier read, a notifier
+/// write, an epoll harvest), shared by the blocking wait ([`thread::wait`]) and the async
+/// wait ([`task::TaskWait`]).
+///
+/// # The hand-on rule
+///
+/// A wake that removes a thread's or a task's entry *claims* that waiter. A claimed waiter
+/// owes the wake to someone else, and calls [`hand_on`](Self::hand_on) (which wakes the
+/// next waiter if the state is still ready for what it waited for), when it leaves:
+///
+/// - without a success (a timeout, a dropped future): the wake was not used;
+/// - with a success of the re-check right after registering: that success may have used a
+///   unit that came with no wake (nobody was queued when it arrived), while a later wake
+///   claimed the entry between the re-check and the unlinking. Without the hand-on, that
+///   later unit sits next to a sleeping waiter (the loom models
+///   `semaphore_two_readers_two_writes` and `loom_async_two_futures_two_units`).
+///
+/// A success after the claim was seen (woken, then it tried) used that wake: the unit the
+/// wake stood for was there before the try, and every unit that comes while entries are
+/// queued has a wake of its own. Nothing is handed on then, so the common path (woken,
+/// success) wakes nobody else for nothing.
+pub(crate) trait WaitFor {
+    /// What the operation returns.
+    type Output;
+    /// Try the operation without waiting; `None` while it would wait.
+    fn try_now(&mut self) -> Option<Self::Output>;
+    /// A claimed waiter leaves (the type docs): wake the next waiter if still owed.
+    fn hand_on(&mut self);
+}
+
 enum Deferred {
     Thread(Arc<ThreadWaiter>),
     Task(Waker),
@@ -285,10 +315,10 @@ impl WaitQueue {
     /// `nr_exclusive` exclusive entries accepted. At most one exclusive *callback* (an
     /// `EXCLUSIVE` epoll item) accepts per wake, whatever `nr_exclusive` is: the kernel wakes
     /// an eventfd's queue with `nr_exclusive = 1`, so that of several `EXCLUSIVE` epolls on
-    /// one source exactly one epoll waiter wakes per event (docs/semantics.md, several
-    /// epolls on one source); evfd's larger budgets (a Semaphore `write(n)`, a read waking
-    /// every writer) exist for its own exclusive blocked readers and must not wake a second
-    /// `EXCLUSIVE` epoll. Foreign wakes run after unlocking.
+    /// one source exactly one epoll waiter wakes per event (docs/semantics.md §4.8); evfd's
+    /// larger budgets (a Semaphore `write(n)`, a read waking every writer) exist for its own
+    /// exclusive blocked readers and must not wake a second `EXCLUSIVE` epoll. Foreign wakes
+    /// run after unlocking.
     #[inline]
     pub(crate) fn wake(&self, key: Events, nr_exclusive: usize) {
         // Fast path: the SeqCst load pairs with the waiter's SeqCst store (module docs).

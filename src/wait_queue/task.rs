@@ -1,6 +1,8 @@
 //! The async wait: a task's place in a [`WaitQueue`] ([`TaskWait`]), used by every future
 //! and stream of the crate (notifier reads and writes, `Epoll::wait_async`, the streams)
-//! with its own operation and hand-on.
+//! with its own operation and hand-on. It is the blocking wait of `super::thread` (the same
+//! steps, the same hand-on rule) cut at its one sleep: each `poll` resumes it from the
+//! state it left ([`State`]), and dropping the owner is the early exit.
 //!
 //! # LOCKING
 //!
@@ -23,13 +25,13 @@
 use std::task::{Context, Poll};
 
 use super::list::Key;
-use super::{Target, WaitQueue};
+use super::{Target, WaitFor, WaitQueue};
 use crate::events::Events;
 
 /// A task's place in a [`WaitQueue`]: at most one entry, registered on demand.
 ///
-/// The protocol, for any operation `op` (returns `None` while it would wait) and any
-/// `hand_on` (passes on a wake that this waiter won but does not use):
+/// The protocol, for any [`WaitFor`] (its `try_now` is the operation `op` below; its
+/// `hand_on` passes on a wake that claimed this waiter):
 ///
 /// * [`poll`](Self::poll) tries `op`. The first time it would wait while no entry in the
 ///   queue wants the same event, it yields once instead of registering: it wakes its own task
@@ -42,16 +44,17 @@ use crate::events::Events;
 ///   again, at the head of the queue, so it keeps its turn.
 /// * On success the entry is removed if it is still queued. If a wake had removed it, the
 ///   success used that wake (one wake stands for one unit in Semaphore mode, for the whole
-///   count otherwise), so nothing is handed on: handing on here would only wake the next
-///   waiter for nothing.
+///   count otherwise) — except for a success of the re-check right after `add`, whose
+///   entry a later wake may have claimed: that one runs `hand_on` (the hand-on rule of
+///   [`WaitFor`]).
 /// * [`cancel`](Self::cancel) (the owner is dropped) removes the entry; if it was already gone,
 ///   a wake was spent on this waiter and not used: `hand_on` runs so that it is not lost.
 ///
 /// # Yield once
 ///
-/// The async form of spin-then-park (`ThreadWaiter::wait` spins before parking): a wait that
-/// is not satisfied at once goes round the executor's run queue one time before it pays for
-/// the queue lock (waker clone, `add`, and on wake `remove` + `wake` on the writer's side).
+/// The async form of spin-then-park (a blocked `Epoll::wait` may spin before parking, see
+/// `Epoll::set_spin`): a wait that is not satisfied at once goes round the executor's run
+/// queue one time before it pays for the queue lock (waker clone, `add`, and on wake `remove` + `wake` on the writer's side).
 /// When the other side of a hand-off is another task of the same runtime — the typical
 /// producer/consumer or ping-pong — it has usually run by then, and the second poll takes the
 /// count lock-free. The cost is one extra poll per wait that does block. Nothing can be lost
@@ -64,11 +67,21 @@ pub(crate) struct TaskWait {
     mask: Events,
     /// Exclusive entries take one wake each (readers); others are all woken (writers).
     exclusive: bool,
-    /// The entry, while registered. A stale key (entry woken and removed) is harmless.
-    key: Option<Key>,
-    /// This wait already yielded once instead of registering (reset on success, so a
-    /// stream yields at most once per item).
-    yielded: bool,
+    /// Where this wait is.
+    state: State,
+}
+
+/// The states of one async wait. A success goes back to `Idle`, so that a stream yields at
+/// most once per item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Not registered; the next poll that would wait yields once.
+    Idle,
+    /// Not registered; this wait has yielded once already, the next poll registers.
+    Yielded,
+    /// An entry in the queue, or one that a wake removed since the last poll. A stale key
+    /// (entry woken and removed) is harmless.
+    Queued(Key),
 }
 
 impl TaskWait {
@@ -77,44 +90,45 @@ impl TaskWait {
         TaskWait {
             mask,
             exclusive,
-            key: None,
-            yielded: false,
+            state: State::Idle,
         }
     }
 
     /// Whether this waiter has an entry in the queue, or had one that a wake removed and has
     /// not yet been polled or dropped since.
     pub(crate) fn is_registered(&self) -> bool {
-        self.key.is_some()
+        matches!(self.state, State::Queued(_))
     }
 
     /// One poll of the protocol in the type docs. On `Ready` this waiter is unregistered and
     /// may be polled again to wait for the next success (streams do that).
-    pub(crate) fn poll<R>(
+    pub(crate) fn poll<W: WaitFor>(
         &mut self,
         wq: &WaitQueue,
         cx: &mut Context<'_>,
-        mut op: impl FnMut() -> Option<R>,
-    ) -> Poll<R> {
-        if let Some(r) = op() {
+        what: &mut W,
+    ) -> Poll<W::Output> {
+        if let Some(r) = what.try_now() {
+            // No hand-on even if a wake claimed our entry: it was queued (or never made)
+            // before this try, so every unit the try could take came with a wake of its own
+            // (the hand-on rule of `WaitFor`).
             self.finish(wq);
-            self.yielded = false;
             return Poll::Ready(r);
         }
-        if self.key.is_none() && !self.yielded && !wq.interest().intersects(self.mask) {
+        if self.state == State::Idle && !wq.interest().intersects(self.mask) {
             // Yield once (type docs). `wake_by_ref` is foreign code: no lock is held.
-            self.yielded = true;
+            self.state = State::Yielded;
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
         // Foreign code (`clone`) runs here, before any lock; it may re-enter the notifier,
         // and may even wake our own entry — `update_waker` then reports it gone.
         let waker = cx.waker().clone();
-        let (waker, front) = match self.key {
-            None => (waker, false),
+        let (waker, front) = match self.state {
+            State::Idle | State::Yielded => (waker, false),
             // No interest in our bits: our entry was woken (see `unlink`); skip the lock.
-            Some(_) if !wq.interest().intersects(self.mask) => (waker, true),
-            Some(key) => match wq.update_waker(key, waker) {
+            State::Queued(_) if !wq.interest().intersects(self.mask) => (waker, true),
+            State::Queued(key) => match wq.update_waker(key, waker) {
                 // Still queued, now with the current waker. `op` failed after our interest was
                 // published, so any later state change will wake this entry.
                 Ok(()) => return Poll::Pending,
@@ -123,11 +137,13 @@ impl TaskWait {
                 Err(waker) => (waker, true),
             },
         };
-        self.key = Some(wq.add(self.mask, self.exclusive, front, Target::Task(waker)));
+        self.state = State::Queued(wq.add(self.mask, self.exclusive, front, Target::Task(waker)));
         // Re-check after publishing interest (the Dekker pair; see the module docs).
-        if let Some(r) = op() {
-            self.finish(wq);
-            self.yielded = false;
+        if let Some(r) = what.try_now() {
+            if self.finish(wq) {
+                // Claimed between `add` and here (the hand-on rule).
+                what.hand_on();
+            }
             return Poll::Ready(r);
         }
         Poll::Pending
@@ -147,19 +163,20 @@ impl TaskWait {
         wq.interest().intersects(self.mask) && wq.remove(key)
     }
 
-    /// `op` succeeded: unregister. A wake that had removed the entry was used by the success.
-    fn finish(&mut self, wq: &WaitQueue) {
-        if let Some(key) = self.key.take() {
-            self.unlink(key, wq);
+    /// `op` succeeded: unregister. Returns whether a wake had claimed the entry.
+    fn finish(&mut self, wq: &WaitQueue) -> bool {
+        match std::mem::replace(&mut self.state, State::Idle) {
+            State::Queued(key) => !self.unlink(key, wq),
+            State::Idle | State::Yielded => false,
         }
     }
 
     /// The owner goes away without success: unregister. If the entry had already been removed
-    /// by a wake, that wake was spent on us and not used: run `hand_on`.
-    pub(crate) fn cancel(&mut self, wq: &WaitQueue, hand_on: impl FnOnce()) {
-        if let Some(key) = self.key.take() {
+    /// by a wake, that wake was spent on us and not used: hand it on.
+    pub(crate) fn cancel(&mut self, wq: &WaitQueue, what: &mut impl WaitFor) {
+        if let State::Queued(key) = std::mem::replace(&mut self.state, State::Idle) {
             if !self.unlink(key, wq) {
-                hand_on();
+                what.hand_on();
             }
         }
     }

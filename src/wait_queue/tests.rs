@@ -565,4 +565,9 @@ fn interest_tracks_the_queued_masks() {
         assert_eq!(wq.interest(), want);
         assert_eq!(wq.len(), live.len());
     }
+    // Leave nothing queued: a queue dropped with entries is a bug (debug assertion).
+    for (k, _, _) in live {
+        assert!(wq.remove(k));
+    }
+    assert_eq!(wq.interest(), Events::empty());
 }

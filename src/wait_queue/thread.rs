@@ -1,12 +1,211 @@
-//! A parked thread as a wake target.
+//! The blocking wait: the one register / re-check / park / unregister / hand-on routine
+//! ([`wait`]) behind every blocking call of the crate — `Notifier::read`, `read_timeout` and
+//! `write`, and `Epoll::wait` — and the parked thread it wakes ([`ThreadWaiter`]).
+//!
+//! What differs between callers is a [`Sleeper`]: what to try and what to hand on (its
+//! [`WaitFor`], the same one the async wait of `super::task` uses), how to publish interest
+//! (an entry in a [`WaitQueue`], or for an epoll with kernel fds a count of threads asleep
+//! in `epoll_wait`), and how to sleep (`park`/`unpark` with an optional spin, or
+//! `epoll_wait`). The protocol, also the async wait's:
+//!
+//! 1. Try the operation. Done if it succeeds. (The caller does this step, before it builds
+//!    its [`Sleeper`] and calls [`wait`].)
+//! 2. Register (publish interest, `SeqCst`, under the queue lock), then re-check: a state
+//!    change that lands between 1 and 2 either sees the interest and wakes the waiter, or
+//!    is seen by the re-check (the Dekker pair of `super`).
+//! 3. Sleep until woken or the deadline passes; unregister. A waiter whose entry a wake had
+//!    already removed was *claimed* by that wake.
+//! 4. Not claimed and the deadline passed: one last try, then time out — so a change that
+//!    races the timeout is never lost to a waiter that gives up.
+//! 5. Try again. A success here used the wake that claimed the waiter, if one did. A claimed
+//!    waiter that fails lost the wake to a barging caller or was woken for nothing: it goes
+//!    back to 2, registering at the head so it keeps its turn — unless the deadline has
+//!    passed: then it leaves, and hands the wake on.
+//!
+//! A success of the re-check in 2 by a waiter that a wake claimed meanwhile hands on too
+//! (the hand-on rule of [`WaitFor`]).
+//!
+//! # LOCKING
+//!
+//! No lock of its own. The queue's lock is taken only through the [`WaitQueue`] API (`add`,
+//! `remove`); `unpark` runs from the waker's `WakeBatch`, after its lock is released.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::list::Key;
+use super::{Target, WaitFor, WaitQueue};
+use crate::events::Events;
 use crate::loom::sync::atomic::{
     AtomicBool,
     Ordering::{Acquire, Release},
 };
 use crate::loom::thread::{self, Thread};
+
+/// How a sleep ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Parked {
+    /// Woken (or, for a kernel sleep, it returned before the deadline).
+    Woken,
+    /// The deadline passed.
+    TimedOut,
+}
+
+/// What the re-check after registering found.
+#[derive(Debug)]
+pub(crate) enum Recheck<R> {
+    /// The operation succeeded.
+    Done(R),
+    /// Something may be ready: unregister and try (a cheap look that cannot consume).
+    Retry,
+    /// Nothing: sleep.
+    Sleep,
+}
+
+/// One blocked thread's side of [`wait`]: what it waits for (its [`WaitFor`]) and how it
+/// sleeps.
+pub(crate) trait Sleeper: WaitFor {
+    /// Publish this thread's interest. `again`: after a wake that it could not use.
+    fn register(&mut self, again: bool);
+    /// The re-check after `register` (default: try the operation).
+    fn recheck(&mut self) -> Recheck<Self::Output> {
+        match self.try_now() {
+            Some(r) => Recheck::Done(r),
+            None => Recheck::Sleep,
+        }
+    }
+    /// Sleep until woken or `deadline` (`None`: no deadline).
+    fn park(&mut self, deadline: Option<Instant>) -> Parked;
+    /// Withdraw the interest published by `register`. Returns `true` if a wake had already
+    /// claimed this waiter (removed its entry).
+    fn unregister(&mut self) -> bool;
+}
+
+/// The blocking wait (module docs), from step 2: the caller has tried once (step 1) and
+/// must wait. `None`: the deadline passed first.
+///
+/// Step 1 is the caller's so that it stays in the caller's fast path: an uncontended
+/// `read` or `write` costs what `try_read`/`try_write` cost, and builds no [`Sleeper`].
+#[inline(never)]
+pub(crate) fn wait<S: Sleeper>(s: &mut S, deadline: Option<Instant>) -> Option<S::Output> {
+    let mut again = false;
+    loop {
+        s.register(again);
+        let claimed = match s.recheck() {
+            Recheck::Done(r) => {
+                if s.unregister() {
+                    // Claimed between `register` and here (the hand-on rule).
+                    s.hand_on();
+                }
+                return Some(r);
+            }
+            Recheck::Retry => s.unregister(),
+            Recheck::Sleep => {
+                let parked = s.park(deadline);
+                let claimed = s.unregister();
+                if !claimed && parked == Parked::TimedOut {
+                    // Never woken: one last look, then time out.
+                    return s.try_now();
+                }
+                claimed
+            }
+        };
+        if let Some(r) = s.try_now() {
+            return Some(r);
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            if claimed {
+                s.hand_on();
+            }
+            return None;
+        }
+        again = true;
+    }
+}
+
+/// A thread's entry in a [`WaitQueue`]: the registration of a [`Sleeper`] that sleeps in
+/// `park` (or a short spin first).
+#[derive(Debug)]
+pub(crate) struct Entry {
+    waiter: Arc<ThreadWaiter>,
+    key: Key,
+}
+
+impl Entry {
+    /// Queue the calling thread: at the head if `front`, else at the tail.
+    pub(crate) fn add(wq: &WaitQueue, mask: Events, exclusive: bool, front: bool) -> Entry {
+        let waiter = Arc::new(ThreadWaiter::current());
+        let key = wq.add(mask, exclusive, front, Target::Thread(Arc::clone(&waiter)));
+        Entry { waiter, key }
+    }
+
+    /// Sleep until woken or `deadline`, spinning first for up to `spin`.
+    pub(crate) fn park(&self, deadline: Option<Instant>, spin: Duration) -> Parked {
+        if self.waiter.wait(deadline, spin) {
+            Parked::Woken
+        } else {
+            Parked::TimedOut
+        }
+    }
+
+    /// Leave the queue; `true` if a wake had already removed the entry (no lock taken then:
+    /// the flag is set under the queue lock by the wake that removed it).
+    pub(crate) fn remove(self, wq: &WaitQueue) -> bool {
+        self.waiter.is_notified() || !wq.remove(self.key)
+    }
+}
+
+/// The [`Sleeper`] of a plain queue wait: one entry in `wq` with `mask`, parked (no spin),
+/// for `what`. `Notifier`'s blocking calls use it.
+pub(crate) struct QueueSleeper<'a, W> {
+    wq: &'a WaitQueue,
+    mask: Events,
+    exclusive: bool,
+    what: W,
+    entry: Option<Entry>,
+}
+
+impl<'a, W: WaitFor> QueueSleeper<'a, W> {
+    pub(crate) fn new(wq: &'a WaitQueue, mask: Events, exclusive: bool, what: W) -> Self {
+        QueueSleeper {
+            wq,
+            mask,
+            exclusive,
+            what,
+            entry: None,
+        }
+    }
+}
+
+impl<W: WaitFor> WaitFor for QueueSleeper<'_, W> {
+    type Output = W::Output;
+
+    fn try_now(&mut self) -> Option<W::Output> {
+        self.what.try_now()
+    }
+
+    fn hand_on(&mut self) {
+        self.what.hand_on();
+    }
+}
+
+impl<W: WaitFor> Sleeper for QueueSleeper<'_, W> {
+    fn register(&mut self, again: bool) {
+        // FIFO; back at the head after a wake it could not use, to keep its turn.
+        self.entry = Some(Entry::add(self.wq, self.mask, self.exclusive, again));
+    }
+
+    fn park(&mut self, deadline: Option<Instant>) -> Parked {
+        match &self.entry {
+            Some(e) => e.park(deadline, Duration::ZERO),
+            None => Parked::Woken,
+        }
+    }
+
+    fn unregister(&mut self) -> bool {
+        self.entry.take().is_some_and(|e| e.remove(self.wq))
+    }
+}
 
 /// A thread waiting in a blocking call. The waker sets `notified` (with the queue's lock
 /// held) and unparks after unlocking; the sleeper loops on `park` until it sees the flag or

@@ -1,0 +1,139 @@
+//! `mio::event::Source` for evfd's real fds (feature `mio`): fd views (of a [`Notifier`] or
+//! an [`Epoll`]) and [`KernelNotifier`]s register with a `mio::Registry` directly, with no
+//! `SourceFd` and no raw fd in user code.
+//!
+//! mio is edge-triggered: after an event, drain the source until it reports `WouldBlock`
+//! (a notifier's `try_read`, an epoll's `wait` with a zero timeout returning 0, an
+//! AutoReset view's [`consume`](FdView::consume) without `IN`) before polling again. fd
+//! views guarantee a fresh edge after such a drain (see [`FdView`]).
+//!
+//! [`Notifier`]: crate::Notifier
+//! [`Epoll`]: crate::Epoll
+
+use std::io;
+use std::os::fd::AsRawFd;
+
+use mio::event::Source;
+use mio::unix::SourceFd;
+use mio::{Interest, Registry, Token};
+
+use crate::fd::FdView;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+use crate::notifier::kernel::KernelNotifier;
+
+/// A view shows readability only: its doorbell is always writable, which says nothing about
+/// room in the source.
+fn view_interest(interests: Interest) -> io::Result<Interest> {
+    if interests.is_writable() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "an FdView reports readability only: register it with Interest::READABLE \
+             (wait for room to write with Notifier::write or write_async)",
+        ));
+    }
+    Ok(interests)
+}
+
+/// Kernel objects report what they report.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn any_interest(interests: Interest) -> io::Result<Interest> {
+    Ok(interests)
+}
+
+/// `impl Source` for a type with a stable fd (`AsRawFd` returns the same open fd for the
+/// value's whole life), through mio's `SourceFd`; `$check` vets the interest.
+macro_rules! source_via_fd {
+    ($(#[$doc:meta])* $ty:ty, $check:path) => {
+        $(#[$doc])*
+        #[cfg_attr(docsrs, doc(cfg(feature = "mio")))]
+        impl Source for $ty {
+            fn register(
+                &mut self,
+                registry: &Registry,
+                token: Token,
+                interests: Interest,
+            ) -> io::Result<()> {
+                SourceFd(&self.as_raw_fd()).register(registry, token, $check(interests)?)
+            }
+
+            fn reregister(
+                &mut self,
+                registry: &Registry,
+                token: Token,
+                interests: Interest,
+            ) -> io::Result<()> {
+                SourceFd(&self.as_raw_fd()).reregister(registry, token, $check(interests)?)
+            }
+
+            fn deregister(&mut self, registry: &Registry) -> io::Result<()> {
+                SourceFd(&self.as_raw_fd()).deregister(registry)
+            }
+        }
+    };
+}
+
+source_via_fd! {
+/// Register the view's doorbell fd: the token fires (edge-triggered) each time the source
+/// becomes readable.
+///
+/// # Errors
+///
+/// `InvalidInput` for an interest with [`Interest::WRITABLE`] (a view shows readability
+/// only); the OS error from `epoll_ctl` (`EEXIST` if already registered with this
+/// registry).
+///
+/// # Examples
+///
+/// ```
+/// use mio::{Events, Interest, Poll, Token};
+/// use std::time::Duration;
+///
+/// let n = evfd::Notifier::new();
+/// let mut view = n.fd_view()?;
+/// let mut poll = Poll::new()?;
+/// poll.registry().register(&mut view, Token(1), Interest::READABLE)?;
+/// n.notify()?;
+/// let mut events = Events::with_capacity(4);
+/// poll.poll(&mut events, Some(Duration::from_secs(5)))?;
+/// assert_eq!(events.iter().next().map(|e| e.token()), Some(Token(1)));
+/// // Edge-triggered: drain until WouldBlock before polling again.
+/// assert_eq!(n.try_read()?, 1);
+/// assert_eq!(n.try_read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+    FdView,
+    view_interest
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+source_via_fd! {
+/// Register the eventfd itself, readable and/or writable as the kernel reports it (`IN`
+/// while the count is non-zero, `OUT` while a write of 1 fits).
+///
+/// Unlike a view, a kernel eventfd re-arms an edge-triggered registration on every write,
+/// even while already readable; draining until `WouldBlock` is still what mio requires.
+///
+/// # Errors
+///
+/// The OS error from `epoll_ctl` (`EEXIST` if already registered with this registry).
+///
+/// # Examples
+///
+/// ```
+/// use mio::{Events, Interest, Poll, Token};
+/// use std::time::Duration;
+///
+/// let mut k = evfd::KernelNotifier::new(evfd::Mode::Counter)?;
+/// let writer = k.try_clone()?; // e.g. handed to another process
+/// let mut poll = Poll::new()?;
+/// poll.registry().register(&mut k, Token(2), Interest::READABLE)?;
+/// writer.write(3)?;
+/// let mut events = Events::with_capacity(4);
+/// poll.poll(&mut events, Some(Duration::from_secs(5)))?;
+/// assert!(events.iter().any(|e| e.token() == Token(2) && e.is_readable()));
+/// assert_eq!(k.try_read()?, 3);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+    KernelNotifier,
+    any_interest
+}
