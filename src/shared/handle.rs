@@ -942,6 +942,42 @@ impl fmt::Debug for SharedFdView {
     }
 }
 
+/// The ecosystem trait: the same operations as the inherent methods. `fd` is `None`: the
+/// doorbell mirrors the count only while a consumer is registered, so an OS poller should
+/// use [`SharedNotifier::fd_view`], whose fd is readable exactly while the count is
+/// non-zero.
+///
+/// # Examples
+///
+/// ```
+/// use evfd::{EventNotifier, Mode, SharedNotifier};
+/// fn kick(n: &dyn EventNotifier) -> std::io::Result<()> {
+///     n.notify()
+/// }
+/// let s = SharedNotifier::new(Mode::AutoReset)?;
+/// kick(&s)?;
+/// assert_eq!(EventNotifier::count(&s)?, 1);
+/// assert!(EventNotifier::consume(&s)?.contains(evfd::Events::IN));
+/// assert_eq!(s.count(), 0);
+/// assert!(EventNotifier::fd(&s).is_none());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+impl crate::notifier::api::EventNotifier for SharedNotifier {
+    crate::notifier::api::forward_common!();
+
+    fn count(&self) -> io::Result<u64> {
+        Ok(SharedNotifier::count(self))
+    }
+
+    fn consume(&self) -> io::Result<Events> {
+        SharedNotifier::consume(self)
+    }
+
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
