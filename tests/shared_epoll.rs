@@ -1,10 +1,10 @@
 //! A `SharedNotifier` in an `Epoll`, woken by a peer process, through every face of the
 //! epoll: blocking `wait`, `wait_async`, an outer epoll nesting it, and the epoll's fd view.
 //!
-//! The shared notifier is a kernel-fd source (its doorbell). The blocking wait and
-//! `wait_async` hear kernel fds today; nesting and the epoll's fd view hear them once the
-//! Epoll's kernel-fd faces land (issue 9), so those tests are ignored until then, as are
-//! AutoReset delivery and drop-leaves-the-epoll, which need hooks from the same issue.
+//! The shared notifier is a kernel-fd source (its doorbell). The blocking wait hears kernel
+//! fds today; `wait_async`, nesting and the epoll's fd view hear them once the Epoll's
+//! kernel-fd faces land (issue 9), so those tests are ignored until then, as are AutoReset
+//! delivery and drop-leaves-the-epoll, which need hooks from the same issue.
 
 mod shared_util;
 
@@ -64,6 +64,7 @@ fn blocking_wait_level_triggered_follows_the_count() {
 }
 
 #[test]
+#[ignore = "needs the Epoll's kernel-fd faces (issue 9): today a pending wait_async hears the doorbell only at a 10 s tick"]
 fn wait_async_woken_by_peer() {
     let (s, mut p) = connected(Mode::Counter);
     let ep = Epoll::new();
@@ -76,7 +77,9 @@ fn wait_async_woken_by_peer() {
         .build()
         .unwrap();
     let n = rt
-        .block_on(async { tokio::time::timeout(LONG, ep.wait_async(&mut evs)).await })
+        .block_on(async {
+            tokio::time::timeout(Duration::from_secs(5), ep.wait_async(&mut evs)).await
+        })
         .expect("woken in time")
         .unwrap();
     assert_eq!(n, 1);
