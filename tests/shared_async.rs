@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use evfd::{Mode, SharedNotifier, LIMIT};
-use shared_util::Peer;
+use shared_util::connected;
 
 const LONG: Duration = Duration::from_secs(10);
 
@@ -17,19 +17,6 @@ const LONG: Duration = Duration::from_secs(10);
 #[test]
 fn peer_entry() {
     shared_util::peer_main();
-}
-
-fn connected(mode: Mode, initial: u64) -> (SharedNotifier, Peer) {
-    let s = SharedNotifier::builder()
-        .mode(mode)
-        .initial(initial)
-        .build()
-        .unwrap();
-    let mut p = Peer::spawn("peer_entry");
-    p.send("recv_shared");
-    s.send(&p.sock).unwrap();
-    assert_eq!(p.reply(), "ok");
-    (s, p)
 }
 
 fn rt() -> tokio::runtime::Runtime {

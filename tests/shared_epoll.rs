@@ -11,8 +11,8 @@ mod shared_util;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use evfd::{Epoll, Event, Events, Mode, SharedNotifier};
-use shared_util::{readable, Peer};
+use evfd::{Epoll, Event, Events, Mode};
+use shared_util::{connected, readable};
 
 const LONG: Duration = Duration::from_secs(10);
 
@@ -22,18 +22,9 @@ fn peer_entry() {
     shared_util::peer_main();
 }
 
-fn connected(mode: Mode) -> (SharedNotifier, Peer) {
-    let s = SharedNotifier::new(mode).unwrap();
-    let mut p = Peer::spawn("peer_entry");
-    p.send("recv_shared");
-    s.send(&p.sock).unwrap();
-    assert_eq!(p.reply(), "ok");
-    (s, p)
-}
-
 #[test]
 fn blocking_wait_level_triggered_follows_the_count() {
-    let (s, mut p) = connected(Mode::Semaphore);
+    let (s, mut p) = connected(Mode::Semaphore, 0);
     let ep = Epoll::new();
     ep.add(&s, Events::IN, 5).unwrap();
     let mut evs = [Event::default(); 2];
@@ -66,7 +57,7 @@ fn blocking_wait_level_triggered_follows_the_count() {
 #[test]
 #[ignore = "needs the Epoll's kernel-fd faces (issue 9): today a pending wait_async hears the doorbell only at a 10 s tick"]
 fn wait_async_woken_by_peer() {
-    let (s, mut p) = connected(Mode::Counter);
+    let (s, mut p) = connected(Mode::Counter, 0);
     let ep = Epoll::new();
     ep.add(&s, Events::IN, 1).unwrap();
     p.send("sleep 30");
@@ -89,7 +80,7 @@ fn wait_async_woken_by_peer() {
 #[test]
 #[ignore = "needs the Epoll's kernel-fd faces (issue 9)"]
 fn nested_epoll_woken_by_peer() {
-    let (s, mut p) = connected(Mode::Counter);
+    let (s, mut p) = connected(Mode::Counter, 0);
     let inner = Epoll::new();
     inner.add(&s, Events::IN, 1).unwrap();
     let outer = Epoll::new();
@@ -106,7 +97,7 @@ fn nested_epoll_woken_by_peer() {
 #[test]
 #[ignore = "needs the Epoll's kernel-fd faces (issue 9)"]
 fn epoll_fd_view_woken_by_peer() {
-    let (s, mut p) = connected(Mode::Counter);
+    let (s, mut p) = connected(Mode::Counter, 0);
     let ep = Epoll::new();
     ep.add(&s, Events::IN, 1).unwrap();
     let view = ep.fd_view().unwrap();
@@ -128,7 +119,7 @@ fn epoll_fd_view_woken_by_peer() {
 #[test]
 #[ignore = "needs a delivery hook for kernel-fd sources (issue 9): AutoReset delivery must reset the shared count"]
 fn autoreset_delivery_through_epoll_resets() {
-    let (s, mut p) = connected(Mode::AutoReset);
+    let (s, mut p) = connected(Mode::AutoReset, 0);
     let ep = Epoll::new();
     ep.add(&s, Events::IN, 1).unwrap();
     assert_eq!(p.cmd("s w 3"), "ok 0");
@@ -141,7 +132,7 @@ fn autoreset_delivery_through_epoll_resets() {
 #[test]
 #[ignore = "needs kernel-fd source ownership (issue 9): the peer keeps the doorbell file open"]
 fn dropped_shared_notifier_leaves_the_epoll() {
-    let (s, mut p) = connected(Mode::Counter);
+    let (s, mut p) = connected(Mode::Counter, 0);
     let ep = Epoll::new();
     ep.add(&s, Events::IN, 1).unwrap();
     drop(s);

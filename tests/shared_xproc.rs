@@ -8,8 +8,8 @@ use std::io::ErrorKind;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use evfd::{Epoll, Event, Events, Mode, SharedNotifier, LIMIT};
-use shared_util::{mode_name, readable, Peer, Rng};
+use evfd::{Epoll, Event, Events, Mode, LIMIT};
+use shared_util::{connected, mode_name, readable, Rng};
 
 const MODES: [Mode; 3] = [Mode::Counter, Mode::Semaphore, Mode::AutoReset];
 const LONG: Duration = Duration::from_secs(10);
@@ -18,19 +18,6 @@ const LONG: Duration = Duration::from_secs(10);
 #[test]
 fn peer_entry() {
     shared_util::peer_main();
-}
-
-fn connected(mode: Mode, initial: u64) -> (SharedNotifier, Peer) {
-    let s = SharedNotifier::builder()
-        .mode(mode)
-        .initial(initial)
-        .build()
-        .unwrap();
-    let mut p = Peer::spawn("peer_entry");
-    p.send("recv_shared");
-    s.send(&p.sock).unwrap();
-    assert_eq!(p.reply(), "ok");
-    (s, p)
 }
 
 fn expect_read(mode: Mode, written: u64) -> u64 {

@@ -232,6 +232,21 @@ impl Drop for Peer {
     }
 }
 
+/// A new shared notifier, and a peer process (running the calling file's `peer_entry`
+/// test) that has received it.
+pub fn connected(mode: Mode, initial: u64) -> (SharedNotifier, Peer) {
+    let s = SharedNotifier::builder()
+        .mode(mode)
+        .initial(initial)
+        .build()
+        .unwrap();
+    let mut p = Peer::spawn("peer_entry");
+    p.send("recv_shared");
+    s.send(&p.sock).unwrap();
+    assert_eq!(p.reply(), "ok");
+    (s, p)
+}
+
 /// The peer's side. Does nothing unless this process was spawned by [`Peer::spawn`].
 pub fn peer_main() {
     let Ok(path) = std::env::var("EVFD_PEER") else {
