@@ -107,3 +107,33 @@ fn cancelled_futures_consume_nothing_and_unregister() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A `SharedFdView` in tokio's reactor (`AsyncFd`), woken by writes of the peer process:
+/// each 0 → non-zero edge is one readiness event; every unit is counted.
+#[cfg(feature = "tokio")]
+#[test]
+fn fd_view_in_tokio_async_fd_woken_by_peer() {
+    let (s, mut p) = connected(Mode::Counter, 0);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    p.send("burst 2000 20");
+    let got = rt.block_on(async {
+        let afd = s.fd_view().unwrap().into_async_fd().unwrap();
+        let mut got = 0u64;
+        while got < 2000 {
+            let r = tokio::time::timeout(
+                LONG,
+                afd.async_io(tokio::io::Interest::READABLE, |v| v.notifier().try_read()),
+            )
+            .await
+            .expect("readiness in time");
+            got += r.unwrap();
+        }
+        got
+    });
+    assert_eq!(got, 2000);
+    assert_eq!(p.reply(), "ok");
+    assert_eq!(s.count(), 0);
+}
