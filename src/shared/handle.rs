@@ -738,6 +738,7 @@ impl SharedNotifier {
         Ok(SharedFdView {
             shared: self.clone(),
             fd,
+            pid: std::process::id(),
         })
     }
 
@@ -880,6 +881,8 @@ impl fmt::Debug for SharedNotifier {
 pub struct SharedFdView {
     shared: SharedNotifier,
     fd: OwnedFd,
+    /// The process that registered this view (a fork child's copy must not unregister it).
+    pid: u32,
 }
 
 impl SharedFdView {
@@ -915,7 +918,7 @@ impl SharedFdView {
 
 impl Drop for SharedFdView {
     fn drop(&mut self) {
-        if std::process::id() == self.shared.inner.pid {
+        if std::process::id() == self.pid {
             self.shared.inner.proto.disarm_bell();
         }
     }
