@@ -583,6 +583,10 @@ impl Epoll {
     /// level-triggered event, expect one more wake whose `wait` returns 0 (see [`FdView`],
     /// "A view of an `Epoll`"). The view keeps the epoll open, as an fd would.
     ///
+    /// Kernel fds in the epoll (`BorrowedFd`, [`KernelNotifier`](crate::KernelNotifier))
+    /// make the view readable too: their readiness queues the epoll's kernel item, through
+    /// the process-wide watcher thread while a view exists.
+    ///
     /// Each call makes a new doorbell (one eventfd, close-on-exec); clone the view to share
     /// one. While no view exists the epoll makes no syscall.
     ///
@@ -619,7 +623,10 @@ impl Epoll {
         // Re-poll the queued items first (a poll, as an OS poller's look at a kernel epoll
         // fd would be): a view made over stale entries starts not readable.
         let _ = self.inner.core.readiness();
-        FdView::new(Arc::clone(&self.inner) as Arc<dyn ViewSource>)
+        let view = FdView::new(Arc::clone(&self.inner) as Arc<dyn ViewSource>)?;
+        // A poller now: kernel fds must ring it too (the kernel item, `epoll::kernel_fds`).
+        self.inner.core.ensure_watch();
+        Ok(view)
     }
 }
 

@@ -76,6 +76,9 @@ mod wait_queue;
 #[cfg(feature = "futures")]
 pub use epoll::future::EpollStream;
 pub use epoll::future::EpollWaitFuture;
+#[doc(hidden)]
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub use epoll::watcher::watcher_stats;
 pub use epoll::{Epoll, Source};
 pub use events::{Event, Events};
 pub use fd::FdView;

@@ -8,8 +8,6 @@
 //! `unsafe`.
 
 use std::io;
-#[cfg(any(target_os = "linux", target_os = "android"))]
-use std::os::fd::OwnedFd;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -148,10 +146,8 @@ impl KernelNotifier {
 /// expected.
 ///
 /// Kernel-fd sources of the epoll (`BorrowedFd`, [`KernelNotifier`]; Linux) wake a pending
-/// [`wait`](Self::wait) too: on Linux the `AsyncEpoll` also registers the epoll's embedded
-/// kernel epoll with the reactor (creating it if the epoll had no kernel fd yet, after
-/// which the epoll's blocking `wait` sleeps in `epoll_wait`, as with kernel fds). This is
-/// what [`Epoll::wait_async`] cannot do without a reactor.
+/// [`wait`](Self::wait) too: the fd view of an epoll is readable when one of its kernel fds
+/// is, as it is for [`Epoll::wait_async`] (see [`Epoll::fd_view`]).
 ///
 /// # Examples
 ///
@@ -177,9 +173,6 @@ impl KernelNotifier {
 pub struct AsyncEpoll {
     epoll: Epoll,
     fd: AsyncFd<FdView>,
-    /// A dup of the epoll's embedded kernel epoll: readable while a kernel-fd source is.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    kernel: AsyncFd<OwnedFd>,
 }
 
 impl AsyncEpoll {
@@ -208,8 +201,6 @@ impl AsyncEpoll {
         Ok(AsyncEpoll {
             epoll: epoll.clone(),
             fd: epoll.fd_view()?.into_async_fd()?,
-            #[cfg(any(target_os = "linux", target_os = "android"))]
-            kernel: register_stable(epoll.kernel_epoll_dup()?, Interest::READABLE)?,
         })
     }
 
@@ -281,18 +272,12 @@ impl AsyncEpoll {
             return harvest(events);
         }
         std::future::poll_fn(|cx| {
-            // Each fd that reports readiness gets a harvest; one that finds nothing clears
-            // that fd's readiness (unless a newer event arrived meanwhile: tokio's tick) and
-            // is polled again, which registers the waker before returning Pending.
+            // A readiness report gets a harvest; one that finds nothing clears the view's
+            // readiness (unless a newer event arrived meanwhile: tokio's tick) and is polled
+            // again, which registers the waker before returning Pending.
             loop {
                 let mut cleared = false;
                 if let Some(r) = harvest_if_ready(&self.fd, cx, &mut cleared, || harvest(events)) {
-                    return Poll::Ready(r);
-                }
-                #[cfg(any(target_os = "linux", target_os = "android"))]
-                if let Some(r) =
-                    harvest_if_ready(&self.kernel, cx, &mut cleared, || harvest(events))
-                {
                     return Poll::Ready(r);
                 }
                 if !cleared {
@@ -304,7 +289,7 @@ impl AsyncEpoll {
     }
 }
 
-/// One registered fd's turn in [`AsyncEpoll::wait`]: if it is ready, harvest; `Some` with
+/// The view's turn in [`AsyncEpoll::wait`]: if it is ready, harvest; `Some` with
 /// the result to return, or `None` after clearing its readiness (the harvest found nothing:
 /// `cleared` is set) or when it is not ready.
 fn harvest_if_ready<T: AsRawFd>(

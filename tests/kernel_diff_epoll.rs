@@ -34,11 +34,27 @@
 //!
 //! Those shapes are covered by `tests/epoll_semantics.rs` against docs/semantics.md §2.8 directly.
 //!
+//! # Kernel fds
+//!
+//! Up to 2 pipes are kernel-fd sources (`Target::P`): the evfd epoll watches its pipe's read
+//! end as a `BorrowedFd` (through its embedded kernel epoll), the kernel epoll its twin's.
+//! Ops write a byte, drain the pipe, close the read end (optionally keeping a dup, so the
+//! kernel keeps a *stale* item that still reports with its old data and can no longer be
+//! deleted through the closed number), and reopen a new pipe in the slot — usually on the
+//! same fd number, which is what exercises the (fd number, open file) key. evfd delivers
+//! kernel-fd events where its kernel item sits in the ready list, so a wait on an epoll
+//! that holds a pipe is compared as a multiset (sorted), and the program is truncated at a
+//! wait that filled its buffer on either side (which events fit is then a matter of order).
+//! It is also truncated at a wait or poll that meets an edge-triggered item on an epoll
+//! with pipes below: evfd propagates kernel readiness to outer epolls through its watcher
+//! thread, and a zero-timeout harvest can re-poll readiness but cannot tell that a wake
+//! happened (level-triggered and one-shot outer items are compared exactly).
+//!
 //! Cases: `EVFD_PROPTEST_CASES` (default 1000).
 
 use std::collections::BTreeMap;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
@@ -49,6 +65,7 @@ use rustix::event::{epoll, eventfd, EventfdFlags, PollFd, PollFlags, Timespec};
 
 const MAX_N: usize = 4;
 const MAX_E: usize = 3;
+const MAX_P: usize = 2;
 /// An undefined mask bit: stored by the kernel, never reported.
 const UNDEFINED: u32 = 0x0010_0000;
 
@@ -73,6 +90,8 @@ enum Kind {
 enum Target {
     N(usize),
     E(usize),
+    /// A pipe's read end, a kernel-fd source.
+    P(usize),
 }
 
 impl Target {
@@ -80,12 +99,15 @@ impl Target {
         match self {
             Target::N(i) => i as u64,
             Target::E(j) => 0x10 + j as u64,
+            Target::P(k) => 0x20 + k as u64,
         }
     }
 
     fn from_data(data: u64) -> Target {
         let t = (data & 0xff) as usize;
-        if t >= 0x10 {
+        if t >= 0x20 {
+            Target::P(t - 0x20)
+        } else if t >= 0x10 {
             Target::E(t - 0x10)
         } else {
             Target::N(t)
@@ -128,12 +150,26 @@ enum Op {
     },
     DropN(usize),
     DropE(usize),
+    /// Write one byte into pipe `p` (to the current pipe of the slot, or to the old one
+    /// while the slot's read end is closed).
+    PWrite(usize),
+    /// Drain pipe `p`'s read end (non-blocking): the number of bytes read.
+    PRead(usize),
+    /// Close pipe `p`'s read end; with `keep`, a dup of it stays open (the kernel keeps its
+    /// items, which still report).
+    PClose {
+        p: usize,
+        keep: bool,
+    },
+    /// A new pipe in slot `p` whose read end is closed (most often on the same number).
+    PReopen(usize),
 }
 
 #[derive(Clone, Debug)]
 struct Program {
     notifiers: Vec<(Kind, u32)>,
     epolls: usize,
+    pipes: usize,
     ops: Vec<Op>,
 }
 
@@ -189,8 +225,9 @@ fn mask() -> impl Strategy<Value = u32> {
 
 fn target() -> impl Strategy<Value = Target> {
     prop_oneof![
-        3 => (0..MAX_N).prop_map(Target::N),
-        1 => (0..MAX_E).prop_map(Target::E),
+        6 => (0..MAX_N).prop_map(Target::N),
+        2 => (0..MAX_E).prop_map(Target::E),
+        3 => (0..MAX_P).prop_map(Target::P),
     ]
 }
 
@@ -219,16 +256,24 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (0..MAX_E).prop_map(|ep| Op::PollEp { ep }),
         1 => (0..MAX_N).prop_map(Op::DropN),
         1 => (0..MAX_E).prop_map(Op::DropE),
+        6 => (0..MAX_P).prop_map(Op::PWrite),
+        3 => (0..MAX_P).prop_map(Op::PRead),
+        3 => (0..MAX_P, any::<bool>()).prop_map(|(p, keep)| Op::PClose { p, keep }),
+        5 => (0..MAX_P).prop_map(Op::PReopen),
     ]
 }
 
 /// Fold indices into the program's actual object counts and put each target's token in the
 /// low byte of its data.
-fn normalize(nn: usize, ne: usize, ops: Vec<Op>) -> Vec<Op> {
+fn normalize(nn: usize, ne: usize, np: usize, ops: Vec<Op>) -> Vec<Op> {
     let t = |t: Target| match t {
         Target::N(i) => Target::N(i % nn),
         Target::E(j) => Target::E(j % ne),
+        Target::P(k) if np == 0 => Target::N(k % nn),
+        Target::P(k) => Target::P(k % np),
     };
+    // Pipe ops with no pipes become reads of a notifier.
+    let p = |k: usize, op: Op| if np == 0 { Op::Read { n: k % nn } } else { op };
     let d = |t: Target, data: u64| (data & !0xff) | t.token();
     ops.into_iter()
         .map(|op| match op {
@@ -270,6 +315,16 @@ fn normalize(nn: usize, ne: usize, ops: Vec<Op>) -> Vec<Op> {
             Op::PollEp { ep } => Op::PollEp { ep: ep % ne },
             Op::DropN(n) => Op::DropN(n % nn),
             Op::DropE(e) => Op::DropE(e % ne),
+            Op::PWrite(k) => p(k, Op::PWrite(k % np.max(1))),
+            Op::PRead(k) => p(k, Op::PRead(k % np.max(1))),
+            Op::PClose { p: k, keep } => p(
+                k,
+                Op::PClose {
+                    p: k % np.max(1),
+                    keep,
+                },
+            ),
+            Op::PReopen(k) => p(k, Op::PReopen(k % np.max(1))),
         })
         .collect()
 }
@@ -278,13 +333,15 @@ fn program() -> impl Strategy<Value = Program> {
     (
         prop::collection::vec((kind(), 0u32..=2), 1..=MAX_N),
         1..=MAX_E,
+        prop_oneof![2 => Just(0usize), 3 => 1..=MAX_P],
         prop::collection::vec(op(), 1..=40),
     )
-        .prop_map(|(notifiers, epolls, ops)| {
-            let ops = normalize(notifiers.len(), epolls, ops);
+        .prop_map(|(notifiers, epolls, pipes, ops)| {
+            let ops = normalize(notifiers.len(), epolls, pipes, ops);
             Program {
                 notifiers,
                 epolls,
+                pipes,
                 ops,
             }
         })
@@ -310,6 +367,7 @@ struct Kernel {
     kinds: Vec<Kind>,
     n: Vec<Option<OwnedFd>>,
     e: Vec<Option<OwnedFd>>,
+    p: Pipes,
     /// Registered items and their masks as stored (`ERR|HUP` added). ONESHOT disarm is not
     /// tracked: this is only used for the conservative exactness checks.
     items: BTreeMap<(usize, Target), u32>,
@@ -335,6 +393,7 @@ impl Kernel {
             kinds: p.notifiers.iter().map(|x| x.0).collect(),
             n,
             e,
+            p: Pipes::new(p.pipes),
             items: BTreeMap::new(),
         }
     }
@@ -343,7 +402,32 @@ impl Kernel {
         match t {
             Target::N(i) => self.n[i].as_ref(),
             Target::E(j) => self.e[j].as_ref(),
+            Target::P(k) => self.p.r[k].as_ref(),
         }
+    }
+
+    /// Whether epoll `ep` holds a pipe item (stale ones included).
+    fn holds_pipe(&self, ep: usize) -> bool {
+        self.items
+            .keys()
+            .any(|&(a, t)| a == ep && matches!(t, Target::P(_)))
+    }
+
+    /// Whether a wait or poll of `ep` meets an edge-triggered item on an epoll with pipes
+    /// at or below it: evfd hears of those through its watcher thread, asynchronously, and
+    /// a zero-timeout wait cannot tell "a wake happened" from a poll (module docs).
+    fn et_over_pipes(&self, ep: usize) -> bool {
+        let mut scope = self.descendants(ep);
+        scope.push(ep);
+        self.items.iter().any(|(&(a, t), &m)| {
+            let Target::E(c) = t else { return false };
+            if !scope.contains(&a) || m & ET == 0 {
+                return false;
+            }
+            let mut below = self.descendants(c);
+            below.push(c);
+            below.iter().any(|&d| self.holds_pipe(d))
+        })
     }
 
     fn count(&self, i: usize) -> Option<u64> {
@@ -434,6 +518,9 @@ impl Kernel {
                 let Some(efd) = self.e[ep].as_ref() else {
                     return Ok(Out::Skipped);
                 };
+                if self.et_over_pipes(ep) {
+                    return Err(Inexact("ET item over kernel fds"));
+                }
                 let mut buf = [epoll::Event {
                     flags: epoll::EventFlags::empty(),
                     data: epoll::EventData::new_u64(0),
@@ -454,6 +541,9 @@ impl Kernel {
                 let Some(efd) = self.e[ep].as_ref() else {
                     return Ok(Out::Skipped);
                 };
+                if self.et_over_pipes(ep) {
+                    return Err(Inexact("ET item over kernel fds"));
+                }
                 let mut p = [PollFd::new(efd, PollFlags::IN | PollFlags::OUT)];
                 rustix::event::poll(&mut p, Some(&ZERO)).expect("poll");
                 Out::Poll(u32::from(p[0].revents().bits()))
@@ -473,6 +563,15 @@ impl Kernel {
                     .retain(|&(ep, t), _| ep != j && t != Target::E(j));
                 Out::Unit(Ok(()))
             }
+            Op::PWrite(_) | Op::PRead(_) | Op::PClose { .. } | Op::PReopen(_) => {
+                let out = self.p.run(op);
+                if let Op::PClose { p, keep: false } = *op {
+                    if out != Out::Skipped {
+                        self.items.retain(|&(_, t), _| t != Target::P(p));
+                    }
+                }
+                out
+            }
         })
     }
 
@@ -480,7 +579,12 @@ impl Kernel {
     /// (in delivery order), if the emulation is exact here (module docs).
     fn emulate_autoreset(&mut self, ep: usize, evs: &mut [(u32, u64)]) -> Result<(), Inexact> {
         let lt_reported = evs.iter().any(|&(_, d)| {
-            let m = self.items[&(ep, Target::from_data(d))];
+            // A stale pipe item may no longer be tracked: count it as level-triggered.
+            let m = self
+                .items
+                .get(&(ep, Target::from_data(d)))
+                .copied()
+                .unwrap_or(0);
             m & (ET | ONESHOT) == 0
         });
         for (bits, data) in evs.iter_mut() {
@@ -516,12 +620,98 @@ impl Kernel {
     }
 }
 
+/// One side's pipes: the same ops on the kernel's twins and on evfd's.
+struct Pipes {
+    /// Read ends (the sources); `None` while closed.
+    r: Vec<Option<OwnedFd>>,
+    /// Write ends, of the current pipe (or the old one while the read end is closed).
+    w: Vec<OwnedFd>,
+    /// Dups that keep closed read ends' files open.
+    kept: Vec<OwnedFd>,
+    /// The number of each slot's last closed read end.
+    closed_num: Vec<i32>,
+}
+
+impl Pipes {
+    fn new(n: usize) -> Pipes {
+        let mut p = Pipes {
+            r: Vec::new(),
+            w: Vec::new(),
+            kept: Vec::new(),
+            closed_num: vec![-1; n],
+        };
+        for _ in 0..n {
+            let (r, w) = Self::pipe();
+            p.r.push(Some(r));
+            p.w.push(w);
+        }
+        p
+    }
+
+    fn pipe() -> (OwnedFd, OwnedFd) {
+        use rustix::pipe::{pipe_with, PipeFlags};
+        pipe_with(PipeFlags::NONBLOCK | PipeFlags::CLOEXEC).expect("pipe2")
+    }
+
+    fn run(&mut self, op: &Op) -> Out {
+        match *op {
+            Op::PWrite(k) => Out::Unit(
+                rustix::io::write(&self.w[k], b"x")
+                    .map(|n| assert_eq!(n, 1))
+                    .map_err(kind_of),
+            ),
+            Op::PRead(k) => {
+                let Some(r) = self.r[k].as_ref() else {
+                    return Out::Skipped;
+                };
+                let mut b = [0u8; 256];
+                Out::Read(
+                    rustix::io::read(r, &mut b)
+                        .map(|n| n as u64)
+                        .map_err(kind_of),
+                )
+            }
+            Op::PClose { p, keep } => {
+                let Some(r) = self.r[p].take() else {
+                    return Out::Skipped;
+                };
+                if keep {
+                    self.kept.push(r.try_clone().expect("dup"));
+                }
+                self.closed_num[p] = r.as_raw_fd();
+                drop(r);
+                Out::Unit(Ok(()))
+            }
+            Op::PReopen(k) => {
+                if self.r[k].is_some() {
+                    return Out::Skipped;
+                }
+                // Most often on the slot's old number (the point of the op). Both sides free
+                // a number at a close, so the first new pipe may take the other side's:
+                // hold such pipes until one lands on ours (or give up).
+                let (mut r, mut w) = Self::pipe();
+                let mut extra = Vec::new();
+                while r.as_raw_fd() != self.closed_num[k] && extra.len() < 6 {
+                    extra.push((r, w));
+                    (r, w) = Self::pipe();
+                }
+                drop(extra);
+                self.r[k] = Some(r);
+                self.w[k] = w;
+                Out::Unit(Ok(()))
+            }
+            _ => unreachable!(),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // The evfd side
 
 struct Evfd {
     n: Vec<Option<Notifier>>,
     e: Vec<Option<Epoll>>,
+    p: Pipes,
 }
 
 impl Evfd {
@@ -545,6 +735,7 @@ impl Evfd {
                 })
                 .collect(),
             e: (0..p.epolls).map(|_| Some(Epoll::new())).collect(),
+            p: Pipes::new(p.pipes),
         }
     }
 
@@ -568,6 +759,11 @@ impl Evfd {
                         Some(s) if add => unit(e.add(s, ev, data)),
                         Some(s) => unit(e.modify(s, ev, data)),
                     },
+                    Target::P(k) => match self.p.r[k].as_ref().map(|r| r.as_fd()) {
+                        None => Out::Skipped,
+                        Some(s) if add => unit(e.add(&s, ev, data)),
+                        Some(s) => unit(e.modify(&s, ev, data)),
+                    },
                 }
             }
             Op::Delete { ep, t } => {
@@ -581,6 +777,9 @@ impl Evfd {
                     Target::E(j) => self.e[j]
                         .as_ref()
                         .map_or(Out::Skipped, |s| unit(e.delete(s))),
+                    Target::P(k) => self.p.r[k]
+                        .as_ref()
+                        .map_or(Out::Skipped, |r| unit(e.delete(&r.as_fd()))),
                 }
             }
             Op::Write { n, v } => self.n[n]
@@ -615,6 +814,7 @@ impl Evfd {
                 None => Out::Skipped,
                 Some(_) => Out::Unit(Ok(())),
             },
+            Op::PWrite(_) | Op::PRead(_) | Op::PClose { .. } | Op::PReopen(_) => self.p.run(op),
         }
     }
 }
@@ -633,6 +833,9 @@ struct Stats {
     resets: AtomicU64,
     truncated: AtomicU64,
     nested_adds: AtomicU64,
+    pipe_ops: AtomicU64,
+    pipe_events: AtomicU64,
+    reused_numbers: AtomicU64,
 }
 
 static STATS: Stats = Stats {
@@ -645,6 +848,9 @@ static STATS: Stats = Stats {
     resets: AtomicU64::new(0),
     truncated: AtomicU64::new(0),
     nested_adds: AtomicU64::new(0),
+    pipe_ops: AtomicU64::new(0),
+    pipe_events: AtomicU64::new(0),
+    reused_numbers: AtomicU64::new(0),
 };
 
 fn check_counts(k: &Kernel, e: &Evfd, at: usize) -> Result<(), TestCaseError> {
@@ -678,14 +884,44 @@ fn diff_outputs(p: &Program) -> Result<Vec<Out>, TestCaseError> {
     let mut k = Kernel::new(p);
     let mut e = Evfd::new(p);
     for (i, op) in p.ops.iter().enumerate() {
-        let ko = match k.run(op) {
+        let mixed = matches!(*op, Op::Wait { ep, .. } if k.holds_pipe(ep));
+
+        let mut ko = match k.run(op) {
             Ok(o) => o,
             Err(Inexact(_why)) => {
                 STATS.truncated.fetch_add(1, Relaxed);
                 return Ok(outs);
             }
         };
-        let eo = e.run(op);
+        let mut eo = e.run(op);
+        if matches!(op, Op::PReopen(j) if ko != Out::Skipped
+            && e.p.r[*j].as_ref().map(|r| r.as_raw_fd()) == Some(e.p.closed_num[*j]))
+        {
+            STATS.reused_numbers.fetch_add(1, Relaxed);
+        }
+        if matches!(
+            op,
+            Op::PWrite(_) | Op::PRead(_) | Op::PClose { .. } | Op::PReopen(_)
+        ) {
+            STATS.pipe_ops.fetch_add(1, Relaxed);
+        }
+        if mixed {
+            // Kernel-fd events come after the in-memory ones in evfd (module docs).
+            if let (Out::Events(kv), Out::Events(ev), Op::Wait { max, .. }) = (&mut ko, &mut eo, op)
+            {
+                if kv.len() == *max || ev.len() == *max {
+                    STATS.truncated.fetch_add(1, Relaxed);
+                    return Ok(outs);
+                }
+                kv.sort_by_key(|x| x.1);
+                ev.sort_by_key(|x| x.1);
+                let pipe_evs = kv
+                    .iter()
+                    .filter(|x| matches!(Target::from_data(x.1), Target::P(_)))
+                    .count();
+                STATS.pipe_events.fetch_add(pipe_evs as u64, Relaxed);
+            }
+        }
         prop_assert_eq!(
             &ko,
             &eo,
@@ -749,7 +985,8 @@ fn kernel_differential() {
     eprintln!(
         "kernel_differential: {} runs ({} configured cases) in {:.1?}: {} ops compared, {} waits, \
          {} events ({} waits with several), {} errors, {} nested adds, {} AutoReset resets emulated, {} programs \
-         truncated where the AutoReset emulation is inexact",
+         truncated where the AutoReset emulation is inexact or a mixed wait filled its buffer; kernel fds: \
+         {} pipe ops, {} pipe events, {} reopens on the same fd number",
         s.cases.load(Relaxed),
         cases(),
         start.elapsed(),
@@ -761,6 +998,9 @@ fn kernel_differential() {
         s.nested_adds.load(Relaxed),
         s.resets.load(Relaxed),
         s.truncated.load(Relaxed),
+        s.pipe_ops.load(Relaxed),
+        s.pipe_events.load(Relaxed),
+        s.reused_numbers.load(Relaxed),
     );
     if let Err(e) = result {
         panic!("{e}");
@@ -772,10 +1012,21 @@ fn kernel_differential() {
 
 /// Run a fixed program on both sides; returns the agreed results (one per op).
 fn run_fixed(notifiers: &[(Kind, u32)], epolls: usize, ops: Vec<Op>) -> Vec<Out> {
+    run_fixed_pipes(notifiers, epolls, 0, ops)
+}
+
+/// As [`run_fixed`], with `pipes` kernel-fd sources.
+fn run_fixed_pipes(
+    notifiers: &[(Kind, u32)],
+    epolls: usize,
+    pipes: usize,
+    ops: Vec<Op>,
+) -> Vec<Out> {
     let p = Program {
         notifiers: notifiers.to_vec(),
         epolls,
-        ops: normalize(notifiers.len(), epolls, ops),
+        pipes,
+        ops: normalize(notifiers.len(), epolls, pipes, ops),
     };
     match diff_outputs(&p) {
         Ok(o) => {
@@ -934,4 +1185,112 @@ fn regression_nested_wake_runs_inside_the_source_walk() {
         ],
     );
     assert_eq!(out[4], Out::Events(vec![(IN, 0x211), (IN, 0x100)]));
+}
+
+/// A pipe closed while a dup keeps its file (a stale item, still reporting with its data)
+/// and a new pipe on the same number, added next to it; deletes through the number reach
+/// only the new file; the stale one goes when its last reference does.
+#[test]
+fn fixed_pipe_stale_item_and_reused_number() {
+    use Op::*;
+    use Target::*;
+    let out = run_fixed_pipes(
+        &[(Kind::Counter, 0)],
+        2,
+        1,
+        vec![
+            Add {
+                ep: 0,
+                t: P(0),
+                mask: IN,
+                data: 0x100,
+            },
+            Add {
+                ep: 1,
+                t: E(0),
+                mask: IN,
+                data: 0x200,
+            },
+            PWrite(0),
+            Wait { ep: 1, max: 8 },
+            PClose { p: 0, keep: true },
+            Wait { ep: 0, max: 8 },
+            PReopen(0),
+            Add {
+                ep: 0,
+                t: P(0),
+                mask: IN | ET,
+                data: 0x300,
+            },
+            PWrite(0),
+            Wait { ep: 0, max: 8 },
+            Wait { ep: 0, max: 8 },
+            Delete { ep: 0, t: P(0) },
+            Delete { ep: 0, t: P(0) },
+            PReopen(0),
+            PClose { p: 0, keep: false },
+            Wait { ep: 0, max: 8 },
+        ],
+    );
+    assert_eq!(out[3], Out::Events(vec![(IN, 0x210)]));
+    assert_eq!(
+        out[5],
+        Out::Events(vec![(IN, 0x120)]),
+        "the stale item reports"
+    );
+    assert_eq!(out[7], Out::Unit(Ok(())), "a new file on the reused number");
+}
+
+/// Kernel fds in a nested epoll and in the outer one, closed and reopened.
+#[test]
+fn fixed_pipes_nested_close_reopen() {
+    use Op::*;
+    use Target::*;
+    run_fixed_pipes(
+        &[(Kind::AutoReset, 1)],
+        2,
+        2,
+        vec![
+            Add {
+                ep: 1,
+                t: P(0),
+                mask: IN | ET,
+                data: 0,
+            },
+            Add {
+                ep: 0,
+                t: E(1),
+                mask: IN,
+                data: 0,
+            },
+            Add {
+                ep: 0,
+                t: P(1),
+                mask: IN,
+                data: 0,
+            },
+            Add {
+                ep: 0,
+                t: N(0),
+                mask: IN,
+                data: 0,
+            },
+            PWrite(0),
+            Wait { ep: 0, max: 8 },
+            Wait { ep: 0, max: 8 },
+            PWrite(0),
+            Wait { ep: 0, max: 8 },
+            Wait { ep: 1, max: 8 },
+            PWrite(1),
+            Wait { ep: 0, max: 8 },
+            PRead(1),
+            Wait { ep: 0, max: 8 },
+            PClose { p: 0, keep: false },
+            PReopen(0),
+            PWrite(0),
+            Wait { ep: 0, max: 8 },
+            PClose { p: 1, keep: false },
+            Wait { ep: 0, max: 8 },
+        ],
+    );
 }

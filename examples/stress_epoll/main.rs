@@ -34,6 +34,7 @@ mod doorbell;
 mod epwait;
 mod harvest;
 mod measure;
+mod mixed;
 mod pingpong;
 mod report;
 mod scale;
@@ -68,6 +69,7 @@ const BENCHES: &[(&str, BenchFn)] = &[
     ("autoreset_loop", autoreset::run),
     ("doorbell", doorbell::run),
     ("xproc", xproc::run),
+    ("mixed", mixed::run),
 ];
 
 /// Print the usage (stdout for `--help`, else stderr after `why`) and exit with `code`.

@@ -23,8 +23,9 @@ use crate::wait_queue::task::{polled_after_completion, TaskWait};
 ///
 /// Resolves to what [`Epoll::wait`] with no timeout would return: the number of events
 /// written to the buffer (at least 1), or `InvalidInput` for an empty buffer. A pending
-/// future is a task entry in the epoll's waiter queue; no thread blocks and no syscall is
-/// made.
+/// future is a task entry in the epoll's waiter queue; no thread blocks. With only in-memory
+/// sources no syscall is made; with kernel fds, a pending wait arms the watcher (one
+/// `epoll_ctl`), which wakes it when one of them is ready.
 ///
 /// # Cancel safety
 ///
@@ -107,10 +108,11 @@ impl Epoll {
     /// timeout for one). The semantics are `wait`'s: re-poll at delivery, LT requeue, ET,
     /// ONESHOT, AutoReset reset by the delivery.
     ///
-    /// Kernel-fd sources (`BorrowedFd`, [`KernelNotifier`](crate::KernelNotifier)) are
-    /// harvested by every poll of this future, but their readiness does not wake a pending
-    /// one (nor ring an [`Epoll::fd_view`]): for an `Epoll` with kernel sources, use the
-    /// blocking `wait` on a thread, or register those fds with your reactor directly.
+    /// Every kind of source wakes it: in-memory notifiers and nested epolls directly (a
+    /// task entry in the epoll's waiter queue, no syscall), kernel fds (`BorrowedFd`,
+    /// [`KernelNotifier`](crate::KernelNotifier)) through a process-wide watcher thread
+    /// that is started only while some wait on an epoll with kernel fds is pending (one
+    /// `epoll_ctl` per such wait; see the crate's `docs/design.md`).
     ///
     /// # Errors
     ///

@@ -10,10 +10,10 @@
 //! runs after `registry` is released (see `super`'s LOCKING block).
 
 use std::sync::Arc;
-use std::time::Instant;
 use std::vec::Drain;
 
 use super::item::Item;
+use super::source::SourceCore;
 use super::{EpInner, Registry};
 use crate::events::{Event, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::Ordering::{Relaxed, SeqCst};
@@ -43,22 +43,40 @@ impl PostWake for WakeViews {
 struct Found {
     n: usize,
     keep: Option<Arc<Item>>,
+    /// The kernel item was met and dropped (nothing ready in the kernel epoll).
+    kernel_dropped: bool,
 }
 
 /// `ep_send_events`' loop: deliver up to `out.len()` events from the transfer list.
 /// Level-triggered items go to `requeue`; the rest of the transfer list is left in `it`.
+/// `collect` delivers the kernel item's events (`kernel_fds`) into the slots left.
 fn send_events(
     it: &mut Drain<'_, Arc<Item>>,
     out: &mut [Event],
     requeue: &mut Vec<Arc<Item>>,
+    collect: &mut dyn FnMut(&mut [Event]) -> usize,
 ) -> Found {
     let mut n = 0;
+    let mut kernel_dropped = false;
     while n < out.len() {
         let Some(item) = it.next() else { break };
         // The harvester owns `linked` of transfer-list items (see Item::linked):
         // it stays set only for a level-triggered item requeued below.
         if item.is_dead() {
             item.set_linked(false);
+            continue;
+        }
+        if let SourceCore::Kernel(_) = item.src {
+            // The kernel epoll, delivered here in its turn; level-triggered while it
+            // delivers (the kernel re-checks its own items at the next harvest).
+            let k = collect(&mut out[n..]);
+            if k == 0 {
+                item.set_linked(false);
+                kernel_dropped = true;
+            } else {
+                n += k;
+                requeue.push(item);
+            }
             continue;
         }
         let ev = item.events();
@@ -82,23 +100,34 @@ fn send_events(
             }
         }
     }
-    Found { n, keep: None }
+    Found {
+        n,
+        keep: None,
+        kernel_dropped,
+    }
 }
 
 /// `__ep_eventpoll_poll`'s loop: stop at the first ready item and keep it (consume
 /// nothing); the not-ready ones before it are dropped from the list.
 fn first_ready(it: &mut Drain<'_, Arc<Item>>) -> Found {
+    let mut kernel_dropped = false;
     for item in it.by_ref() {
         let ev = item.events();
         if !item.is_dead() && !(item.src.poll(ev, false) & ev & !Events::PRIVATE).is_empty() {
             return Found {
                 n: 1,
                 keep: Some(item),
+                kernel_dropped,
             };
         }
+        kernel_dropped |= matches!(item.src, SourceCore::Kernel(_));
         item.set_linked(false);
     }
-    Found { n: 0, keep: None }
+    Found {
+        n: 0,
+        keep: None,
+        kernel_dropped,
+    }
 }
 
 /// A harvest as a wait ([`WaitFor`]): `Epoll::wait`'s operation (in `EpollSleeper`) and
@@ -112,8 +141,10 @@ pub(crate) struct Harvest<'a> {
 impl WaitFor for Harvest<'_> {
     type Output = usize;
 
+    /// A harvest; one that finds nothing makes sure kernel readiness will wake the waiter
+    /// (`kernel_fds`, invariant W: the async wait calls this again after registering).
     fn try_now(&mut self) -> Option<usize> {
-        let n = self.ep.harvest_now(self.out);
+        let n = self.ep.harvest_or_watch(self.out);
         (n > 0).then_some(n)
     }
 
@@ -131,36 +162,52 @@ impl EpInner {
         }
     }
 
-    /// Run `f` with `registry` taken and dead items purged; its deferred wakes run before
-    /// returning, with no lock held.
+    /// Run `f` with `registry` taken, dead items purged and nested kernel readiness looked
+    /// at (`kernel_fds`); its deferred wakes run before returning, with no lock held.
     fn with_registry<R>(&self, f: impl FnOnce(&mut Registry, &mut WakeBatch) -> R) -> R {
         let mut batch = WakeBatch::new();
         let r = {
             let mut reg = crate::loom::lock(&self.registry);
             self.purge(&mut reg);
+            self.queue_nested_kernel(&mut reg, &mut batch);
             f(&mut reg, &mut batch)
         };
         batch.run();
         r
     }
 
-    /// One in-memory harvest into `out` (kernel sources not included).
-    pub(super) fn send_events_now(self: &Arc<Self>, out: &mut [Event]) -> usize {
+    /// One harvest; its deferred wakes run before returning, with no lock held. Kernel
+    /// events are delivered where the kernel item sits in the ready list, or, if it is not
+    /// queued, after the in-memory ones (so no kernel event is missed by a harvest).
+    pub(crate) fn harvest_now(self: &Arc<Self>, out: &mut [Event]) -> usize {
+        let side = self.kernel_side();
         self.with_registry(|reg, batch| {
-            self.scan(reg, batch, |it, requeue| send_events(it, out, requeue))
+            let mut met = false;
+            let mut n = self.scan(reg, batch, |it, requeue, reg| {
+                send_events(it, out, requeue, &mut |o| {
+                    met = true;
+                    side.as_deref()
+                        .map_or(0, |s| self.kernel_collect(reg, s, o))
+                })
+            });
+            if let (Some(s), false, true) = (&side, met, n < out.len()) {
+                let k = self.kernel_collect(reg, s, &mut out[n..]);
+                if k > 0 {
+                    n += k;
+                    self.requeue_kernel_item(s, batch);
+                }
+            }
+            n
         })
     }
 
-    /// One harvest; its deferred wakes run before returning, with no lock held.
-    pub(crate) fn harvest_now(self: &Arc<Self>, out: &mut [Event]) -> usize {
-        let mut n = self.send_events_now(out);
-        if n < out.len() && self.kernel.get().is_some() {
-            // Kernel sources after the in-memory ones; never blocks. An error here (only
-            // EBADF/EFAULT-class failures are possible) reports nothing rather than losing
-            // the in-memory events already harvested.
-            n += self
-                .kernel_collect(&mut out[n..], Some(Instant::now()))
-                .unwrap_or(0);
+    /// A harvest by a waiter about to wait: if it found nothing, make sure kernel readiness
+    /// will wake it (`kernel_fds`, invariant W). The waiter has registered (or will, and
+    /// then harvest again through here).
+    pub(crate) fn harvest_or_watch(self: &Arc<Self>, out: &mut [Event]) -> usize {
+        let n = self.harvest_now(out);
+        if n == 0 {
+            self.ensure_watch();
         }
         n
     }
@@ -172,7 +219,7 @@ impl EpInner {
         self: &Arc<Self>,
         reg: &mut Registry,
         batch: &mut WakeBatch,
-        job: impl FnOnce(&mut Drain<'_, Arc<Item>>, &mut Vec<Arc<Item>>) -> Found,
+        job: impl FnOnce(&mut Drain<'_, Arc<Item>>, &mut Vec<Arc<Item>>, &Registry) -> Found,
     ) -> usize {
         let mut tx = {
             let mut rd = crate::loom::lock(&self.ready);
@@ -187,7 +234,11 @@ impl EpInner {
         crate::loom::dekker_fence();
         let mut requeue = std::mem::take(&mut reg.requeue);
         let mut it = tx.drain(..);
-        let Found { n, keep } = job(&mut it, &mut requeue);
+        let Found {
+            n,
+            keep,
+            kernel_dropped,
+        } = job(&mut it, &mut requeue, reg);
         let mut rd = crate::loom::lock(&self.ready);
         let any_left = keep.is_some() || it.len() > 0;
         rd.done_scan(keep.into_iter().chain(it), any_left, &mut requeue);
@@ -201,6 +252,10 @@ impl EpInner {
                 Arc::new(WakeOneWaiter(Arc::clone(self))) as Arc<dyn PostWake>,
                 Events::IN,
             );
+        }
+        if kernel_dropped {
+            // Under `ready`, after the item's `linked = false` (invariant W).
+            self.kernel_dropped(batch);
         }
         if (n == 0 || !rd.any_live()) && self.pollers.interest().contains(KEY_EMPTIED) {
             // fd views (`crate::fd`): this scan left nothing ready, or found nothing (its
@@ -216,15 +271,12 @@ impl EpInner {
 
     /// Readiness as a source (`IN | RDNORM` iff a queued item re-polls ready). Never consumes.
     pub(crate) fn readiness(self: &Arc<Self>) -> Events {
-        let n = self.with_registry(|reg, batch| self.scan(reg, batch, |it, _| first_ready(it)));
-        // Kernel sources: the embedded kernel epoll is readable iff one of them is ready
-        // (a rung doorbell only means an in-memory event, which the scan above saw).
+        let n = self.with_registry(|reg, batch| self.scan(reg, batch, |it, _, _| first_ready(it)));
+        // Kernel sources, whether or not the kernel item is queued: a poll of the kernel
+        // epoll, which consumes nothing.
         let kernel_ready = || {
-            self.kernel.get().is_some_and(|k| {
-                use std::os::fd::AsFd;
-                crate::sys::poll_now(k.epfd.as_fd(), Events::IN)
-                    .is_ok_and(|e| e.contains(Events::IN))
-            })
+            self.kernel_side()
+                .is_some_and(|k| !k.poll.readiness().is_empty())
         };
         if n > 0 || kernel_ready() {
             Events::IN | Events::RDNORM

@@ -48,6 +48,8 @@ mod kernel_fds;
 mod ready;
 pub(crate) mod source;
 mod topology;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(crate) mod watcher;
 
 #[cfg(all(test, not(evfd_loom)))]
 mod tests;
@@ -60,7 +62,7 @@ use std::time::{Duration, Instant};
 
 use crate::events::{next_id, Event, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::{
-    AtomicBool, AtomicU32, AtomicU64, AtomicUsize,
+    AtomicBool, AtomicU32, AtomicU64,
     Ordering::{Relaxed, SeqCst},
 };
 use crate::loom::sync::Mutex;
@@ -83,8 +85,12 @@ struct Reg {
 #[derive(Default)]
 struct Registry {
     items: HashMap<u64, Reg>,
-    /// Kernel-fd sources, keyed by the user's fd number (as the kernel keys them).
-    kitems: HashMap<i32, kernel_fds::KItem>,
+    /// Kernel-fd sources (`kernel_fds`).
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+    kfds: kernel_fds::KernelFds,
+    /// Items whose source is an epoll (dead ones are dropped lazily): the harvest's look at
+    /// nested kernel fds (`kernel_fds`, "Nesting").
+    nested: Vec<Arc<Item>>,
     /// Reused for level-triggered requeues in the harvest.
     requeue: Vec<Arc<Item>>,
 }
@@ -111,12 +117,17 @@ pub(crate) struct EpInner {
     /// Mirrors `ReadyState::ovf_active` (written with `ready` held), readable without it:
     /// see `Item::wake`'s coalescing fast path.
     pub(crate) scanning: AtomicBool,
-    /// The embedded kernel epoll, created by the first kernel-fd `add` (see `kernel_fds`).
-    kernel: std::sync::OnceLock<kernel_fds::KernelSide>,
-    /// Threads that may be asleep in `epoll_wait` on `kernel` (QEMU's `notify_me`): while
-    /// non-zero, in-memory wakes ring the kernel side's doorbell. Incremented before the
-    /// sleeper looks at the ready list under `ready`; read by callbacks under `ready`.
-    pub(crate) kernel_sleepers: AtomicUsize,
+    /// (4) the kernel side (kernel epoll and kernel item), created by the first kernel-fd
+    /// `add` that succeeds; see `kernel_fds`.
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+    kernel: Mutex<Option<Arc<kernel_fds::KernelSide>>>,
+    /// Whether `kernel` is set (SeqCst; invariant W of `kernel_fds`): lets every path
+    /// without kernel fds skip it with one load.
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+    has_kernel: AtomicBool,
+    /// This epoll or one nested below it has held a kernel fd (sticky): its outer epolls
+    /// look at it in their harvest (`kernel_fds`, "Nesting").
+    pub(crate) kernel_below: AtomicBool,
 }
 
 impl PostWake for EpInner {
@@ -232,14 +243,17 @@ impl Epoll {
                     spin_ns: AtomicU64::new(0),
                     closed: AtomicBool::new(false),
                     scanning: AtomicBool::new(false),
-                    kernel: std::sync::OnceLock::new(),
-                    kernel_sleepers: AtomicUsize::new(0),
+                    kernel: Mutex::new(None),
+                    has_kernel: AtomicBool::new(false),
+                    kernel_below: AtomicBool::new(false),
                 }),
             }),
         }
     }
 
-    /// Number of registered sources.
+    /// Number of registered sources: in-memory ones still open, and kernel fds the kernel
+    /// still holds (a closed file leaves, as in the kernel; one kept open by another fd
+    /// stays).
     ///
     /// ```
     /// let ep = evfd::Epoll::new();
@@ -252,7 +266,7 @@ impl Epoll {
     pub fn len(&self) -> usize {
         let mut reg = crate::loom::lock(&self.inner.registry);
         self.inner.purge(&mut reg);
-        reg.items.len() + reg.kitems.len()
+        reg.items.len() + self.inner.kernel_len(&mut reg)
     }
 
     /// Whether nothing is registered.
@@ -389,6 +403,10 @@ impl Epoll {
             );
             if let Some(child) = sc.as_epoll() {
                 topology::link(ep, child);
+                reg.nested.push(Arc::clone(&item));
+                if child.kernel_below.load(SeqCst) {
+                    ep.mark_kernel_below();
+                }
             }
             // The entry is published (SeqCst, in `add`); now poll (SeqCst): a wake racing the
             // add is seen by one side or the other (the Dekker pair of `wait_queue`).
@@ -397,6 +415,10 @@ impl Epoll {
         }
         drop(topo);
         batch.run();
+        if let Some(child) = sc.as_epoll() {
+            // A new poller of `child`: its kernel fds must now wake it (`kernel_fds`).
+            child.ensure_watch();
+        }
         Ok(())
     }
 
@@ -572,10 +594,8 @@ impl Epoll {
         let mut s = EpollSleeper {
             harvest: Harvest { ep, out: events },
             entry: None,
-            in_kernel: false,
-            collected: Ok(0),
         };
-        thread::wait(&mut s, deadline).unwrap_or(Ok(0))
+        Ok(thread::wait(&mut s, deadline).unwrap_or(0))
     }
 
     /// Readiness of the epoll as a source: `IN | RDNORM` if some queued item is ready now
@@ -598,34 +618,21 @@ impl Epoll {
 }
 
 /// The [`Sleeper`] of `Epoll::wait`: LIFO, exclusive, on `waiters` (parked, after the
-/// spin set by `set_spin`) while the epoll has no kernel fd; once it has one, counted in
-/// `kernel_sleepers` and asleep in `epoll_wait` on the embedded kernel epoll, which also
-/// watches the doorbell that in-memory wakes ring (see `kernel_fds`). A waiter parked before
-/// the first kernel fd was added is woken by that `add` and sleeps in the kernel from then
-/// on.
+/// spin set by `set_spin`), whatever sources the epoll holds: kernel fds reach it through
+/// the kernel item, which its registration makes sure the watcher will queue (`kernel_fds`,
+/// invariant W).
 struct EpollSleeper<'a> {
     /// The operation (and where the events go).
     harvest: Harvest<'a>,
-    /// The in-memory registration.
+    /// The registration.
     entry: Option<Entry>,
-    /// Counted in `kernel_sleepers`.
-    in_kernel: bool,
-    /// What the last kernel sleep collected (events, already in `out`), or its error.
-    collected: io::Result<usize>,
 }
 
 impl WaitFor for EpollSleeper<'_> {
-    type Output = io::Result<usize>;
+    type Output = usize;
 
-    fn try_now(&mut self) -> Option<io::Result<usize>> {
-        let h = &mut self.harvest;
-        match std::mem::replace(&mut self.collected, Ok(0)) {
-            Err(e) => Some(Err(e)),
-            // Kernel events from the sleep: fill what is left with in-memory ones (never
-            // blocks).
-            Ok(k) if k > 0 => Some(Ok(k + h.ep.send_events_now(&mut h.out[k..]))),
-            Ok(_) => h.try_now().map(Ok),
-        }
+    fn try_now(&mut self) -> Option<usize> {
+        self.harvest.try_now()
     }
 
     fn hand_on(&mut self) {
@@ -635,21 +642,16 @@ impl WaitFor for EpollSleeper<'_> {
 
 impl Sleeper for EpollSleeper<'_> {
     fn register(&mut self, _again: bool) {
-        if self.harvest.ep.kernel.get().is_some() {
-            // Kernel sources (possibly added while we slept, which wakes us): sleep in the
-            // kernel from now on.
-            self.harvest.ep.kernel_sleepers.fetch_add(1, SeqCst);
-            self.in_kernel = true;
-        } else {
-            // LIFO: the most recent waiter is woken first, as the kernel's epoll does.
-            self.entry = Some(Entry::add(&self.harvest.ep.waiters, Events::IN, true, true));
-        }
+        // LIFO: the most recent waiter is woken first, as the kernel's epoll does.
+        self.entry = Some(Entry::add(&self.harvest.ep.waiters, Events::IN, true, true));
+        // Registered: kernel readiness now queues the kernel item (invariant W).
+        self.harvest.ep.ensure_watch();
     }
 
-    /// After publishing ourselves (SeqCst), look at the in-memory side under `ready`: an
-    /// item queued meanwhile is seen here or its callback sees us (it reads `waiters` and
-    /// `kernel_sleepers` under `ready`).
-    fn recheck(&mut self) -> Recheck<io::Result<usize>> {
+    /// After publishing ourselves (SeqCst), look at the ready list under `ready`: an item
+    /// queued meanwhile (the kernel item too) is seen here or its callback sees us (it reads
+    /// `waiters` under `ready`).
+    fn recheck(&mut self) -> Recheck<usize> {
         if self.harvest.ep.has_ready() {
             Recheck::Retry
         } else {
@@ -658,25 +660,16 @@ impl Sleeper for EpollSleeper<'_> {
     }
 
     fn park(&mut self, deadline: Option<Instant>) -> Parked {
-        if let Some(e) = &self.entry {
-            return e.park(
+        match &self.entry {
+            Some(e) => e.park(
                 deadline,
                 Duration::from_nanos(self.harvest.ep.spin_ns.load(SeqCst)),
-            );
-        }
-        self.collected = self.harvest.ep.kernel_collect(self.harvest.out, deadline);
-        match self.collected {
-            Ok(0) if deadline.is_some_and(|d| Instant::now() >= d) => Parked::TimedOut,
-            _ => Parked::Woken,
+            ),
+            None => Parked::Woken,
         }
     }
 
     fn unregister(&mut self) -> bool {
-        if std::mem::take(&mut self.in_kernel) {
-            self.harvest.ep.kernel_sleepers.fetch_sub(1, SeqCst);
-            // No entry: nothing to claim (the doorbell is drained by `kernel_collect`).
-            return false;
-        }
         self.entry
             .take()
             .is_some_and(|e| e.remove(&self.harvest.ep.waiters))
@@ -684,21 +677,15 @@ impl Sleeper for EpollSleeper<'_> {
 }
 
 impl EpInner {
-    /// Someone may be asleep waiting for this epoll: a thread or task on `waiters`, or a
-    /// thread in `epoll_wait` on the kernel side. Read under `ready` by callbacks.
+    /// Someone may be asleep waiting for this epoll: a thread or task on `waiters`. Read
+    /// under `ready` by callbacks.
     pub(crate) fn has_sleeper(&self) -> bool {
-        !self.waiters.interest().is_empty() || self.kernel_sleepers.load(SeqCst) != 0
+        !self.waiters.interest().is_empty()
     }
 
-    /// Wake one waiter (LIFO), and ring the kernel side's doorbell if a thread may be asleep
-    /// in `epoll_wait`. Runs with no lock held.
+    /// Wake one waiter (LIFO). Runs with no lock held.
     pub(crate) fn wake_one_waiter(&self) {
         self.waiters.wake(Events::IN, 1);
-        if self.kernel_sleepers.load(SeqCst) != 0 {
-            if let Some(k) = self.kernel.get() {
-                k.ring();
-            }
-        }
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -756,7 +743,8 @@ impl EpInner {
                 r.item.src.wait_queue().remove(r.key);
             }
             reg.requeue.clear();
-            reg.kitems.clear();
+            self.kernel_close(&mut reg);
+            reg.nested.clear();
             regs
         };
         if regs.iter().any(|r| r.item.src.as_epoll().is_some()) {

@@ -1,39 +1,64 @@
 //! Off Linux (and Android) an [`Epoll`](crate::Epoll) has no kernel-fd sources: there is no
 //! kernel epoll to embed, and no `Source` impl makes a `KernelRef` (uninhabited here). These
 //! stand-ins give `kernel_fds`'s names to the rest of the module so it needs no cfgs:
-//! `EpInner::kernel` is never set, so nothing here runs.
+//! `EpInner::kernel` is never set and no `KernelPoll` is ever made, so nothing here runs.
 
 use std::io;
-use std::os::fd::OwnedFd;
 use std::sync::Arc;
-use std::time::Instant;
 
+use super::item::Item;
 use super::source::sealed::KernelRef;
-use super::EpInner;
+use super::{EpInner, Registry};
 use crate::events::{Event, Events};
+use crate::wait_queue::WakeBatch;
 
-/// Never made off Linux (`EpInner::kernel` stays empty).
-#[allow(dead_code)]
-pub(crate) struct KernelSide {
-    pub(crate) epfd: OwnedFd,
+/// Never made off Linux.
+pub(crate) struct KernelPoll {
+    pub(crate) id: u64,
     never: std::convert::Infallible,
 }
 
-impl KernelSide {
-    pub(crate) fn ring(&self) {
+impl KernelPoll {
+    pub(crate) fn readiness(&self) -> Events {
         match self.never {}
     }
 }
 
+/// Never made off Linux (`EpInner::kernel` stays empty).
+pub(crate) struct KernelSide {
+    pub(crate) poll: Arc<KernelPoll>,
+    #[allow(dead_code)]
+    pub(crate) item: Arc<Item>,
+}
+
 /// No kernel-fd registrations off Linux.
-pub(crate) enum KItem {}
+#[derive(Default)]
+pub(crate) struct KernelFds;
 
 impl EpInner {
-    pub(super) fn kernel_add(&self, k: KernelRef<'_>, _: Events, _: u64) -> io::Result<()> {
+    pub(crate) fn kernel_side(&self) -> Option<Arc<KernelSide>> {
+        None
+    }
+
+    pub(crate) fn ensure_watch(&self) {}
+
+    pub(super) fn kernel_dropped(self: &Arc<Self>, _: &mut WakeBatch) {}
+
+    pub(super) fn kernel_add(
+        self: &Arc<Self>,
+        k: KernelRef<'_>,
+        _: Events,
+        _: u64,
+    ) -> io::Result<()> {
         match k.never {}
     }
 
-    pub(super) fn kernel_modify(&self, k: KernelRef<'_>, _: Events, _: u64) -> io::Result<()> {
+    pub(super) fn kernel_modify(
+        self: &Arc<Self>,
+        k: KernelRef<'_>,
+        _: Events,
+        _: u64,
+    ) -> io::Result<()> {
         match k.never {}
     }
 
@@ -41,18 +66,21 @@ impl EpInner {
         match k.never {}
     }
 
-    pub(super) fn kernel_collect(&self, _: &mut [Event], _: Option<Instant>) -> io::Result<usize> {
-        match self.kernel.get() {
-            Some(side) => match side.never {},
-            None => Ok(0),
-        }
+    pub(crate) fn mark_kernel_below(&self) {}
+
+    pub(super) fn queue_nested_kernel(&self, _: &mut Registry, _: &mut WakeBatch) {}
+
+    pub(super) fn kernel_len(&self, _: &mut Registry) -> usize {
+        0
     }
 
-    pub(super) fn wait_kernel(
-        self: &Arc<Self>,
-        out: &mut [Event],
-        deadline: Option<Instant>,
-    ) -> io::Result<usize> {
-        self.kernel_collect(out, deadline)
+    pub(super) fn kernel_collect(&self, _: &Registry, side: &KernelSide, _: &mut [Event]) -> usize {
+        match side.poll.never {}
     }
+
+    pub(super) fn requeue_kernel_item(&self, side: &KernelSide, _: &mut WakeBatch) {
+        match side.poll.never {}
+    }
+
+    pub(super) fn kernel_close(&self, _: &mut Registry) {}
 }

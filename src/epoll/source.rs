@@ -18,6 +18,10 @@ use crate::wait_queue::WaitQueue;
 pub(crate) enum SourceCore {
     Notifier(Arc<notifier::Inner>),
     Epoll(Arc<EpInner>),
+    /// The epoll's own kernel epoll, the source of its kernel item (`super::kernel_fds`).
+    /// Never registered in the interest set and never hooked into a wait queue.
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+    Kernel(Arc<super::kernel_fds::KernelPoll>),
 }
 
 impl SourceCore {
@@ -25,6 +29,7 @@ impl SourceCore {
         match self {
             SourceCore::Notifier(n) => n.id,
             SourceCore::Epoll(e) => e.id,
+            SourceCore::Kernel(k) => k.id,
         }
     }
 
@@ -33,6 +38,7 @@ impl SourceCore {
         match self {
             SourceCore::Notifier(n) => &n.wq,
             SourceCore::Epoll(e) => &e.pollers,
+            SourceCore::Kernel(_) => unreachable!("the kernel item is in no wait queue"),
         }
     }
 
@@ -49,13 +55,15 @@ impl SourceCore {
                 }
             }
             SourceCore::Epoll(e) => e.readiness(),
+            // A readiness check (the harvest delivers the kernel item's events itself).
+            SourceCore::Kernel(k) => k.readiness(),
         }
     }
 
     pub(crate) fn as_epoll(&self) -> Option<&Arc<EpInner>> {
         match self {
             SourceCore::Epoll(e) => Some(e),
-            SourceCore::Notifier(_) => None,
+            SourceCore::Notifier(_) | SourceCore::Kernel(_) => None,
         }
     }
 }
@@ -82,6 +90,8 @@ pub(crate) mod sealed {
         pub(crate) fd: BorrowedFd<'a>,
         /// A `KernelNotifier` in AutoReset mode: the delivery of `IN` reads it.
         pub(crate) autoreset: bool,
+        /// A `KernelNotifier`'s registrations: it leaves every epoll when it is dropped.
+        pub(crate) owner: Option<&'a crate::notifier::kernel::Registrations>,
     }
 
     /// Off Linux there are no kernel-fd sources: uninhabited.
@@ -141,13 +151,16 @@ impl<T: sealed::Sealed + ?Sized> sealed::Sealed for &T {
 
 /// Any kernel fd (a socket, a pipe, a timerfd, an eventfd another process writes): watched
 /// through the epoll's embedded kernel epoll, with the kernel's own LT/ET/ONESHOT/EXCLUSIVE
-/// rules and errors. Keyed by fd number, as the kernel keys it. Linux only.
+/// rules and errors. Keyed as the kernel keys it, by (fd number, open file): a new file on
+/// a reused number can be added while an item of the old file (kept open elsewhere) stays.
+/// Linux only.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 impl sealed::Sealed for std::os::fd::BorrowedFd<'_> {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
         sealed::SourceRef::Kernel(sealed::KernelRef {
             fd: *self,
             autoreset: false,
+            owner: None,
         })
     }
 }
@@ -156,7 +169,8 @@ impl sealed::Sealed for std::os::fd::BorrowedFd<'_> {
 impl Source for std::os::fd::BorrowedFd<'_> {}
 
 /// A kernel-backed notifier: in AutoReset mode the delivery of its `IN` reads the eventfd,
-/// so the consumer never calls `read`. Linux only.
+/// so the consumer never calls `read`. Dropping the `KernelNotifier` removes it from every
+/// epoll, whatever other fds refer to the eventfd. Linux only.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 impl sealed::Sealed for KernelNotifier {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
@@ -164,6 +178,7 @@ impl sealed::Sealed for KernelNotifier {
         sealed::SourceRef::Kernel(sealed::KernelRef {
             fd: self.as_fd(),
             autoreset: self.mode() == Mode::AutoReset,
+            owner: Some(self.registrations()),
         })
     }
 }

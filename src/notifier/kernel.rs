@@ -11,7 +11,10 @@
 use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
+
+use crate::loom::sync::Mutex;
 
 use crate::events::Events;
 use crate::mode::{self, invalid_write, Mode, Options};
@@ -66,7 +69,12 @@ use crate::sys::{self, eventfd};
 #[doc(alias = "EventFd")]
 #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
 pub struct KernelNotifier {
-    fd: OwnedFd,
+    /// Shared with the registrations (`Registrations::fd`) and, weakly, with the epoll items
+    /// that read it at delivery; closed when the last strong handle goes, which is after
+    /// `regs` has left every epoll.
+    fd: Arc<OwnedFd>,
+    /// Where this notifier is registered; dropping it leaves every epoll.
+    regs: Registrations,
     mode: Mode,
     /// `EFD_NONBLOCK` at the API level: `read`/`write` behave as `try_read`/`try_write`.
     /// (The fd itself is always `O_NONBLOCK`.)
@@ -178,15 +186,27 @@ impl KernelNotifierBuilder {
         if rest != 0 {
             eventfd::write(fd.as_fd(), rest)?;
         }
-        Ok(KernelNotifier {
-            fd,
-            mode: o.mode,
-            nonblock: o.nonblock,
-        })
+        Ok(KernelNotifier::wrap(fd, o.mode, o.nonblock))
     }
 }
 
 impl KernelNotifier {
+    fn wrap(fd: OwnedFd, mode: Mode, nonblock: bool) -> KernelNotifier {
+        let fd = Arc::new(fd);
+        let reset = Arc::downgrade(&fd) as Weak<dyn KernelDeliver>;
+        KernelNotifier {
+            regs: Registrations::new(Arc::clone(&fd), reset),
+            fd,
+            mode,
+            nonblock,
+        }
+    }
+
+    /// Where this notifier is registered (for `Epoll`'s kernel side).
+    pub(crate) fn registrations(&self) -> &Registrations {
+        &self.regs
+    }
+
     /// A new close-on-exec eventfd with count 0 in `mode`.
     ///
     /// # Errors
@@ -301,11 +321,7 @@ impl KernelNotifier {
             }
         }
         eventfd::set_nonblocking(fd.as_fd())?;
-        Ok(KernelNotifier {
-            fd,
-            mode,
-            nonblock: false,
-        })
+        Ok(KernelNotifier::wrap(fd, mode, false))
     }
 
     /// The mode.
@@ -561,8 +577,10 @@ impl KernelNotifier {
 
     /// Deliver `IN` to this consumer, as the embedded epoll does at harvest: returns the
     /// readiness at delivery (`IN` if it was readable) and, in [`Mode::AutoReset`], resets
-    /// the kernel count to 0 with one `read(2)` (which also wakes blocked writers). Counter
-    /// and Semaphore: a readiness check that changes nothing.
+    /// the kernel count to 0 with one `read(2)` (which also wakes blocked writers). Only the
+    /// consumer whose `read(2)` got the count is handed `IN`: with several consumers, each
+    /// write is delivered at most once. Counter and Semaphore: a readiness check that
+    /// changes nothing.
     ///
     /// # Errors
     ///
@@ -591,8 +609,10 @@ impl KernelNotifier {
         match self.try_read() {
             // IN (and ERR) as seen before the reset, OUT as it is now.
             Ok(c) => Ok(mode::readiness(c) | mode::readiness(0)),
+            // Someone else reset it first: this consumer delivers nothing (a write that
+            // lands after our read is not ours to report: we did not reset it).
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                Ok(self.poll(Events::IN | Events::OUT))
+                Ok(self.poll(Events::OUT) & Events::OUT)
             }
             Err(e) => Err(e),
         }
@@ -616,11 +636,7 @@ impl KernelNotifier {
     #[doc(alias = "dup")]
     pub fn try_clone(&self) -> io::Result<KernelNotifier> {
         let fd = eventfd::dup(self.fd.as_fd(), self.is_cloexec()?)?;
-        Ok(KernelNotifier {
-            fd,
-            mode: self.mode,
-            nonblock: self.nonblock,
-        })
+        Ok(KernelNotifier::wrap(fd, self.mode, self.nonblock))
     }
 
     /// Give the eventfd away **blocking**: clears `O_NONBLOCK` and returns the fd, for a
@@ -741,7 +757,93 @@ impl TryFrom<OwnedFd> for KernelNotifier {
 /// ```
 impl From<KernelNotifier> for OwnedFd {
     fn from(k: KernelNotifier) -> OwnedFd {
-        k.fd
+        let KernelNotifier { fd, regs, .. } = k;
+        // Leave every epoll first (as a drop would), then take the fd back: nothing else
+        // holds it strongly once the registrations are gone.
+        drop(regs);
+        Arc::try_unwrap(fd).unwrap_or_else(|shared| {
+            // Unreachable in practice; a duplicate is still the same eventfd.
+            shared
+                .try_clone()
+                .expect("dup of a KernelNotifier's eventfd")
+        })
+    }
+}
+
+/// A [`KernelNotifier`]'s registrations in epolls' kernel sides: (epoll, token) pairs.
+/// Dropping it removes each from its epoll (`EPOLL_CTL_DEL` while the fd is still open), so
+/// a dropped notifier leaves silently in every mode, whatever other fds refer to the
+/// eventfd, and its number is free for the next `add` at once.
+///
+/// LOCKING: `list` is a leaf mutex, taken by an epoll's kernel `add`/`delete` under that
+/// epoll's registry, and by `Drop` alone (which then takes each epoll's registry).
+pub(crate) struct Registrations {
+    fd: Arc<OwnedFd>,
+    reset: Weak<dyn KernelDeliver>,
+    list: Mutex<Vec<(Weak<dyn KernelFdSet>, u64)>>,
+}
+
+/// The delivery of `IN` for an AutoReset source watched as a kernel fd: reset it, and say
+/// whether this consumer got something (only then is `IN` delivered: at most one delivery
+/// per reset that succeeded).
+pub(crate) trait KernelDeliver: Send + Sync {
+    /// Reset; `true` iff this call took a non-zero count.
+    fn deliver_in(&self) -> bool;
+}
+
+/// A `KernelNotifier`'s eventfd: the reset is one `read(2)`; `EAGAIN` means another
+/// consumer reset it first.
+impl KernelDeliver for OwnedFd {
+    fn deliver_in(&self) -> bool {
+        eventfd::read(self.as_fd()).is_ok()
+    }
+}
+
+/// What holds a registration of a kernel fd (an epoll's kernel side). Implemented above this
+/// module (`crate::epoll`), so that the notifier layer imports nothing from the epoll.
+pub(crate) trait KernelFdSet: Send + Sync {
+    /// Remove registration `token` of `fd` (still open): the owner was dropped.
+    fn forget_kernel_fd(&self, token: u64, fd: BorrowedFd<'_>);
+}
+
+impl Registrations {
+    /// For an object that owns the kernel fd `fd` it is registered by, and resets itself
+    /// through `reset` when an AutoReset `IN` is delivered (a `KernelNotifier`: its
+    /// eventfd's `read(2)`; another owner may reset in-memory state instead).
+    pub(crate) fn new(fd: Arc<OwnedFd>, reset: Weak<dyn KernelDeliver>) -> Registrations {
+        Registrations {
+            fd,
+            reset,
+            list: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// What delivers an AutoReset `IN` (held weakly by the epoll items).
+    pub(crate) fn reset(&self) -> Weak<dyn KernelDeliver> {
+        Weak::clone(&self.reset)
+    }
+
+    /// Registered in `ep` as `token`.
+    pub(crate) fn record(&self, set: Weak<dyn KernelFdSet>, token: u64) {
+        let mut l = crate::loom::lock(&self.list);
+        l.retain(|(w, _)| w.strong_count() > 0);
+        l.push((set, token));
+    }
+
+    /// `token` left its set (deleted). Tokens are unique process-wide.
+    pub(crate) fn forget(&self, token: u64) {
+        crate::loom::lock(&self.list).retain(|(_, t)| *t != token);
+    }
+}
+
+impl Drop for Registrations {
+    fn drop(&mut self) {
+        let list = std::mem::take(&mut *crate::loom::lock(&self.list));
+        for (w, token) in list {
+            if let Some(set) = w.upgrade() {
+                set.forget_kernel_fd(token, self.fd.as_fd());
+            }
+        }
     }
 }
 

@@ -20,6 +20,14 @@ fn flags(events: Events) -> epoll::EventFlags {
     epoll::EventFlags::from_bits_retain(events.bits())
 }
 
+/// `EBADF` unless `fd` is open. Checked before we open an fd of our own (a kernel epoll)
+/// in a call on `fd`: the new fd would otherwise take a closed number the caller passed,
+/// and the kernel would answer for the wrong file.
+pub(crate) fn check_open(fd: BorrowedFd<'_>) -> io::Result<()> {
+    rustix::io::fcntl_getfd(fd)?;
+    Ok(())
+}
+
 /// `EPOLL_CTL_ADD`.
 pub(crate) fn add(
     ep: BorrowedFd<'_>,
@@ -80,5 +88,35 @@ pub(crate) fn wait(
         }
         Err(rustix::io::Errno::INTR) => Ok(()),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// The `data` of every item a kernel epoll holds, from `/proc/self/fdinfo/<ep>` (its `tfd:`
+/// lines): what the kernel still holds after files were closed.
+pub(crate) fn fdinfo_data(ep: BorrowedFd<'_>) -> io::Result<Vec<u64>> {
+    use std::os::fd::AsRawFd;
+    let text = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", ep.as_raw_fd()))?;
+    Ok(parse_fdinfo_data(&text))
+}
+
+fn parse_fdinfo_data(text: &str) -> Vec<u64> {
+    text.lines()
+        .filter(|l| l.starts_with("tfd:"))
+        .filter_map(|l| {
+            let rest = &l[l.find("data:")? + "data:".len()..];
+            let hex = rest.split_whitespace().next()?;
+            u64::from_str_radix(hex, 16).ok()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn parse_fdinfo_lines() {
+        let text = "pos:\t0\nflags:\t02000002\nmnt_id:\t16\nino:\t2071\n\
+                    tfd:        5 events:       19 data:                7  pos:0 ino:2071 sdev:f\n\
+                    tfd:        9 events: 80000019 data: ffffffffffffffff  pos:0 ino:1 sdev:e\n";
+        assert_eq!(super::parse_fdinfo_data(text), vec![7, u64::MAX]);
     }
 }

@@ -190,6 +190,7 @@ pub(crate) fn retry<T>(
 /// `poll(2)` on one fd until one of `interest`'s bits (or `ERR`/`HUP`/`NVAL`) holds, or
 /// `deadline` passes (`None`: forever). Returns the bits that hold (empty on timeout).
 /// `EINTR` is retried with the remaining time.
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
 pub(crate) fn poll_until(
     fd: BorrowedFd<'_>,
     interest: Events,
@@ -217,6 +218,7 @@ pub(crate) fn poll_until(
 
 /// Pairs of our bits and `poll(2)`'s (whose values and integer type vary by platform and
 /// rustix backend, so they are mapped by name).
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
 const POLL_BITS: [(Events, PollFlags); 6] = [
     (Events::IN, PollFlags::IN),
     (Events::PRI, PollFlags::PRI),
@@ -226,6 +228,7 @@ const POLL_BITS: [(Events, PollFlags); 6] = [
     (Events::NVAL, PollFlags::NVAL),
 ];
 
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
 fn to_poll_flags(interest: Events) -> PollFlags {
     POLL_BITS
         .iter()
@@ -233,6 +236,7 @@ fn to_poll_flags(interest: Events) -> PollFlags {
         .fold(PollFlags::empty(), |acc, (_, p)| acc | *p)
 }
 
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
 fn from_poll_flags(revents: PollFlags) -> Events {
     POLL_BITS
         .iter()
@@ -241,6 +245,7 @@ fn from_poll_flags(revents: PollFlags) -> Events {
 }
 
 /// The readiness of one fd now (`poll(2)` with a zero timeout).
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
 pub(crate) fn poll_now(fd: BorrowedFd<'_>, interest: Events) -> io::Result<Events> {
     poll_until(fd, interest, Some(Instant::now()))
 }

@@ -1,4 +1,4 @@
-//! Helpers shared by the fd-view tests: `poll(2)` readability and a kernel epoll watching
+//! Helpers shared by the fd-view and mixed-source tests: `poll(2)` readability and a kernel epoll watching
 //! one fd.
 #![allow(dead_code)]
 
@@ -63,5 +63,19 @@ impl Kep {
 
     pub fn ready_now(&self) -> bool {
         self.wait(Some(Duration::ZERO)) == 1
+    }
+
+    /// Another handle on the same kernel epoll (a dup of its fd), e.g. to wait on it from a
+    /// second thread.
+    pub fn try_clone(&self) -> Kep {
+        Kep {
+            ep: self.ep.try_clone().unwrap(),
+        }
+    }
+}
+
+impl AsFd for Kep {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.ep.as_fd()
     }
 }

@@ -1,0 +1,253 @@
+//! `mixed`: an `Epoll` holding a kernel source, awaited with `wait_async` on a 2-worker
+//! tokio runtime, next to tokio's `AsyncFd` on an eventfd — the wake latency from the
+//! kernel `write(2)` (in a thread outside the runtime) to the woken task, p50 and p99; and
+//! the idle cost of `wait_async` with no kernel source: threads added to the process and
+//! read/write-family syscalls per second while tasks are pending.
+//!
+//! evfd's path: the write makes the epoll's kernel epoll readable; the process-wide watcher
+//! thread (armed by the pending wait) queues the epoll's kernel item, which wakes the task;
+//! the task's harvest collects the event. `AsyncFd`'s: tokio's reactor wakes the task.
+
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier};
+
+use crate::measure::Cfg;
+use crate::report::{Out, Unit, US};
+use crate::twin::{async_kfd, async_kread, kwrite};
+
+const THREADS: Unit = Unit {
+    name: "threads",
+    higher_better: false,
+};
+const RW_S: Unit = Unit {
+    name: "rw_syscalls/s",
+    higher_better: false,
+};
+
+fn tokio_rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// Nanoseconds since `base`.
+fn now_ns(base: Instant) -> u64 {
+    base.elapsed().as_nanos() as u64
+}
+
+/// `n` wakes: the writer (this thread) stamps and writes, the task stamps when woken and
+/// reports. Returns the latencies in µs, sorted.
+fn wakes(
+    n: usize,
+    write: impl Fn(),
+    wait: impl FnOnce(Arc<AtomicU64>, Instant, std::sync::mpsc::Sender<f64>),
+) -> Vec<f64> {
+    let base = Instant::now();
+    let stamp = Arc::new(AtomicU64::new(0));
+    let (tx, rx) = std::sync::mpsc::channel();
+    wait(Arc::clone(&stamp), base, tx);
+    let mut lat = Vec::with_capacity(n);
+    for _ in 0..n {
+        // Let the task go back to waiting (pending, armed / registered with the reactor).
+        std::thread::sleep(Duration::from_micros(300));
+        stamp.store(now_ns(base), SeqCst);
+        write();
+        lat.push(
+            rx.recv_timeout(Duration::from_secs(10))
+                .expect("a wake was lost"),
+        );
+    }
+    lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    lat
+}
+
+fn pct(v: &[f64], p: f64) -> f64 {
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// evfd: `wait_async` on an epoll holding an AutoReset `KernelNotifier` (the delivery
+/// resets it: no read in the task).
+fn evfd_wakes(rt: &tokio::runtime::Runtime, n: usize) -> Vec<f64> {
+    let k = Arc::new(KernelNotifier::new(Mode::AutoReset).expect("eventfd"));
+    let ep = Epoll::new();
+    ep.add(&*k, Events::IN, 1).expect("add");
+    let k2 = Arc::clone(&k);
+    wakes(
+        n,
+        move || k2.write(1).expect("write"),
+        |stamp, base, tx| {
+            rt.spawn(async move {
+                let mut buf = [Event::default(); 4];
+                loop {
+                    let got = ep.wait_async(&mut buf).await.expect("wait_async");
+                    let t = now_ns(base);
+                    if got > 0 && tx.send((t - stamp.load(SeqCst)) as f64 / 1000.0).is_err() {
+                        return;
+                    }
+                }
+            });
+        },
+    )
+}
+
+/// The twin: tokio `AsyncFd` on a kernel eventfd, read after each wake.
+fn asyncfd_wakes(rt: &tokio::runtime::Runtime, n: usize) -> Vec<f64> {
+    let fd = rt.block_on(async { async_kfd() });
+    let fd2 = Arc::clone(&fd);
+    wakes(
+        n,
+        move || kwrite(fd2.get_ref(), 1),
+        |stamp, base, tx| {
+            rt.spawn(async move {
+                loop {
+                    async_kread(&fd).await;
+                    let t = now_ns(base);
+                    if tx.send((t - stamp.load(SeqCst)) as f64 / 1000.0).is_err() {
+                        return;
+                    }
+                }
+            });
+        },
+    )
+}
+
+/// Threads of this process now.
+fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count())
+}
+
+/// Read/write-family syscalls of every thread of this process so far.
+fn rw_syscalls() -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| std::fs::read_to_string(e.path().join("io")).ok())
+        .map(|t| {
+            t.lines()
+                .filter_map(|l| {
+                    l.strip_prefix("syscr:")
+                        .or_else(|| l.strip_prefix("syscw:"))
+                })
+                .filter_map(|v| v.trim().parse::<u64>().ok())
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+/// Idle cost: `tasks` pending waits for `dur` (evfd: `wait_async` on an in-memory-only
+/// epoll; twin: `AsyncFd::readable` on an eventfd). Returns (threads added, rw syscalls/s
+/// of the whole process, the probes' own reads excluded by measuring them).
+fn idle(rt: &tokio::runtime::Runtime, dur: Duration, evfd: bool) -> (f64, f64) {
+    const TASKS: usize = 4;
+    let before_threads = threads();
+    let mut stops = Vec::new();
+    let mut keep = Vec::new();
+    for _ in 0..TASKS {
+        let stop = Notifier::new();
+        if evfd {
+            let ep = Epoll::new();
+            ep.add(&Notifier::new(), Events::IN, 0).expect("add");
+            ep.add(&stop, Events::IN, 1).expect("add");
+            rt.spawn(async move {
+                let mut buf = [Event::default(); 2];
+                let _ = ep.wait_async(&mut buf).await;
+            });
+        } else {
+            let fd = rt.block_on(async { async_kfd() });
+            keep.push(Arc::clone(&fd));
+            let stop2 = stop.clone();
+            rt.spawn(async move {
+                tokio::select! {
+                    _ = async_kread(&fd) => {}
+                    _ = stop2.read_async() => {}
+                }
+            });
+        }
+        stops.push(stop);
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    let probe_cost = {
+        let a = rw_syscalls();
+        let b = rw_syscalls();
+        b - a
+    };
+    let t0 = Instant::now();
+    let s0 = rw_syscalls();
+    std::thread::sleep(dur);
+    let s1 = rw_syscalls();
+    let el = t0.elapsed().as_secs_f64();
+    let added = threads().saturating_sub(before_threads) as f64;
+    for s in &stops {
+        s.notify().expect("notify");
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    drop(keep);
+    let rate = (s1 - s0).saturating_sub(probe_cost) as f64 / el;
+    (added, rate)
+}
+
+pub fn run(cfg: &Cfg, out: &mut Out) {
+    let rt = tokio_rt();
+    let n = if cfg.quick { 200 } else { 600 };
+    let mut p50 = (Vec::new(), Vec::new());
+    let mut p99 = (Vec::new(), Vec::new());
+    for _ in 0..cfg.reps {
+        let e = evfd_wakes(&rt, n);
+        let t = asyncfd_wakes(&rt, n);
+        p50.0.push(pct(&e, 0.50));
+        p50.1.push(pct(&t, 0.50));
+        p99.0.push(pct(&e, 0.99));
+        p99.1.push(pct(&t, 0.99));
+    }
+    out.row("mixed", "wake_async_p50", 1, US, (&p50.0, &p50.1));
+    out.row("mixed", "wake_async_p99", 1, US, (&p99.0, &p99.1));
+    let dur = cfg.dur.min(Duration::from_millis(500));
+    let (th, rw) = interleaved_pairs(cfg.reps, || idle(&rt, dur, true), || idle(&rt, dur, false));
+    out.row(
+        "mixed",
+        "idle_no_kernel_threads",
+        4,
+        THREADS,
+        (&th.0, &th.1),
+    );
+    out.row(
+        "mixed",
+        "idle_no_kernel_rw_syscalls",
+        4,
+        RW_S,
+        (&rw.0, &rw.1),
+    );
+    let (started, running) = evfd::watcher_stats();
+    out.notes.push(format!(
+        "mixed: watcher threads started in this run: {started} (running now: {running}); \
+         idle rows: 4 tasks pending on wait_async of in-memory-only epolls vs 4 on AsyncFd::readable"
+    ));
+}
+
+/// Per-repetition samples of (evfd, twin).
+type Samples = (Vec<f64>, Vec<f64>);
+
+/// `measure::interleaved` for a pair of figures per run.
+fn interleaved_pairs(
+    reps: usize,
+    mut evfd: impl FnMut() -> (f64, f64),
+    mut twin: impl FnMut() -> (f64, f64),
+) -> (Samples, Samples) {
+    let mut a = (Vec::new(), Vec::new());
+    let mut b = (Vec::new(), Vec::new());
+    for _ in 0..reps {
+        let (x, y) = evfd();
+        a.0.push(x);
+        b.0.push(y);
+        let (x, y) = twin();
+        a.1.push(x);
+        b.1.push(y);
+    }
+    (a, b)
+}

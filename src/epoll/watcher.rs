@@ -1,0 +1,189 @@
+//! The process-wide watcher: notices that an `Epoll`'s kernel epoll became readable and
+//! queues that epoll's kernel item, so that every face of the epoll (blocking waiters,
+//! tasks, fd views, outer epolls) hears of kernel readiness through the in-memory wake
+//! path. See `kernel_fds` for the protocol (invariant W) and `docs/design.md`.
+//!
+//! One thread and one kernel epoll (`wfd`) for the whole process, both created by the first
+//! [`arm`]. Each `Epoll`'s kernel epoll is registered in `wfd` with its kernel-side id as
+//! data: with `IN | ONESHOT` while only waiters (threads, tasks) may wait on it, armed by
+//! each wait that would block; with `IN | ET`, for good, once a poller (an outer epoll's
+//! item, an fd view) watches it, so that every wake of the kernel epoll reaches the pollers
+//! (as every wake of a nested kernel epoll reaches the outer one). An arm is one
+//! `epoll_ctl(MOD)` (an `ADD` the first time), which also polls it, so readiness that
+//! predates the arm fires at once. A one-shot fire clears the side's `armed` flag and then
+//! queues its kernel item — in that order, so that a waiter never sees "not armed, not
+//! queued" while a fire is being handled without arming again itself.
+//!
+//! The thread exits after [`LINGER`] with nothing armed and is started again by the next
+//! arm, so a process with kernel sources but no waiter has no thread. (A one-shot arm whose
+//! waiter went away before its kernel fd fired — it was satisfied by its own harvest, or
+//! dropped — stays armed until that fd fires; meanwhile the thread sleeps in `epoll_wait`
+//! and looks once per `LINGER`.)
+//!
+//! # LOCKING
+//!
+//! ```text
+//! Watcher::sides    Mutex  id → kernel item (Weak). Leaf: taken to register, to forget and
+//!                          by the thread to look up what fired; never held across a wake.
+//! Watcher::running  Mutex  whether the thread runs. Leaf. Taken by an arm after its
+//!                          epoll_ctl and by the thread before it exits, so that one of them
+//!                          sees the other (an arm never lands on an exiting thread).
+//! ```
+//! The wake of a kernel item (`Item::wake`, which takes that epoll's `ready` and `pollers`)
+//! runs with neither held, from the thread only.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use super::item::Item;
+use crate::events::Events;
+// The watcher is not part of the loom models (it is a real thread over real syscalls).
+use crate::wait_queue::{Callback, WakeBatch};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+/// How long the thread stays with nothing armed before it exits.
+pub(crate) const LINGER: Duration = Duration::from_secs(1);
+
+struct Watcher {
+    wfd: OwnedFd,
+    sides: Mutex<HashMap<u64, Weak<Item>>>,
+    running: Mutex<bool>,
+    /// Kernel sides armed and not yet fired (or forgotten).
+    armed: AtomicUsize,
+    /// Threads started so far (for the idle-cost figures).
+    started: AtomicUsize,
+}
+
+static WATCHER: OnceLock<Watcher> = OnceLock::new();
+
+fn watcher() -> io::Result<&'static Watcher> {
+    if let Some(w) = WATCHER.get() {
+        return Ok(w);
+    }
+    let wfd = crate::sys::epoll::create()?;
+    Ok(WATCHER.get_or_init(|| Watcher {
+        wfd,
+        sides: Mutex::new(HashMap::new()),
+        running: Mutex::new(false),
+        armed: AtomicUsize::new(0),
+        started: AtomicUsize::new(0),
+    }))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Arm the kernel side `id` (its kernel epoll `kfd`, its kernel item `item`): the caller
+/// won the side's `armed` flag. On failure (no memory for the registration, no thread) the
+/// item is queued at once instead, so a waiter is woken to harvest rather than left asleep.
+pub(crate) fn arm(id: u64, kfd: &OwnedFd, item: &Arc<Item>, et: bool) {
+    if try_arm(id, kfd, item, et).is_err() {
+        if let super::source::SourceCore::Kernel(kp) = &item.src {
+            kp.disarm();
+        }
+        queue(item);
+    }
+}
+
+fn try_arm(id: u64, kfd: &OwnedFd, item: &Arc<Item>, et: bool) -> io::Result<()> {
+    let w = watcher()?;
+    let ev = Events::IN | if et { Events::ET } else { Events::ONESHOT };
+    let r = match crate::sys::epoll::modify(w.wfd.as_fd(), kfd.as_fd(), ev, id) {
+        Err(e) if e.raw_os_error() == Some(libc_enoent()) => {
+            lock(&w.sides).insert(id, Arc::downgrade(item));
+            crate::sys::epoll::add(w.wfd.as_fd(), kfd.as_fd(), ev, id)
+        }
+        r => r,
+    };
+    r?;
+    // Counted before `running` is looked at: a thread about to exit sees it, or we see that
+    // it exited and start another.
+    w.armed.fetch_add(1, SeqCst);
+    let mut running = lock(&w.running);
+    if !*running {
+        std::thread::Builder::new()
+            .name("evfd-watcher".into())
+            .spawn(move || run(w))?;
+        w.started.fetch_add(1, SeqCst);
+        *running = true;
+    }
+    Ok(())
+}
+
+fn libc_enoent() -> i32 {
+    rustix::io::Errno::NOENT.raw_os_error()
+}
+
+/// The side `id` goes away (its epoll closed). Its kernel epoll is closed with it, which
+/// removes it from `wfd`; `counted`: how many arms of it are still counted (an unfired
+/// one-shot arm, an edge-triggered registration).
+pub(crate) fn forget(id: u64, counted: usize) {
+    if let Some(w) = WATCHER.get() {
+        lock(&w.sides).remove(&id);
+        w.armed.fetch_sub(counted, SeqCst);
+    }
+}
+
+/// A fire: clear the side's `armed` flag, then queue its kernel item.
+fn fire(w: &Watcher, item: &Arc<Item>) {
+    if let super::source::SourceCore::Kernel(kp) = &item.src {
+        // An edge-triggered registration stays (and stays counted).
+        if !kp.is_et() && kp.disarm() {
+            w.armed.fetch_sub(1, SeqCst);
+        }
+    }
+    queue(item);
+}
+
+/// Queue a kernel item (the wake callback: ready list, one waiter, every poller), with no
+/// lock held.
+fn queue(item: &Arc<Item>) {
+    let mut batch = WakeBatch::new();
+    item.wake(Events::IN, &mut batch);
+    batch.run();
+}
+
+fn run(w: &'static Watcher) {
+    let mut got = Vec::new();
+    let mut last = Instant::now();
+    loop {
+        let deadline = Some(Instant::now() + LINGER);
+        if crate::sys::epoll::wait(w.wfd.as_fd(), &mut got, 64, deadline).is_err() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if got.is_empty() {
+            if last.elapsed() >= LINGER {
+                let mut running = lock(&w.running);
+                if w.armed.load(SeqCst) == 0 {
+                    *running = false;
+                    return;
+                }
+            }
+            continue;
+        }
+        last = Instant::now();
+        let items: Vec<Arc<Item>> = {
+            let sides = lock(&w.sides);
+            got.iter()
+                .filter_map(|&(_, id)| sides.get(&id).and_then(Weak::upgrade))
+                .collect()
+        };
+        // A side that is gone was uncounted by `forget`.
+        for item in &items {
+            fire(w, item);
+        }
+    }
+}
+
+/// Watcher threads started so far and whether one runs now (for the idle-cost figures).
+#[doc(hidden)]
+pub fn watcher_stats() -> (usize, bool) {
+    match WATCHER.get() {
+        None => (0, false),
+        Some(w) => (w.started.load(SeqCst), *lock(&w.running)),
+    }
+}
