@@ -1,10 +1,9 @@
 //! A `SharedNotifier` in an `Epoll`, woken by a peer process, through every face of the
 //! epoll: blocking `wait`, `wait_async`, an outer epoll nesting it, and the epoll's fd view.
 //!
-//! The shared notifier is a kernel-fd source (its doorbell). The blocking wait hears kernel
-//! fds today; `wait_async`, nesting and the epoll's fd view hear them once the Epoll's
-//! kernel-fd faces land (issue 9), so those tests are ignored until then, as are AutoReset
-//! delivery and drop-leaves-the-epoll, which need hooks from the same issue.
+//! The shared notifier is a kernel-fd source (its doorbell), which every face of an epoll
+//! hears; an AutoReset delivery resets the shared count, and dropping the notifier removes
+//! it from the epoll although the peer keeps the doorbell open.
 
 mod shared_util;
 
@@ -55,7 +54,6 @@ fn blocking_wait_level_triggered_follows_the_count() {
 }
 
 #[test]
-#[ignore = "needs the Epoll's kernel-fd faces (issue 9): today a pending wait_async hears the doorbell only at a 10 s tick"]
 fn wait_async_woken_by_peer() {
     let (s, mut p) = connected(Mode::Counter, 0);
     let ep = Epoll::new();
@@ -78,7 +76,6 @@ fn wait_async_woken_by_peer() {
 }
 
 #[test]
-#[ignore = "needs the Epoll's kernel-fd faces (issue 9)"]
 fn nested_epoll_woken_by_peer() {
     let (s, mut p) = connected(Mode::Counter, 0);
     let inner = Epoll::new();
@@ -95,7 +92,6 @@ fn nested_epoll_woken_by_peer() {
 }
 
 #[test]
-#[ignore = "needs the Epoll's kernel-fd faces (issue 9)"]
 fn epoll_fd_view_woken_by_peer() {
     let (s, mut p) = connected(Mode::Counter, 0);
     let ep = Epoll::new();
@@ -117,7 +113,6 @@ fn epoll_fd_view_woken_by_peer() {
 }
 
 #[test]
-#[ignore = "needs a delivery hook for kernel-fd sources (issue 9): AutoReset delivery must reset the shared count"]
 fn autoreset_delivery_through_epoll_resets() {
     let (s, mut p) = connected(Mode::AutoReset, 0);
     let ep = Epoll::new();
@@ -130,7 +125,6 @@ fn autoreset_delivery_through_epoll_resets() {
 }
 
 #[test]
-#[ignore = "needs kernel-fd source ownership (issue 9): the peer keeps the doorbell file open"]
 fn dropped_shared_notifier_leaves_the_epoll() {
     let (s, mut p) = connected(Mode::Counter, 0);
     let ep = Epoll::new();

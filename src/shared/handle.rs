@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use super::asyncio::{ReadShared, WatchReg, WriteShared};
 use super::protocol::{self, Futex, Os, Protocol, Woke, Words, REGION_SIZE};
 use crate::mode::{Mode, Options};
+use crate::notifier::kernel::{KernelDeliver, Registrations};
 use crate::sys::{self, eventfd, futex, scm, shm};
 use crate::Events;
 
@@ -68,7 +69,9 @@ pub struct SharedStats {
 
 /// The OS side: the shared futex and the doorbell eventfd.
 struct SysOs {
-    bell: OwnedFd,
+    /// Shared with the epoll registrations (`Inner::regs`), which must delete themselves
+    /// while it is open.
+    bell: Arc<OwnedFd>,
     futex_wakes: AtomicU64,
     futex_waits: AtomicU64,
     rings: AtomicU64,
@@ -131,6 +134,17 @@ struct Inner {
     /// The async readers' watcher registration of the doorbell (made at the first pending
     /// `read_async`).
     watch: WatchReg,
+    /// Where the doorbell is registered as an epoll's kernel-fd source: dropping the last
+    /// handle deletes those registrations, although the peer keeps the doorbell open. An
+    /// AutoReset delivery through an epoll resets the shared count (`KernelDeliver`).
+    regs: Registrations,
+}
+
+/// The epoll's delivery of `IN` to an AutoReset shared notifier: reset the shared count.
+impl KernelDeliver for Inner {
+    fn deliver_in(&self) -> bool {
+        self.proto.deliver().is_ok_and(|e| e.contains(Events::IN))
+    }
 }
 
 impl Drop for Inner {
@@ -310,7 +324,7 @@ impl SharedNotifierBuilder {
 impl SysOs {
     fn new(bell: OwnedFd) -> SysOs {
         SysOs {
-            bell,
+            bell: Arc::new(bell),
             futex_wakes: AtomicU64::new(0),
             futex_waits: AtomicU64::new(0),
             rings: AtomicU64::new(0),
@@ -330,8 +344,9 @@ impl SharedNotifier {
         nonblock: bool,
         cloexec: bool,
     ) -> SharedNotifier {
+        let bell = Arc::clone(&proto.os.bell);
         SharedNotifier {
-            inner: Arc::new(Inner {
+            inner: Arc::new_cyclic(|me: &std::sync::Weak<Inner>| Inner {
                 proto,
                 memfd,
                 nonblock,
@@ -339,6 +354,7 @@ impl SharedNotifier {
                 epoll_armed: AtomicBool::new(false),
                 pid: std::process::id(),
                 watch: WatchReg::new(),
+                regs: Registrations::new(bell, me.clone() as std::sync::Weak<dyn KernelDeliver>),
             }),
         }
     }
@@ -834,6 +850,11 @@ impl SharedNotifier {
 
     pub(super) fn wait_room(&self, n: u64, deadline: Instant) -> bool {
         self.inner.proto.wait_room(n, deadline)
+    }
+
+    /// The epoll registrations of the doorbell.
+    pub(crate) fn kernel_regs(&self) -> &Registrations {
+        &self.inner.regs
     }
 
     /// The doorbell fd, for the embedded kernel epoll. The first call registers this
