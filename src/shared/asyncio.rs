@@ -3,11 +3,11 @@
 //! A wake from another process arrives through the kernel (the doorbell or the futex), so
 //! some thread of this process has to be in the kernel to hear it:
 //!
-//! - **Readers** use one process-wide watcher thread: a kernel epoll over the doorbells of
-//!   the notifiers that have pending read futures, each armed `IN | ONESHOT` by the future's
-//!   poll. While a read future is pending the notifier is registered as a doorbell consumer
-//!   (the doorbell mirrors `count > 0`), so the watcher fires when the count becomes
-//!   non-zero, in whichever process it was written, and wakes the futures' wakers.
+//! - **Readers** wait in an [`Epoll`] of their own that watches the notifier's doorbell as
+//!   a kernel fd (`Epoll::wait_async`, whose kernel side the crate's watcher thread listens
+//!   to). While a read future is pending the notifier is registered as a doorbell consumer,
+//!   so the doorbell mirrors `count > 0` and the epoll reports it readable exactly then, in
+//!   whichever process the count was written.
 //! - **Writers** waiting for room (a count near [`LIMIT`](crate::LIMIT): rare) get a helper
 //!   thread each, which sleeps on the shared futex for blocked writers and wakes the future
 //!   when a write of `n` fits (or the future is dropped).
@@ -17,215 +17,59 @@
 //! # LOCKING
 //!
 //! ```text
-//! Watcher::wakers  Mutex<HashMap<token, Vec<Waker>>>  — the wakers of pending read
-//!                  futures, per registered doorbell. A leaf: nothing is taken under it, and
-//!                  wakers are called after it is released (taken out first).
 //! Room::waker      Mutex<Option<Waker>>  — a write future's current waker, shared with its
 //!                  helper thread. A leaf; `wake` runs after it is released.
 //! ```
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use super::handle::SharedNotifier;
-use crate::sys;
-use crate::Events;
-
-/// The process-wide watcher of doorbells.
-struct Watcher {
-    epfd: OwnedFd,
-    wakers: Mutex<HashMap<u64, Vec<Waker>>>,
-    next: AtomicU64,
-}
+use crate::epoll::Epoll;
+use crate::events::{Event, Events};
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // No code of ours panics under these locks; a poisoned one still guards valid data.
+    // No code of ours panics under this lock; a poisoned one still guards valid data.
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-static WATCHER: OnceLock<io::Result<Watcher>> = OnceLock::new();
+/// This process's registration as a doorbell consumer while a read future is pending.
+struct BellArm<'a>(&'a SharedNotifier);
 
-fn watcher() -> io::Result<&'static Watcher> {
-    let w = WATCHER.get_or_init(|| {
-        let w = Watcher {
-            epfd: sys::epoll::create()?,
-            wakers: Mutex::new(HashMap::new()),
-            next: AtomicU64::new(1),
-        };
-        Ok(w)
-    });
-    match w {
-        Ok(w) => {
-            start_thread(w);
-            Ok(w)
-        }
-        Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
-    }
-}
-
-fn start_thread(w: &'static Watcher) {
-    static STARTED: OnceLock<()> = OnceLock::new();
-    STARTED.get_or_init(|| {
-        std::thread::Builder::new()
-            .name("evfd-shared-watch".into())
-            .spawn(move || w.run())
-            .expect("spawn the SharedNotifier watcher thread");
-    });
-}
-
-impl Watcher {
-    fn run(&self) {
-        let mut evs = Vec::with_capacity(64);
-        loop {
-            if sys::epoll::wait(self.epfd.as_fd(), &mut evs, 64, None).is_err() {
-                std::thread::sleep(Duration::from_millis(1));
-                continue;
-            }
-            let mut fire = Vec::new();
-            {
-                let mut map = lock(&self.wakers);
-                for (_, token) in evs.iter() {
-                    if let Some(ws) = map.get_mut(token) {
-                        fire.append(ws);
-                    }
-                }
-            }
-            for w in fire {
-                w.wake();
-            }
-        }
-    }
-
-    /// Register a doorbell (disarmed). Its token.
-    fn register(&self, fd: BorrowedFd<'_>) -> io::Result<u64> {
-        let token = self.next.fetch_add(1, SeqCst);
-        lock(&self.wakers).insert(token, Vec::new());
-        if let Err(e) = sys::epoll::add(self.epfd.as_fd(), fd, Events::ONESHOT, token) {
-            lock(&self.wakers).remove(&token);
-            return Err(e);
-        }
-        Ok(token)
-    }
-
-    /// Wake `waker` once the doorbell is readable (now, if it is).
-    fn arm(&self, token: u64, fd: BorrowedFd<'_>, waker: &Waker) -> io::Result<()> {
-        {
-            let mut map = lock(&self.wakers);
-            let ws = map.entry(token).or_default();
-            if !ws.iter().any(|w| w.will_wake(waker)) {
-                ws.push(waker.clone());
-            }
-        }
-        sys::epoll::modify(self.epfd.as_fd(), fd, Events::IN | Events::ONESHOT, token)
-    }
-
-    fn forget(&self, token: u64, fd: BorrowedFd<'_>) {
-        let _ = sys::epoll::delete(self.epfd.as_fd(), fd);
-        lock(&self.wakers).remove(&token);
-    }
-}
-
-/// This process's watcher registration of one notifier's doorbell.
-pub(super) struct WatchReg {
-    token: OnceLock<u64>,
-}
-
-impl WatchReg {
-    pub(super) fn new() -> WatchReg {
-        WatchReg {
-            token: OnceLock::new(),
-        }
-    }
-
-    fn token(&self, fd: BorrowedFd<'_>) -> io::Result<u64> {
-        if let Some(t) = self.token.get() {
-            return Ok(*t);
-        }
-        let w = watcher()?;
-        let t = w.register(fd)?;
-        if self.token.set(t).is_err() {
-            // Another thread registered first: keep theirs.
-            w.forget(t, fd);
-        }
-        Ok(*self.token.get().expect("set"))
-    }
-
-    /// Before the doorbell fd is closed.
-    pub(super) fn forget(&self, fd: BorrowedFd<'_>) {
-        if let (Some(t), Some(Ok(w))) = (self.token.get(), WATCHER.get()) {
-            w.forget(*t, fd);
-        }
-    }
-}
-
-/// The future of [`SharedNotifier::read_async`].
-#[must_use = "futures do nothing unless polled"]
-pub(super) struct ReadShared<'a> {
-    s: &'a SharedNotifier,
-    armed: bool,
-}
-
-impl<'a> ReadShared<'a> {
-    pub(super) fn new(s: &'a SharedNotifier) -> Self {
-        ReadShared { s, armed: false }
-    }
-
-    fn attempt(&mut self) -> Option<io::Result<u64>> {
-        match self.s.try_read() {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
-            r => Some(r),
-        }
-    }
-
-    fn disarm(&mut self) {
-        if std::mem::take(&mut self.armed) {
-            self.s.disarm_bell_here();
-        }
-    }
-}
-
-impl Future for ReadShared<'_> {
-    type Output = io::Result<u64>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<u64>> {
-        let this = &mut *self;
-        if let Some(r) = this.attempt() {
-            this.disarm();
-            return Poll::Ready(r);
-        }
-        if !this.armed {
-            this.s.arm_bell_here();
-            this.armed = true;
-        }
-        let (reg, bell) = this.s.watch_parts();
-        let armed = reg
-            .token(bell)
-            .and_then(|t| watcher()?.arm(t, bell, cx.waker()));
-        if let Err(e) = armed {
-            this.disarm();
-            return Poll::Ready(Err(e));
-        }
-        // Re-check after arming: a write before the arm is seen here, one after it rings
-        // the doorbell that is now watched.
-        if let Some(r) = this.attempt() {
-            this.disarm();
-            return Poll::Ready(r);
-        }
-        Poll::Pending
-    }
-}
-
-impl Drop for ReadShared<'_> {
+impl Drop for BellArm<'_> {
     fn drop(&mut self) {
-        self.disarm();
+        self.0.disarm_bell_here();
     }
+}
+
+/// `SharedNotifier::read_async`.
+pub(super) async fn read(s: &SharedNotifier, ep: &Epoll) -> io::Result<u64> {
+    let mut arm = None;
+    let mut evs = [Event::default(); 1];
+    loop {
+        match s.try_read() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            r => return r,
+        }
+        if arm.is_none() {
+            s.arm_bell_here();
+            arm = Some(BellArm(s));
+            continue; // re-check: the doorbell follows the count from now on
+        }
+        ep.wait_async(&mut evs).await?;
+    }
+}
+
+/// The epoll a notifier's read futures wait in: its doorbell, level-triggered.
+pub(super) fn reader_epoll(bell: std::os::fd::BorrowedFd<'_>) -> io::Result<Epoll> {
+    let ep = Epoll::new();
+    ep.add(&bell, Events::IN, 0)?;
+    Ok(ep)
 }
 
 /// A write future's helper thread and what it shares with the future.

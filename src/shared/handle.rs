@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::asyncio::{ReadShared, WatchReg, WriteShared};
+use super::asyncio::{self, WriteShared};
 use super::protocol::{self, Futex, Os, Protocol, Woke, Words, REGION_SIZE};
+use crate::epoll::Epoll;
 use crate::mode::{Mode, Options};
 use crate::notifier::kernel::{KernelDeliver, Registrations};
 use crate::sys::{self, eventfd, futex, scm, shm};
@@ -131,9 +132,8 @@ struct Inner {
     /// The process that made this `Inner`: a fork child's copy must not undo the parent's
     /// registrations in the shared words.
     pid: u32,
-    /// The async readers' watcher registration of the doorbell (made at the first pending
-    /// `read_async`).
-    watch: WatchReg,
+    /// The epoll that `read_async` waits in (made at the first one).
+    reader_ep: std::sync::OnceLock<Epoll>,
     /// Where the doorbell is registered as an epoll's kernel-fd source: dropping the last
     /// handle deletes those registrations, although the peer keeps the doorbell open. An
     /// AutoReset delivery through an epoll resets the shared count (`KernelDeliver`).
@@ -155,7 +155,6 @@ impl Drop for Inner {
         if self.epoll_armed.load(Relaxed) {
             self.proto.disarm_bell();
         }
-        self.watch.forget(self.proto.os.bell.as_fd());
     }
 }
 
@@ -353,7 +352,7 @@ impl SharedNotifier {
                 cloexec,
                 epoll_armed: AtomicBool::new(false),
                 pid: std::process::id(),
-                watch: WatchReg::new(),
+                reader_ep: std::sync::OnceLock::new(),
                 regs: Registrations::new(bell, me.clone() as std::sync::Weak<dyn KernelDeliver>),
             }),
         }
@@ -785,13 +784,12 @@ impl SharedNotifier {
     /// (Semaphore).
     ///
     /// Cancel-safe: a future dropped before it completes consumed nothing. While it is
-    /// pending, a process-wide watcher thread listens on the doorbell, which then mirrors
+    /// pending it waits in an [`Epoll`](crate::Epoll) on the doorbell, which then mirrors
     /// `count > 0` (one syscall on each edge); a read that finds units is memory only.
     ///
     /// # Errors
     ///
-    /// `InvalidData` if the peer corrupted the region; the OS error from arming the
-    /// watcher.
+    /// `InvalidData` if the peer corrupted the region; the OS error from the epoll.
     ///
     /// # Examples
     ///
@@ -806,8 +804,10 @@ impl SharedNotifier {
     /// t.join().unwrap()?;
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
+    #[allow(clippy::manual_async_fn)]
     pub fn read_async(&self) -> impl Future<Output = io::Result<u64>> + Send + '_ {
-        ReadShared::new(self)
+        async move { asyncio::read(self, self.reader_epoll()?).await }
     }
 
     /// Add `n` to the count, waiting for room while it would pass [`LIMIT`](crate::LIMIT),
@@ -844,8 +844,14 @@ impl SharedNotifier {
         self.inner.proto.disarm_bell();
     }
 
-    pub(super) fn watch_parts(&self) -> (&WatchReg, BorrowedFd<'_>) {
-        (&self.inner.watch, self.inner.proto.os.bell.as_fd())
+    fn reader_epoll(&self) -> io::Result<&Epoll> {
+        if let Some(ep) = self.inner.reader_ep.get() {
+            return Ok(ep);
+        }
+        let ep = asyncio::reader_epoll(self.inner.proto.os.bell.as_fd())?;
+        // A racing first reader may have set it: either epoll will do.
+        let _ = self.inner.reader_ep.set(ep);
+        Ok(self.inner.reader_ep.get().expect("set just above"))
     }
 
     pub(super) fn wait_room(&self, n: u64, deadline: Instant) -> bool {
