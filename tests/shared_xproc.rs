@@ -68,9 +68,10 @@ fn blocking_reader_in_peer_woken_from_here_each_mode() {
             format!("ok {}", expect_read(mode, 2)),
             "{mode:?}"
         );
-        assert!(
-            s.stats().futex_wakes >= 1,
-            "{mode:?}: one futex wake for the sleeper"
+        assert_eq!(
+            s.stats().futex_wakes,
+            1,
+            "{mode:?}: exactly one futex wake for the sleeper"
         );
         let left = if mode == Mode::Semaphore { 1 } else { 0 };
         assert_eq!(s.count(), left);
