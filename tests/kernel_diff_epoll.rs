@@ -373,6 +373,9 @@ struct Kernel {
     /// Registered items and their masks as stored (`ERR|HUP` added). ONESHOT disarm is not
     /// tracked: this is only used for the conservative exactness checks.
     items: BTreeMap<(usize, Target), u32>,
+    /// Epolls holding a stale pipe item (its read end closed, its file kept open by a dup
+    /// for the rest of the program).
+    stale: std::collections::BTreeSet<usize>,
 }
 
 impl Kernel {
@@ -397,6 +400,7 @@ impl Kernel {
             e,
             p: Pipes::new(p.pipes),
             items: BTreeMap::new(),
+            stale: Default::default(),
         }
     }
 
@@ -410,9 +414,11 @@ impl Kernel {
 
     /// Whether epoll `ep` holds a pipe item (stale ones included).
     fn holds_pipe(&self, ep: usize) -> bool {
-        self.items
-            .keys()
-            .any(|&(a, t)| a == ep && matches!(t, Target::P(_)))
+        self.stale.contains(&ep)
+            || self
+                .items
+                .keys()
+                .any(|&(a, t)| a == ep && matches!(t, Target::P(_)))
     }
 
     /// Whether a wait or poll of `ep` meets an edge-triggered item on an epoll with pipes
@@ -567,10 +573,17 @@ impl Kernel {
             }
             Op::PWrite(_) | Op::PRead(_) | Op::PClose { .. } | Op::PReopen(_) => {
                 let out = self.p.run(op);
-                if let Op::PClose { p, keep: false } = *op {
-                    if out != Out::Skipped {
-                        self.items.retain(|&(_, t), _| t != Target::P(p));
+                if let (&Op::PClose { p, keep }, false) = (op, out == Out::Skipped) {
+                    let gone: Vec<usize> = self
+                        .items
+                        .keys()
+                        .filter(|&&(_, t)| t == Target::P(p))
+                        .map(|&(a, _)| a)
+                        .collect();
+                    if keep {
+                        self.stale.extend(gone);
                     }
+                    self.items.retain(|&(_, t), _| t != Target::P(p));
                 }
                 out
             }
