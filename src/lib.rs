@@ -53,6 +53,7 @@
 //   notifier                     Notifier (+ futures, stream), KernelNotifier
 //   epoll                        the user-space epoll (+ its futures, kernel fds)
 //   fd                           fd views over notifiers and epolls
+//   shared                       SharedNotifier: one notifier across processes (sys: shm, futex, scm)
 //   tokio_fd, tokio_view         tokio AsyncFd glue (tokio_view: safe AsyncFds, AsyncEpoll)
 //   mio_source                   mio::event::Source impls
 mod epoll;
@@ -63,6 +64,8 @@ mod loom;
 mod mio_source;
 mod mode;
 mod notifier;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod shared;
 mod sys;
 #[cfg(feature = "tokio")]
 mod tokio_fd;
@@ -87,6 +90,8 @@ pub use notifier::kernel::{KernelNotifier, KernelNotifierBuilder};
 #[cfg(feature = "futures")]
 pub use notifier::stream::NotifierStream;
 pub use notifier::{Notifier, NotifierBuilder};
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
+pub use shared::{SharedFdView, SharedNotifier, SharedNotifierBuilder, SharedStats};
 #[doc(hidden)]
 pub use sys::doorbell_stats;
 pub use sys::DoorbellStats;

@@ -20,6 +20,8 @@ use mio::{Interest, Registry, Token};
 use crate::fd::FdView;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 use crate::notifier::kernel::KernelNotifier;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+use crate::shared::SharedFdView;
 
 /// A view shows readability only: its doorbell is always writable, which says nothing about
 /// room in the source.
@@ -136,4 +138,35 @@ source_via_fd! {
 /// ```
     KernelNotifier,
     any_interest
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+source_via_fd! {
+/// Register the view's fd (a duplicate of the shared notifier's doorbell): readable while
+/// the count is non-zero, in whichever process it was written.
+///
+/// # Errors
+///
+/// `InvalidInput` for an interest with [`Interest::WRITABLE`]; the OS error from
+/// `epoll_ctl`.
+///
+/// # Examples
+///
+/// ```
+/// use mio::{Events, Interest, Poll, Token};
+/// use std::time::Duration;
+///
+/// let s = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
+/// let mut view = s.fd_view()?;
+/// let mut poll = Poll::new()?;
+/// poll.registry().register(&mut view, Token(3), Interest::READABLE)?;
+/// s.notify()?;
+/// let mut events = Events::with_capacity(4);
+/// poll.poll(&mut events, Some(Duration::from_secs(5)))?;
+/// assert_eq!(events.iter().next().map(|e| e.token()), Some(Token(3)));
+/// assert_eq!(s.try_read()?, 1);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+    SharedFdView,
+    view_interest
 }

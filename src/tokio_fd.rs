@@ -73,6 +73,12 @@ unsafe impl StableFd for FdView {}
 #[allow(unsafe_code)]
 unsafe impl StableFd for KernelNotifier {}
 
+// SAFETY: a SharedFdView's fd is an `OwnedFd` field (a duplicate of the doorbell) that no
+// method replaces or closes.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[allow(unsafe_code)]
+unsafe impl StableFd for crate::shared::SharedFdView {}
+
 // SAFETY: an `OwnedFd` owns its fd and never changes it (it has no method that could).
 #[allow(unsafe_code)]
 unsafe impl StableFd for std::os::fd::OwnedFd {}

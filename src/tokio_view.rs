@@ -61,6 +61,43 @@ impl FdView {
 }
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
+impl crate::shared::SharedFdView {
+    /// Register this view with the current tokio reactor: tokio's own [`AsyncFd`], readable
+    /// while the shared notifier's count is non-zero (in whichever process it was written),
+    /// with no `unsafe` in user code. Drain the notifier until `WouldBlock` before waiting
+    /// again: each 0 → non-zero change of the count is one edge.
+    ///
+    /// # Errors
+    ///
+    /// The reactor's error (`epoll_ctl`).
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime with I/O enabled (tokio's own panic).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> std::io::Result<()> {
+    /// use tokio::io::Interest;
+    ///
+    /// let s = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
+    /// let afd = s.fd_view()?.into_async_fd()?;
+    /// let s2 = s.clone();
+    /// std::thread::spawn(move || s2.write(3).unwrap());
+    /// let got = afd.async_io(Interest::READABLE, |v| v.notifier().try_read()).await?;
+    /// assert_eq!(got, 3);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    pub fn into_async_fd(self) -> io::Result<AsyncFd<crate::shared::SharedFdView>> {
+        register_stable(self, Interest::READABLE)
+    }
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
 impl KernelNotifier {
     /// Register this eventfd with the current tokio reactor, readable and writable as the
     /// kernel reports: tokio's own [`AsyncFd`], with no `unsafe` in user code.

@@ -43,6 +43,7 @@ mod seed;
 mod stress;
 mod syscount;
 mod twin;
+mod xproc;
 
 use std::io::Write as _;
 use std::time::{Duration, Instant};
@@ -68,6 +69,7 @@ const BENCHES: &[(&str, BenchFn)] = &[
     ("async_pingpong", async_pingpong::run),
     ("autoreset_loop", autoreset::run),
     ("doorbell", doorbell::run),
+    ("xproc", xproc::run),
     ("mixed", mixed::run),
 ];
 

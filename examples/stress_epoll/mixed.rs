@@ -116,6 +116,69 @@ fn asyncfd_wakes(rt: &tokio::runtime::Runtime, n: usize) -> Vec<f64> {
     )
 }
 
+/// evfd, blocking: a thread in `Epoll::wait` on the same kind of epoll (the watcher's hop
+/// is paid here too: a blocked waiter parks on the epoll's waiters whatever its sources).
+fn evfd_blocking_wakes(n: usize) -> Vec<f64> {
+    let k = Arc::new(KernelNotifier::new(Mode::AutoReset).expect("eventfd"));
+    let ep = Epoll::new();
+    ep.add(&*k, Events::IN, 1).expect("add");
+    let k2 = Arc::clone(&k);
+    wakes(
+        n,
+        move || k2.write(1).expect("write"),
+        |stamp, base, tx| {
+            std::thread::spawn(move || {
+                let mut buf = [Event::default(); 4];
+                loop {
+                    let got = ep
+                        .wait(&mut buf, Some(Duration::from_secs(10)))
+                        .expect("wait");
+                    let t = now_ns(base);
+                    if got > 0 && tx.send((t - stamp.load(SeqCst)) as f64 / 1000.0).is_err() {
+                        return;
+                    }
+                }
+            });
+        },
+    )
+}
+
+/// The twin: a thread in the kernel's `epoll_wait` on an eventfd, then `read(2)`.
+fn kernel_blocking_wakes(n: usize) -> Vec<f64> {
+    use rustix::event::epoll;
+    let fd = Arc::new(crate::twin::kfd());
+    let ep = epoll::create(epoll::CreateFlags::CLOEXEC).expect("epoll_create");
+    epoll::add(
+        &ep,
+        &*fd,
+        epoll::EventData::new_u64(1),
+        epoll::EventFlags::IN,
+    )
+    .expect("add");
+    let fd2 = Arc::clone(&fd);
+    wakes(
+        n,
+        move || kwrite(&fd2, 1),
+        |stamp, base, tx| {
+            std::thread::spawn(move || {
+                let mut evs = Vec::with_capacity(4);
+                loop {
+                    evs.clear();
+                    let got = epoll::wait(&ep, rustix::buffer::spare_capacity(&mut evs), None)
+                        .expect("epoll_wait");
+                    let t = now_ns(base);
+                    if got > 0 {
+                        crate::twin::kread(&fd);
+                        if tx.send((t - stamp.load(SeqCst)) as f64 / 1000.0).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        },
+    )
+}
+
 /// Threads of this process now.
 fn threads() -> usize {
     std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count())
@@ -207,6 +270,20 @@ pub fn run(cfg: &Cfg, out: &mut Out) {
     }
     out.row("mixed", "wake_async_p50", 1, US, (&p50.0, &p50.1));
     out.row("mixed", "wake_async_p99", 1, US, (&p99.0, &p99.1));
+    let mut b50 = (Vec::new(), Vec::new());
+    for _ in 0..cfg.reps {
+        let e = evfd_blocking_wakes(n);
+        let t = kernel_blocking_wakes(n);
+        b50.0.push(pct(&e, 0.50));
+        b50.1.push(pct(&t, 0.50));
+    }
+    out.row(
+        "mixed",
+        "wake_blocking_p50_vs_epoll_wait",
+        1,
+        US,
+        (&b50.0, &b50.1),
+    );
     let dur = cfg.dur.min(Duration::from_millis(500));
     let (th, rw) = interleaved_pairs(cfg.reps, || idle(&rt, dur, true), || idle(&rt, dur, false));
     out.row(

@@ -264,6 +264,9 @@ macro_rules! forward_common {
         }
     };
 }
+/// Also for the `SharedNotifier` impl (`crate::shared`), which is a layer above.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(crate) use forward_common;
 
 impl EventNotifier for Notifier {
     forward_common!();

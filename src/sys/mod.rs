@@ -30,8 +30,14 @@ pub(crate) mod cpu;
 pub(crate) mod epoll;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) mod eventfd;
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
+pub(crate) mod futex;
 #[cfg(evfd_loom)]
 pub(crate) mod mock;
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
+pub(crate) mod scm;
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
+pub(crate) mod shm;
 // Compiled (and unit-tested) everywhere, selected by `Bell` only where needed.
 #[cfg_attr(any(not(evfd_force_pipe), evfd_loom), allow(dead_code))]
 pub(crate) mod pipe;

@@ -1,0 +1,1023 @@
+//! The public [`SharedNotifier`] over a mapped region.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::asyncio::{self, WriteShared};
+use super::protocol::{self, Futex, Os, Protocol, Woke, Words, REGION_SIZE};
+use crate::epoll::Epoll;
+use crate::mode::{Mode, Options};
+use crate::notifier::kernel::{KernelDeliver, Registrations};
+use crate::sys::{self, eventfd, futex, scm, shm};
+use crate::Events;
+
+/// The payload that travels with the two fds: a tag, so that a stray message on the socket
+/// is told apart from ours before any fd is looked at.
+const MSG: [u8; 8] = *b"EVFDMSG1";
+
+/// The region's words, as atomics in the mapping.
+struct Region(shm::Mapping);
+
+impl Words for Region {
+    fn magic(&self) -> &AtomicU64 {
+        self.0.u64_at(protocol::OFF_MAGIC)
+    }
+    fn meta(&self) -> &AtomicU64 {
+        self.0.u64_at(protocol::OFF_META)
+    }
+    fn count(&self) -> &AtomicU64 {
+        self.0.u64_at(protocol::OFF_COUNT)
+    }
+    fn sleepers(&self) -> &AtomicU64 {
+        self.0.u64_at(protocol::OFF_SLEEPERS)
+    }
+    fn rseq(&self) -> &AtomicU32 {
+        self.0.u32_at(protocol::OFF_RSEQ)
+    }
+    fn wseq(&self) -> &AtomicU32 {
+        self.0.u32_at(protocol::OFF_WSEQ)
+    }
+}
+
+/// The syscalls a [`SharedNotifier`] made in this process (its clones included), counted.
+///
+/// # Examples
+///
+/// ```
+/// let a = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
+/// a.notify()?;
+/// assert_eq!(a.read()?, 1);
+/// assert_eq!(a.stats(), evfd::SharedStats::default()); // nobody slept: no syscall
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SharedStats {
+    /// `FUTEX_WAKE` calls (a write finding a blocked reader, a read finding a blocked writer).
+    pub futex_wakes: u64,
+    /// `FUTEX_WAIT` calls (blocking reads and writes that slept).
+    pub futex_waits: u64,
+    /// Doorbell writes (a 0 → non-zero edge while a doorbell consumer is registered).
+    pub rings: u64,
+    /// Doorbell reads (a non-zero → 0 edge while a doorbell consumer is registered).
+    pub drains: u64,
+}
+
+/// The OS side: the shared futex and the doorbell eventfd.
+struct SysOs {
+    /// Shared with the epoll registrations (`Inner::regs`), which must delete themselves
+    /// while it is open.
+    bell: Arc<OwnedFd>,
+    futex_wakes: AtomicU64,
+    futex_waits: AtomicU64,
+    rings: AtomicU64,
+    drains: AtomicU64,
+}
+
+impl Os for SysOs {
+    fn futex_wait(
+        &self,
+        _: Futex,
+        word: &AtomicU32,
+        expected: u32,
+        deadline: Option<Instant>,
+    ) -> io::Result<Woke> {
+        self.futex_waits.fetch_add(1, Relaxed);
+        Ok(match futex::wait(word, expected, deadline)? {
+            futex::Woke::Maybe => Woke::Maybe,
+            futex::Woke::TimedOut => Woke::TimedOut,
+        })
+    }
+
+    fn futex_wake(&self, _: Futex, word: &AtomicU32, n: u32) {
+        self.futex_wakes.fetch_add(1, Relaxed);
+        // EFAULT/EINVAL cannot happen on a mapped, aligned word; nothing to report to.
+        let _ = futex::wake(word, n);
+    }
+
+    fn ring(&self) {
+        self.rings.fetch_add(1, Relaxed);
+        // EAGAIN: saturated, so readable: rung.
+        let _ = eventfd::write(self.bell.as_fd(), 1);
+    }
+
+    fn drain(&self) {
+        self.drains.fetch_add(1, Relaxed);
+        // EAGAIN: already 0.
+        let _ = eventfd::read(self.bell.as_fd());
+    }
+
+    fn backoff(&self, deadline: Option<Instant>) {
+        let mut d = Duration::from_millis(1);
+        if let Some(dl) = deadline {
+            d = d.min(dl.saturating_duration_since(Instant::now()));
+        }
+        std::thread::sleep(d);
+    }
+}
+
+struct Inner {
+    proto: Protocol<Region, SysOs>,
+    memfd: OwnedFd,
+    nonblock: bool,
+    cloexec: bool,
+    /// This process's registration as a doorbell consumer for epolls (made at the first
+    /// `Epoll::add`, kept until the last handle goes).
+    epoll_armed: AtomicBool,
+    /// The process that made this `Inner`: a fork child's copy must not undo the parent's
+    /// registrations in the shared words.
+    pid: u32,
+    /// The epoll that `read_async` waits in (made at the first one).
+    reader_ep: std::sync::OnceLock<Epoll>,
+    /// Where the doorbell is registered as an epoll's kernel-fd source: dropping the last
+    /// handle deletes those registrations, although the peer keeps the doorbell open. An
+    /// AutoReset delivery through an epoll resets the shared count (`KernelDeliver`).
+    regs: Registrations,
+}
+
+/// The epoll's delivery of `IN` to an AutoReset shared notifier: reset the shared count.
+impl KernelDeliver for Inner {
+    fn deliver_in(&self) -> bool {
+        self.proto.deliver().is_ok_and(|e| e.contains(Events::IN))
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if std::process::id() != self.pid {
+            return;
+        }
+        if self.epoll_armed.load(Relaxed) {
+            self.proto.disarm_bell();
+        }
+    }
+}
+
+/// An eventfd-style notifier shared between processes, at memory speed.
+///
+/// The count lives in a small sealed shared-memory region (a memfd) that the other process
+/// maps after receiving it over a Unix socket ([`send`](Self::send) /
+/// [`recv`](Self::recv)). Modes, operations and errors are [`Notifier`](crate::Notifier)'s:
+/// counts up to [`LIMIT`](crate::LIMIT); `write(u64::MAX)` is `InvalidInput`; a write that
+/// would pass the limit waits (`try_write`: `WouldBlock`); a read of 0 waits (`try_read`:
+/// `WouldBlock`).
+///
+/// # Speed
+///
+/// A write, a read and a readiness check are atomics on one cache line of the region: no
+/// syscall while nobody sleeps. A blocking reader (or a writer blocked on a full counter)
+/// that must sleep announces itself in the region and sleeps on a shared futex word; a
+/// write then costs one `FUTEX_WAKE`. While a doorbell consumer is registered (a
+/// [`fd_view`](Self::fd_view), or an [`Epoll`](crate::Epoll) watching it), the doorbell
+/// eventfd mirrors `count > 0`: the write that makes the count non-zero and the read that
+/// empties it cost one syscall each; writes in between cost none. [`stats`](Self::stats)
+/// counts every such syscall.
+///
+/// # Trust
+///
+/// The other process is not trusted. It can store any bytes into the region at any time,
+/// or die at any instant: this process then sees a count that is some `u64` (an
+/// eventfd-legal value), missing or spurious wakes (bounded by its own timeouts), or, when
+/// the region's header was overwritten, `InvalidData` from every operation. Never undefined
+/// behaviour, a panic, `SIGBUS` (the memfd is sealed against shrinking and growing) or an
+/// unbounded loop. What arrives over the socket is validated before anything is mapped.
+///
+/// # Processes
+///
+/// A clone is the same object in this process. A child made by `fork(2)` may use its copy
+/// of the parent's object: the mapping is `MAP_SHARED` and the futex is a shared one, so
+/// both processes act on the same count and wake each other.
+///
+/// # Examples
+///
+/// ```
+/// use evfd::{Mode, SharedNotifier};
+/// use std::os::unix::net::UnixStream;
+///
+/// let (here, there) = UnixStream::pair()?;
+/// let a = SharedNotifier::new(Mode::Semaphore)?;
+/// a.send(&here)?;
+/// // In the other process (here: the same one):
+/// let b = SharedNotifier::recv(&there)?;
+/// b.write(2)?;
+/// assert_eq!(a.read()?, 1);
+/// assert_eq!(a.read()?, 1);
+/// assert_eq!(b.try_read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct SharedNotifier {
+    inner: Arc<Inner>,
+}
+
+/// Builds a [`SharedNotifier`] with a chosen [`Mode`], initial count and blocking behaviour.
+///
+/// # Examples
+///
+/// ```
+/// use evfd::{Mode, SharedNotifier};
+/// let s = SharedNotifier::builder().mode(Mode::AutoReset).initial(5).build()?;
+/// assert_eq!(s.read()?, 5);
+/// assert!(SharedNotifier::builder().initial(u64::MAX).build().is_err());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Clone)]
+#[must_use = "a builder does nothing until .build()"]
+pub struct SharedNotifierBuilder {
+    opts: Options,
+}
+
+impl Default for SharedNotifierBuilder {
+    fn default() -> Self {
+        // Close-on-exec by default, as a `KernelNotifier` and every fd `std` opens.
+        SharedNotifierBuilder {
+            opts: Options::new(true),
+        }
+    }
+}
+
+impl fmt::Debug for SharedNotifierBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.opts.debug_as("SharedNotifierBuilder", f)
+    }
+}
+
+impl SharedNotifierBuilder {
+    /// The counting mode (default [`Mode::Counter`]).
+    ///
+    /// ```
+    /// let s = evfd::SharedNotifier::builder().mode(evfd::Mode::Semaphore).build()?;
+    /// assert_eq!(s.mode(), evfd::Mode::Semaphore);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.opts.mode = mode;
+        self
+    }
+
+    /// The initial count (default 0; at most [`LIMIT`](crate::LIMIT)).
+    ///
+    /// ```
+    /// let s = evfd::SharedNotifier::builder().initial(2).build()?;
+    /// assert_eq!(s.count(), 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn initial(mut self, initial: u64) -> Self {
+        self.opts.initial = initial;
+        self
+    }
+
+    /// Make `read`/`write` behave as `try_read`/`try_write` in this process (`EFD_NONBLOCK`).
+    ///
+    /// ```
+    /// let s = evfd::SharedNotifier::builder().nonblocking(true).build()?;
+    /// assert_eq!(s.read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn nonblocking(mut self, yes: bool) -> Self {
+        self.opts.nonblock = yes;
+        self
+    }
+
+    /// Whether the region and doorbell fds of this process are close-on-exec (default: yes).
+    ///
+    /// ```
+    /// let s = evfd::SharedNotifier::builder().cloexec(false).build()?;
+    /// assert!(!s.is_cloexec());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn cloexec(mut self, yes: bool) -> Self {
+        self.opts.cloexec = yes;
+        self
+    }
+
+    /// Create the region and the doorbell.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` if the initial count is above [`LIMIT`](crate::LIMIT); the OS error
+    /// from `memfd_create`, `ftruncate`, `mmap` or `eventfd`.
+    ///
+    /// ```
+    /// let e = evfd::SharedNotifier::builder().initial(u64::MAX).build().unwrap_err();
+    /// assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    /// ```
+    pub fn build(self) -> io::Result<SharedNotifier> {
+        let o = self.opts;
+        o.check()?;
+        let memfd = shm::create("evfd-shared", REGION_SIZE, o.cloexec)?;
+        let map = shm::Mapping::map(memfd.as_fd(), REGION_SIZE)?;
+        let bell = eventfd::create(0, false, o.cloexec)?;
+        let proto = Protocol::init(Region(map), SysOs::new(bell), o.mode, o.initial);
+        Ok(SharedNotifier::from_parts(
+            proto, memfd, o.nonblock, o.cloexec,
+        ))
+    }
+}
+
+impl SysOs {
+    fn new(bell: OwnedFd) -> SysOs {
+        SysOs {
+            bell: Arc::new(bell),
+            futex_wakes: AtomicU64::new(0),
+            futex_waits: AtomicU64::new(0),
+            rings: AtomicU64::new(0),
+            drains: AtomicU64::new(0),
+        }
+    }
+}
+
+fn refused(msg: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg.into())
+}
+
+impl SharedNotifier {
+    fn from_parts(
+        proto: Protocol<Region, SysOs>,
+        memfd: OwnedFd,
+        nonblock: bool,
+        cloexec: bool,
+    ) -> SharedNotifier {
+        let bell = Arc::clone(&proto.os.bell);
+        SharedNotifier {
+            inner: Arc::new_cyclic(|me: &std::sync::Weak<Inner>| Inner {
+                proto,
+                memfd,
+                nonblock,
+                cloexec,
+                epoll_armed: AtomicBool::new(false),
+                pid: std::process::id(),
+                reader_ep: std::sync::OnceLock::new(),
+                regs: Registrations::new(bell, me.clone() as std::sync::Weak<dyn KernelDeliver>),
+            }),
+        }
+    }
+
+    /// A new shared notifier in `mode` with count 0.
+    ///
+    /// # Errors
+    ///
+    /// The OS error from creating the region or the doorbell.
+    ///
+    /// ```
+    /// let s = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
+    /// assert_eq!(s.count(), 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn new(mode: Mode) -> io::Result<SharedNotifier> {
+        SharedNotifier::builder().mode(mode).build()
+    }
+
+    /// A builder for another mode, initial count or flags.
+    ///
+    /// ```
+    /// let s = evfd::SharedNotifier::builder().mode(evfd::Mode::Semaphore).initial(3).build()?;
+    /// assert_eq!(s.read()?, 1);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn builder() -> SharedNotifierBuilder {
+        SharedNotifierBuilder::default()
+    }
+
+    /// Pass this notifier to the process at the other end of `sock`: one message carrying
+    /// the region's memfd and the doorbell eventfd (`SCM_RIGHTS`). The receiver calls
+    /// [`recv`](Self::recv).
+    ///
+    /// # Errors
+    ///
+    /// The OS error from `sendmsg`.
+    ///
+    /// ```
+    /// # use std::os::unix::net::UnixStream;
+    /// let (a, b) = UnixStream::pair()?;
+    /// let s = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
+    /// s.send(&a)?;
+    /// let r = evfd::SharedNotifier::recv(&b)?;
+    /// s.notify()?;
+    /// assert_eq!(r.count(), 1);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn send(&self, sock: &UnixStream) -> io::Result<()> {
+        scm::send(
+            sock.as_fd(),
+            &MSG,
+            &[self.inner.memfd.as_fd(), self.inner.proto.os.bell.as_fd()],
+        )
+    }
+
+    /// Receive a notifier that the other end of `sock` [`send`](Self::send)s.
+    ///
+    /// The whole message is validated before anything is mapped: exactly two fds; the first
+    /// a memfd sealed against shrinking, growing and further sealing (and not against
+    /// writes), of exactly the region's size, whose header has the right magic, layout
+    /// version and a known mode; the second an eventfd. Anything else is refused and every
+    /// fd that came with the message is closed.
+    ///
+    /// The notifier is blocking and its fds close-on-exec; the mode is the sender's.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidData` for a malformed message (saying what is wrong); `UnexpectedEof` if the
+    /// socket was closed; the OS error from `recvmsg` (with the socket's own timeout, if
+    /// set, as `WouldBlock`).
+    ///
+    /// ```
+    /// # use std::os::unix::net::UnixStream;
+    /// use std::io::Write;
+    /// let (mut a, b) = UnixStream::pair()?;
+    /// a.write_all(b"EVFDMSG1")?; // no fds attached
+    /// let e = evfd::SharedNotifier::recv(&b).unwrap_err();
+    /// assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn recv(sock: &UnixStream) -> io::Result<SharedNotifier> {
+        let mut payload = [0u8; 8];
+        let got = scm::recv(sock.as_fd(), &mut payload)?;
+        // From here every early return drops `got.fds`: nothing received stays open.
+        if got.len == 0 && got.fds.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "socket closed before a shared notifier arrived",
+            ));
+        }
+        if got.truncated {
+            return Err(refused(format!(
+                "shared notifier message: control data truncated (more than {} fds, or foreign ancillary data)",
+                scm::MAX_FDS
+            )));
+        }
+        if got.len != payload.len() || payload != MSG {
+            return Err(refused("shared notifier message: wrong payload"));
+        }
+        let [memfd, bell]: [OwnedFd; 2] = got.fds.try_into().map_err(|fds: Vec<OwnedFd>| {
+            refused(format!(
+                "shared notifier message: {} fds, expected 2 (region, doorbell)",
+                fds.len()
+            ))
+        })?;
+        shm::check_sealed(memfd.as_fd(), REGION_SIZE)?;
+        let mut header = [0u8; 16];
+        shm::pread_exact(memfd.as_fd(), &mut header, protocol::OFF_MAGIC as u64)?;
+        let magic = u64::from_ne_bytes(header[..8].try_into().expect("8 bytes"));
+        let meta = u64::from_ne_bytes(header[8..].try_into().expect("8 bytes"));
+        let mode = protocol::parse_header(magic, meta)?;
+        match eventfd::fdinfo(bell.as_fd()) {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                return Err(refused(
+                    "shared notifier message: cannot tell whether the doorbell is an eventfd (no /proc)",
+                ))
+            }
+            Err(e) => return Err(refused(format!("shared notifier message: doorbell: {e}"))),
+        }
+        // Everything checked: now map. (The memfd cannot change size any more.)
+        eventfd::set_nonblocking(bell.as_fd())?;
+        let map = shm::Mapping::map(memfd.as_fd(), REGION_SIZE)?;
+        let proto = Protocol::attach(Region(map), SysOs::new(bell), mode);
+        // The peer may have scribbled between our read and the mapping: look again.
+        proto.check_header()?;
+        Ok(SharedNotifier::from_parts(proto, memfd, false, true))
+    }
+
+    /// The mode (the creator's).
+    ///
+    /// ```
+    /// assert_eq!(evfd::SharedNotifier::new(evfd::Mode::AutoReset)?.mode(), evfd::Mode::AutoReset);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn mode(&self) -> Mode {
+        self.inner.proto.mode
+    }
+
+    /// Whether `read`/`write` are non-blocking in this process.
+    ///
+    /// ```
+    /// assert!(!evfd::SharedNotifier::new(evfd::Mode::Counter)?.is_nonblocking());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn is_nonblocking(&self) -> bool {
+        self.inner.nonblock
+    }
+
+    /// Whether this process's fds for the region and doorbell are close-on-exec.
+    ///
+    /// ```
+    /// assert!(evfd::SharedNotifier::new(evfd::Mode::Counter)?.is_cloexec());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn is_cloexec(&self) -> bool {
+        self.inner.cloexec
+    }
+
+    /// A snapshot of the count (whatever the peer stored, as a `u64`).
+    ///
+    /// ```
+    /// let s = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
+    /// s.write(4)?;
+    /// assert_eq!(s.count(), 4);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn count(&self) -> u64 {
+        self.inner.proto.count()
+    }
+
+    /// Whether two handles are the same object in this process.
+    ///
+    /// ```
+    /// let a = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
+    /// assert!(a.ptr_eq(&a.clone()));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn ptr_eq(&self, other: &SharedNotifier) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Add `n` to the count without waiting.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `n == u64::MAX`; `WouldBlock` if the count would pass
+    /// [`LIMIT`](crate::LIMIT); `InvalidData` if the peer corrupted the region. Nothing
+    /// changes on error.
+    ///
+    /// ```
+    /// use std::io::ErrorKind;
+    /// let s = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
+    /// s.try_write(evfd::LIMIT)?;
+    /// assert_eq!(s.try_write(1).unwrap_err().kind(), ErrorKind::WouldBlock);
+    /// assert_eq!(s.try_write(u64::MAX).unwrap_err().kind(), ErrorKind::InvalidInput);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn try_write(&self, n: u64) -> io::Result<()> {
+        self.inner.proto.try_write(n)
+    }
+
+    /// Add `n` to the count, waiting for room if it would pass [`LIMIT`](crate::LIMIT).
+    /// With `NONBLOCK`, behaves as [`try_write`](Self::try_write).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `n == u64::MAX` (even when full); `WouldBlock` only with
+    /// `NONBLOCK`; `InvalidData` if the peer corrupted the region.
+    ///
+    /// ```
+    /// let s = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
+    /// s.write(evfd::LIMIT)?;
+    /// let s2 = s.clone();
+    /// let t = std::thread::spawn(move || s2.write(5)); // waits for the read below
+    /// assert_eq!(s.read()?, evfd::LIMIT);
+    /// t.join().unwrap()?;
+    /// assert_eq!(s.read()?, 5);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn write(&self, n: u64) -> io::Result<()> {
+        if self.inner.nonblock {
+            return self.try_write(n);
+        }
+        self.inner.proto.write(n, None)
+    }
+
+    /// As [`write`](Self::write), giving up after `timeout` with `TimedOut`.
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write), and `TimedOut`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let s = evfd::SharedNotifier::builder().initial(evfd::LIMIT).build()?;
+    /// let e = s.write_timeout(1, Duration::from_millis(5)).unwrap_err();
+    /// assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn write_timeout(&self, n: u64, timeout: Duration) -> io::Result<()> {
+        if self.inner.nonblock {
+            return self.try_write(n);
+        }
+        self.inner.proto.write(n, sys::deadline(timeout))
+    }
+
+    /// `write(1)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write).
+    ///
+    /// ```
+    /// let s = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
+    /// s.notify()?;
+    /// s.notify()?;
+    /// assert_eq!(s.read()?, 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn notify(&self) -> io::Result<()> {
+        self.write(1)
+    }
+
+    /// Take from the count without waiting: the whole count (Counter, AutoReset) or 1
+    /// (Semaphore).
+    ///
+    /// # Errors
+    ///
+    /// `WouldBlock` when the count is 0; `InvalidData` if the peer corrupted the region.
+    ///
+    /// ```
+    /// let s = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
+    /// s.write(7)?;
+    /// assert_eq!(s.try_read()?, 7);
+    /// assert_eq!(s.try_read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn try_read(&self) -> io::Result<u64> {
+        self.inner.proto.try_read()
+    }
+
+    /// Take from the count, waiting while it is 0 (in a shared futex: the writer in the
+    /// other process wakes this thread). With `NONBLOCK`, behaves as
+    /// [`try_read`](Self::try_read).
+    ///
+    /// # Errors
+    ///
+    /// `WouldBlock` only with `NONBLOCK`; `InvalidData` if the peer corrupted the region.
+    ///
+    /// ```
+    /// let s = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
+    /// let s2 = s.clone();
+    /// let t = std::thread::spawn(move || s2.read());
+    /// s.write(2)?;
+    /// assert_eq!(t.join().unwrap()?, 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn read(&self) -> io::Result<u64> {
+        if self.inner.nonblock {
+            return self.try_read();
+        }
+        self.inner.proto.read(None)
+    }
+
+    /// As [`read`](Self::read), giving up after `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// `TimedOut` if the count stayed 0 for `timeout`; `WouldBlock` with `NONBLOCK`;
+    /// `InvalidData` if the peer corrupted the region.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let s = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
+    /// let e = s.read_timeout(Duration::from_millis(5)).unwrap_err();
+    /// assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn read_timeout(&self, timeout: Duration) -> io::Result<u64> {
+        if self.inner.nonblock {
+            return self.try_read();
+        }
+        self.inner.proto.read(sys::deadline(timeout))
+    }
+
+    /// Readiness: the bits of `interest` that hold now, plus `ERR`/`HUP` if they hold. `IN`
+    /// iff the count is non-zero, `OUT` iff a write of 1 would not wait. Never consumes.
+    ///
+    /// ```
+    /// use evfd::Events;
+    /// let s = evfd::SharedNotifier::new(evfd::Mode::AutoReset)?;
+    /// assert_eq!(s.poll(Events::IN | Events::OUT), Events::OUT);
+    /// s.notify()?;
+    /// assert_eq!(s.poll(Events::IN), Events::IN);
+    /// assert_eq!(s.count(), 1); // a poll is not a delivery
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn poll(&self, interest: Events) -> Events {
+        self.inner.proto.readiness() & (interest | Events::ERR | Events::HUP)
+    }
+
+    /// The syscalls this object made in this process.
+    ///
+    /// ```
+    /// let s = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
+    /// let view = s.fd_view()?;
+    /// for _ in 0..100 {
+    ///     s.notify()?; // only the first is an edge
+    /// }
+    /// assert_eq!(s.stats().rings, 1);
+    /// # drop(view);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn stats(&self) -> SharedStats {
+        let os = &self.inner.proto.os;
+        SharedStats {
+            futex_wakes: os.futex_wakes.load(Relaxed),
+            futex_waits: os.futex_waits.load(Relaxed),
+            rings: os.rings.load(Relaxed),
+            drains: os.drains.load(Relaxed),
+        }
+    }
+
+    /// A real fd readable exactly while the count is non-zero (in either process), for OS
+    /// pollers (`poll(2)`, raw epoll, mio, tokio's `AsyncFd`).
+    ///
+    /// The fd is (a duplicate of) the doorbell eventfd. While a view exists (in any process)
+    /// the doorbell mirrors `count > 0`: the write that makes the count non-zero rings it and
+    /// the read that empties it drains it, each one syscall; writes and reads in between
+    /// cost none. Poll the fd, never read or write it; consume through the notifier
+    /// ([`read`](Self::read), [`SharedFdView::consume`] for AutoReset).
+    ///
+    /// # Errors
+    ///
+    /// The OS error from duplicating the doorbell fd.
+    ///
+    /// ```
+    /// use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    /// let s = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
+    /// let view = s.fd_view()?;
+    /// let readable = || {
+    ///     let mut fds = [PollFd::new(&view, PollFlags::IN)];
+    ///     poll(&mut fds, Some(&Timespec { tv_sec: 0, tv_nsec: 0 })).unwrap() == 1
+    /// };
+    /// assert!(!readable());
+    /// s.notify()?;
+    /// assert!(readable());
+    /// s.read()?;
+    /// assert!(!readable());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn fd_view(&self) -> io::Result<SharedFdView> {
+        let fd = eventfd::dup(self.inner.proto.os.bell.as_fd(), self.inner.cloexec)?;
+        self.inner.proto.arm_bell();
+        Ok(SharedFdView {
+            shared: self.clone(),
+            fd,
+            pid: std::process::id(),
+        })
+    }
+
+    /// Deliver `IN` to this consumer, as an epoll harvest would: the readiness at delivery;
+    /// a [`Mode::AutoReset`] notifier's count is reset to 0 (writers blocked at the limit are
+    /// woken). Counter and Semaphore: nothing changes. Not a syscall unless a doorbell
+    /// consumer is registered and this empties the count.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidData` if the peer corrupted the region.
+    ///
+    /// ```
+    /// use evfd::{Events, Mode, SharedNotifier};
+    /// let kick = SharedNotifier::new(Mode::AutoReset)?;
+    /// kick.notify()?;
+    /// kick.notify()?;
+    /// assert!(kick.consume()?.contains(Events::IN));
+    /// assert!(!kick.consume()?.contains(Events::IN)); // reset by the first delivery
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn consume(&self) -> io::Result<Events> {
+        self.inner.proto.deliver()
+    }
+
+    /// Take from the count, waiting while it is 0, as a future (any executor). The whole
+    /// count (Counter, AutoReset: the completion is the delivery, it resets) or 1
+    /// (Semaphore).
+    ///
+    /// Cancel-safe: a future dropped before it completes consumed nothing. While it is
+    /// pending it waits in an [`Epoll`](crate::Epoll) on the doorbell, which then mirrors
+    /// `count > 0` (one syscall on each edge); a read that finds units is memory only.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidData` if the peer corrupted the region; the OS error from the epoll.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::os::unix::net::UnixStream;
+    /// let (a, b) = UnixStream::pair()?;
+    /// let s = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
+    /// s.send(&a)?;
+    /// let peer = evfd::SharedNotifier::recv(&b)?;
+    /// let t = std::thread::spawn(move || peer.write(3));
+    /// assert_eq!(futures::executor::block_on(s.read_async())?, 3);
+    /// t.join().unwrap()?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
+    #[allow(clippy::manual_async_fn)]
+    pub fn read_async(&self) -> impl Future<Output = io::Result<u64>> + Send + '_ {
+        async move { asyncio::read(self, self.reader_epoll()?).await }
+    }
+
+    /// Add `n` to the count, waiting for room while it would pass [`LIMIT`](crate::LIMIT),
+    /// as a future. Cancel-safe: dropped early, it added nothing.
+    ///
+    /// Room is rare to wait for; a pending write future has a helper thread sleeping on the
+    /// shared futex of blocked writers.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `n == u64::MAX`; `InvalidData` if the peer corrupted the region.
+    ///
+    /// ```
+    /// let s = evfd::SharedNotifier::builder().initial(evfd::LIMIT).build()?;
+    /// let s2 = s.clone();
+    /// let t = std::thread::spawn(move || {
+    ///     std::thread::sleep(std::time::Duration::from_millis(10));
+    ///     s2.read()
+    /// });
+    /// futures::executor::block_on(s.write_async(2))?;
+    /// assert_eq!(t.join().unwrap()?, evfd::LIMIT);
+    /// assert_eq!(s.count(), 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn write_async(&self, n: u64) -> impl Future<Output = io::Result<()>> + Send + '_ {
+        WriteShared::new(self, n)
+    }
+
+    pub(super) fn arm_bell_here(&self) {
+        self.inner.proto.arm_bell();
+    }
+
+    pub(super) fn disarm_bell_here(&self) {
+        self.inner.proto.disarm_bell();
+    }
+
+    fn reader_epoll(&self) -> io::Result<&Epoll> {
+        if let Some(ep) = self.inner.reader_ep.get() {
+            return Ok(ep);
+        }
+        let ep = asyncio::reader_epoll(self.inner.proto.os.bell.as_fd())?;
+        // A racing first reader may have set it: either epoll will do.
+        let _ = self.inner.reader_ep.set(ep);
+        Ok(self.inner.reader_ep.get().expect("set just above"))
+    }
+
+    pub(super) fn wait_room(&self, n: u64, deadline: Instant) -> bool {
+        self.inner.proto.wait_room(n, deadline)
+    }
+
+    /// The epoll registrations of the doorbell.
+    pub(crate) fn kernel_regs(&self) -> &Registrations {
+        &self.inner.regs
+    }
+
+    /// The doorbell fd, for the embedded kernel epoll. The first call registers this
+    /// process as a doorbell consumer until the object is dropped.
+    pub(crate) fn epoll_bell(&self) -> BorrowedFd<'_> {
+        if !self.inner.epoll_armed.swap(true, Relaxed) {
+            self.inner.proto.arm_bell();
+        }
+        self.inner.proto.os.bell.as_fd()
+    }
+
+    /// (blocked readers, blocked writers, doorbell consumers) as the region says now.
+    #[doc(hidden)]
+    pub fn sleepers(&self) -> (u64, u64, u64) {
+        self.inner.proto.sleepers()
+    }
+}
+
+impl fmt::Debug for SharedNotifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedNotifier")
+            .field("mode", &self.mode())
+            .field("count", &self.count())
+            .field("nonblocking", &self.inner.nonblock)
+            .field("memfd", &self.inner.memfd.as_raw_fd())
+            .finish()
+    }
+}
+
+/// A real fd readable exactly while a [`SharedNotifier`]'s count is non-zero; made by
+/// [`SharedNotifier::fd_view`]. Dropping it unregisters it (writes stop ringing once no
+/// view or epoll is left).
+///
+/// # Examples
+///
+/// ```
+/// use evfd::{Events, Mode, SharedNotifier};
+/// let kick = SharedNotifier::new(Mode::AutoReset)?;
+/// let view = kick.fd_view()?;
+/// kick.notify()?;
+/// assert!(view.consume()?.contains(Events::IN)); // delivered: reset
+/// assert_eq!(kick.count(), 0);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct SharedFdView {
+    shared: SharedNotifier,
+    fd: OwnedFd,
+    /// The process that registered this view (a fork child's copy must not unregister it).
+    pid: u32,
+}
+
+impl SharedFdView {
+    /// Deliver `IN` to this consumer: the readiness at delivery; a [`Mode::AutoReset`]
+    /// notifier's count is reset to 0 (and the doorbell drained).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidData` if the peer corrupted the region.
+    ///
+    /// ```
+    /// let s = evfd::SharedNotifier::builder().initial(2).build()?;
+    /// let v = s.fd_view()?;
+    /// assert!(v.consume()?.contains(evfd::Events::IN));
+    /// assert_eq!(s.count(), 2); // Counter: delivery changes nothing
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn consume(&self) -> io::Result<Events> {
+        self.shared.consume()
+    }
+
+    /// The notifier this view follows.
+    ///
+    /// ```
+    /// let s = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
+    /// assert!(s.fd_view()?.notifier().ptr_eq(&s));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn notifier(&self) -> &SharedNotifier {
+        &self.shared
+    }
+}
+
+impl Drop for SharedFdView {
+    fn drop(&mut self) {
+        if std::process::id() == self.pid {
+            self.shared.inner.proto.disarm_bell();
+        }
+    }
+}
+
+impl AsFd for SharedFdView {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl AsRawFd for SharedFdView {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl fmt::Debug for SharedFdView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedFdView")
+            .field("fd", &self.fd.as_raw_fd())
+            .field("count", &self.shared.count())
+            .finish()
+    }
+}
+
+/// The ecosystem trait: the same operations as the inherent methods. `fd` is `None`: the
+/// doorbell mirrors the count only while a consumer is registered, so an OS poller should
+/// use [`SharedNotifier::fd_view`], whose fd is readable exactly while the count is
+/// non-zero.
+///
+/// # Examples
+///
+/// ```
+/// use evfd::{EventNotifier, Mode, SharedNotifier};
+/// fn kick(n: &dyn EventNotifier) -> std::io::Result<()> {
+///     n.notify()
+/// }
+/// let s = SharedNotifier::new(Mode::AutoReset)?;
+/// kick(&s)?;
+/// assert_eq!(EventNotifier::count(&s)?, 1);
+/// assert!(EventNotifier::consume(&s)?.contains(evfd::Events::IN));
+/// assert_eq!(s.count(), 0);
+/// assert!(EventNotifier::fd(&s).is_none());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+impl crate::notifier::api::EventNotifier for SharedNotifier {
+    crate::notifier::api::forward_common!();
+
+    fn count(&self) -> io::Result<u64> {
+        Ok(SharedNotifier::count(self))
+    }
+
+    fn consume(&self) -> io::Result<Events> {
+        SharedNotifier::consume(self)
+    }
+
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
+    fn send_sync_debug() {
+        fn assert<T: Send + Sync + fmt::Debug + Clone + 'static>() {}
+        assert::<SharedNotifier>();
+        let s = SharedNotifier::new(Mode::Counter).unwrap();
+        assert!(format!("{s:?}").contains("Counter"));
+    }
+}

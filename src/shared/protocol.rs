@@ -1,0 +1,986 @@
+//! The lock-free protocol of a [`SharedNotifier`](crate::SharedNotifier), over an abstract
+//! set of shared words ([`Words`]) and OS wake primitives ([`Os`]).
+//!
+//! In production the words are atomics in a sealed memfd mapped by two processes and the OS
+//! is a shared futex plus a doorbell eventfd; in the unit tests (and under Miri) they are
+//! heap atomics and a condition variable; under `--cfg evfd_loom` loom atomics and a loom
+//! condition variable, with two threads standing for the two processes.
+//!
+//! # The region
+//!
+//! ```text
+//! offset  word                 what
+//!   0     magic     u64        "EVFDSHR1"
+//!   8     meta      u64        version (u16) | mode (u16) << 16 | size (u32) << 32
+//!  64     count     u64        the eventfd counter
+//!  72     sleepers  u64        three 21-bit counts: blocked readers | blocked writers << 21
+//!                              | doorbell consumers << 42
+//! 128     rseq      u32        futex word for blocked readers
+//! 132     wseq      u32        futex word for blocked writers
+//! ```
+//!
+//! `count` and `sleepers` share a cache line, so a write that finds nobody asleep touches
+//! one line: a CAS and a load, no syscall.
+//!
+//! # Futex path (blocking `read`, `read_timeout`, `write`)
+//!
+//! ```text
+//! waiter (reader)                             waker (writer)
+//!   s = rseq.load                               count: CAS old -> new (new > 0)
+//!   sleepers += READER                          fence
+//!   fence                                       if old == 0 && sleepers.readers > 0:
+//!   if count > 0: sleepers -= READER; retry         rseq += 1
+//!   futex_wait(rseq, s, deadline)                   futex_wake(rseq, 1 or n)
+//!   sleepers -= READER; retry
+//! ```
+//!
+//! The waiter publishes itself (an RMW) and then loads `count`; the waker changes `count`
+//! (an RMW) and then loads `sleepers`. All `SeqCst`: one total order, so either the waiter's
+//! re-check sees the new count, or the waker sees the waiter. In the second case the waker
+//! bumps `rseq` after the waiter loaded `s` (that load precedes the waiter's publication),
+//! so `futex_wait` either finds `rseq != s` and returns at once, or the kernel has queued the
+//! waiter before the wake looks (FUTEX_WAIT checks the word and queues atomically). No wake
+//! is lost. Only the write that takes the count from 0 looks: a reader sleeps only after its
+//! re-check saw 0, so the first write after that re-check is such an edge; writes while the
+//! count is positive coalesce (a woken reader takes the whole count, or, in Semaphore mode,
+//! hands the wake on while units remain). Blocked writers are the mirror image on `wseq`, woken (all of them) by every
+//! consumption. A reader that was woken and leaves the count non-zero (Semaphore) hands the
+//! wake on to the next sleeper.
+//!
+//! # Doorbell path (epoll, fd views)
+//!
+//! While a doorbell consumer is registered (`sleepers.bells > 0`), the doorbell eventfd
+//! mirrors `count > 0`: the write that takes the count from 0 rings it, the consumption that
+//! takes it to 0 drains it, and each such syscall is followed by a re-check that corrects
+//! it ([`Protocol::sync_bell`]):
+//!
+//! ```text
+//! sync_bell(ring):
+//!   repeat (at most BELL_ROUNDS):
+//!     ring ? ring() : drain()
+//!     fence
+//!     readable = count > 0
+//!     if readable == ring: return
+//!     ring = readable
+//!   ring()               // bound hit: a spurious readiness, never a lost one
+//! ```
+//!
+//! **Claim (level).** When no operation is in progress, the doorbell is readable iff
+//! `count > 0` (while a consumer is registered). *Proof.* Let `X` be the last doorbell
+//! syscall (eventfd calls are linearizable) and `A` its caller. `A`'s re-check after `X`
+//! agreed with `X` (else `A` made another call after `X`). Any change of `count > 0` after
+//! that re-check is an edge (0 → positive or positive → 0) whose author then calls
+//! `sync_bell`, whose first syscall follows the edge, which follows `A`'s re-check, which
+//! follows `X`: a contradiction with `X` being last. So `count > 0` is still what `A` saw
+//! after `X`. ∎ A consumer registering publishes itself (`sleepers += BELL`) and then syncs
+//! the doorbell with the count it loads; a concurrent edge either sees it registered or
+//! happened before that load. The loom models below check the claim and the absence of lost
+//! wakeups for both paths.
+//!
+//! # An untrusted peer
+//!
+//! The other process can store anything into any word at any time. Nothing here trusts the
+//! words beyond their being `u64`/`u32`: every count is an eventfd-legal count (Linux's own
+//! counter can reach `u64::MAX` through `eventfd_signal`), a corrupt `sleepers` costs at most
+//! a wasted syscall or a missed wake (as a peer that never writes would), every CAS loop is
+//! bounded ([`MAX_CAS`]), a futex that keeps returning at once is backed off, and a header
+//! that changed since it was validated makes every operation fail with `InvalidData`.
+
+use std::io;
+use std::time::Instant;
+
+use crate::loom::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
+use crate::mode::{self, Mode, WriteRefused};
+use crate::Events;
+
+/// The size of a region: one page.
+pub(crate) const REGION_SIZE: usize = 4096;
+/// `"EVFDSHR1"`, little-endian.
+pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"EVFDSHR1");
+/// The layout version.
+pub(crate) const VERSION: u16 = 1;
+pub(crate) const OFF_MAGIC: usize = 0;
+pub(crate) const OFF_META: usize = 8;
+pub(crate) const OFF_COUNT: usize = 64;
+pub(crate) const OFF_SLEEPERS: usize = 72;
+pub(crate) const OFF_RSEQ: usize = 128;
+pub(crate) const OFF_WSEQ: usize = 132;
+
+const FIELD_BITS: u32 = 21;
+const FIELD: u64 = (1 << FIELD_BITS) - 1;
+const READER: u64 = 1;
+const WRITER: u64 = 1 << FIELD_BITS;
+const BELL: u64 = 1 << (2 * FIELD_BITS);
+
+/// Failed CASes on the shared count before an operation gives up with `InvalidData`: only a
+/// peer storing into the count continuously gets there.
+pub(crate) const MAX_CAS: u32 = 1 << 16;
+/// Doorbell corrections per `sync_bell` (module docs).
+const BELL_ROUNDS: u32 = 16;
+/// Futex returns without progress before a waiter backs off (sleeps 1 ms per round).
+const SPURIOUS_BEFORE_BACKOFF: u32 = 1024;
+
+/// The on-region code of a mode.
+pub(crate) const fn mode_code(mode: Mode) -> u16 {
+    match mode {
+        Mode::Counter => 0,
+        Mode::Semaphore => 1,
+        Mode::AutoReset => 2,
+    }
+}
+
+/// The `meta` word of a region of this version, `mode` and size.
+pub(crate) const fn meta(mode: Mode) -> u64 {
+    VERSION as u64 | (mode_code(mode) as u64) << 16 | (REGION_SIZE as u64) << 32
+}
+
+fn bad_data(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg)
+}
+
+/// Validate a header (as read from a region that is not mapped yet); the mode it names.
+pub(crate) fn parse_header(magic: u64, meta: u64) -> io::Result<Mode> {
+    if magic != MAGIC {
+        return Err(bad_data(format!(
+            "shared region: bad magic {magic:#018x} (expected {MAGIC:#018x})"
+        )));
+    }
+    let version = meta as u16;
+    if version != VERSION {
+        return Err(bad_data(format!(
+            "shared region: layout version {version}, this build speaks {VERSION}"
+        )));
+    }
+    let mode = match (meta >> 16) as u16 {
+        0 => Mode::Counter,
+        1 => Mode::Semaphore,
+        2 => Mode::AutoReset,
+        m => return Err(bad_data(format!("shared region: unknown mode code {m}"))),
+    };
+    let size = meta >> 32;
+    if size != REGION_SIZE as u64 {
+        return Err(bad_data(format!(
+            "shared region: header says {size} bytes, expected {REGION_SIZE}"
+        )));
+    }
+    Ok(mode)
+}
+
+/// The shared words. All accesses are atomic; nothing else is ever read.
+pub(crate) trait Words: Send + Sync + 'static {
+    fn magic(&self) -> &AtomicU64;
+    fn meta(&self) -> &AtomicU64;
+    fn count(&self) -> &AtomicU64;
+    fn sleepers(&self) -> &AtomicU64;
+    fn rseq(&self) -> &AtomicU32;
+    fn wseq(&self) -> &AtomicU32;
+}
+
+/// Which futex word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Futex {
+    Readers,
+    Writers,
+}
+
+/// How a futex wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Woke {
+    /// Woken, the word changed, or spurious: look again.
+    Maybe,
+    /// The deadline passed.
+    TimedOut,
+}
+
+/// The OS side: a shared futex and the doorbell.
+pub(crate) trait Os: Send + Sync + 'static {
+    /// Sleep while `word == expected`, until woken or `deadline`.
+    fn futex_wait(
+        &self,
+        which: Futex,
+        word: &AtomicU32,
+        expected: u32,
+        deadline: Option<Instant>,
+    ) -> io::Result<Woke>;
+    /// Wake up to `n` sleepers on `word`.
+    fn futex_wake(&self, which: Futex, word: &AtomicU32, n: u32);
+    /// Make the doorbell readable.
+    fn ring(&self);
+    /// Make the doorbell not readable.
+    fn drain(&self);
+    /// Sleep a little (a futex that keeps failing at once). Never longer than `deadline`.
+    fn backoff(&self, deadline: Option<Instant>);
+}
+
+/// The protocol over one region.
+pub(crate) struct Protocol<W, O> {
+    pub(crate) words: W,
+    pub(crate) os: O,
+    pub(crate) mode: Mode,
+}
+
+/// Why an atomic step over the count did not happen.
+enum Step {
+    Refused(WriteRefused),
+    Contended,
+}
+
+fn contended() -> io::Error {
+    bad_data(format!(
+        "shared counter changed {MAX_CAS} times during one operation: the peer is misbehaving"
+    ))
+}
+
+fn would_block() -> io::Error {
+    io::Error::from(io::ErrorKind::WouldBlock)
+}
+
+fn timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "shared notifier wait timed out")
+}
+
+impl<W: Words, O: Os> Protocol<W, O> {
+    /// Initialise a fresh region (zeroed memory) for `mode` with `initial` units.
+    pub(crate) fn init(words: W, os: O, mode: Mode, initial: u64) -> Self {
+        words.count().store(initial, SeqCst);
+        words.meta().store(meta(mode), SeqCst);
+        words.magic().store(MAGIC, SeqCst);
+        Protocol { words, os, mode }
+    }
+
+    /// Use a region whose header was validated as naming `mode`.
+    pub(crate) fn attach(words: W, os: O, mode: Mode) -> Self {
+        Protocol { words, os, mode }
+    }
+
+    /// `InvalidData` if the peer overwrote the header since it was validated.
+    #[inline]
+    pub(crate) fn check_header(&self) -> io::Result<()> {
+        let magic = self.words.magic().load(SeqCst);
+        let meta_now = self.words.meta().load(SeqCst);
+        if magic != MAGIC || meta_now != meta(self.mode) {
+            return Err(bad_data(format!(
+                "shared region header was overwritten (magic {magic:#018x}, meta {meta_now:#018x})"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The count now.
+    #[inline]
+    pub(crate) fn count(&self) -> u64 {
+        self.words.count().load(SeqCst)
+    }
+
+    /// eventfd's readiness of the count (`IN`, `OUT`, `ERR` for `u64::MAX`).
+    pub(crate) fn readiness(&self) -> Events {
+        mode::readiness(self.count())
+    }
+
+    /// One bounded CAS loop applying `f` to the count. Returns (old, new).
+    fn update(&self, f: impl Fn(u64) -> Result<u64, WriteRefused>) -> Result<(u64, u64), Step> {
+        let count = self.words.count();
+        let mut cur = count.load(SeqCst);
+        for _ in 0..MAX_CAS {
+            let next = f(cur).map_err(Step::Refused)?;
+            match count.compare_exchange(cur, next, SeqCst, SeqCst) {
+                Ok(_) => return Ok((cur, next)),
+                Err(seen) => cur = seen,
+            }
+        }
+        Err(Step::Contended)
+    }
+
+    /// Add `n` without waiting. `Ok(false)`: no room now.
+    fn write_step(&self, n: u64) -> io::Result<bool> {
+        self.check_header()?;
+        match self.update(|c| mode::write(c, n)) {
+            Ok((old, new)) => {
+                self.after_write(old, new, n);
+                Ok(true)
+            }
+            Err(Step::Refused(WriteRefused::Invalid)) => Err(mode::invalid_write()),
+            Err(Step::Refused(WriteRefused::Full)) => Ok(false),
+            Err(Step::Contended) => Err(contended()),
+        }
+    }
+
+    /// `try_write`: `WouldBlock` when there is no room.
+    pub(crate) fn try_write(&self, n: u64) -> io::Result<()> {
+        if self.write_step(n)? {
+            Ok(())
+        } else {
+            Err(would_block())
+        }
+    }
+
+    /// Take from the count without waiting. `Ok(None)`: it is 0.
+    fn read_step(&self) -> io::Result<Option<u64>> {
+        self.check_header()?;
+        let (old, new, got) = match self.mode {
+            // One swap: no loop at all.
+            Mode::Counter | Mode::AutoReset => {
+                let old = self.words.count().swap(0, SeqCst);
+                if old == 0 {
+                    return Ok(None);
+                }
+                (old, 0, old)
+            }
+            Mode::Semaphore => match self.update(|c| match mode::read(Mode::Semaphore, c) {
+                Some((_, next)) => Ok(next),
+                // Not a write refusal: "nothing to take", mapped below.
+                None => Err(WriteRefused::Full),
+            }) {
+                Ok((old, new)) => (old, new, 1),
+                Err(Step::Refused(_)) => return Ok(None),
+                Err(Step::Contended) => return Err(contended()),
+            },
+        };
+        self.after_consume(old, new);
+        Ok(Some(got))
+    }
+
+    /// `try_read`: `WouldBlock` when the count is 0.
+    pub(crate) fn try_read(&self) -> io::Result<u64> {
+        self.read_step()?.ok_or_else(would_block)
+    }
+
+    /// Deliver `IN` to a doorbell consumer (epoll harvest, fd-view consume): AutoReset swaps
+    /// the count to 0. The readiness seen at delivery.
+    pub(crate) fn deliver(&self) -> io::Result<Events> {
+        self.check_header()?;
+        if self.mode != Mode::AutoReset {
+            return Ok(self.readiness());
+        }
+        let old = self.words.count().swap(0, SeqCst);
+        if old != 0 {
+            self.after_consume(old, 0);
+        }
+        Ok(mode::readiness(old) | mode::readiness(0))
+    }
+
+    /// After a write took the count from `old` to `new`: wake sleeping readers, ring the
+    /// doorbell on the 0 → positive edge.
+    #[inline]
+    fn after_write(&self, old: u64, new: u64, n: u64) {
+        if new == old || new == 0 {
+            return; // write(0): nothing anyone could be waiting for changed
+        }
+        crate::loom::dekker_fence();
+        let s = self.words.sleepers().load(SeqCst);
+        if s == 0 {
+            return; // the fast path: nobody may sleep, no syscall
+        }
+        // Only the 0 -> positive edge wakes: a reader sleeps only after seeing 0 (module
+        // docs), so the edge's write is the one that finds it; later writes coalesce, and a
+        // woken Semaphore reader that leaves units hands the wake on.
+        if old == 0 && s & FIELD != 0 {
+            let nr = match self.mode {
+                Mode::Semaphore => u32::try_from(n).unwrap_or(u32::MAX),
+                Mode::Counter | Mode::AutoReset => 1,
+            };
+            self.wake(Futex::Readers, nr);
+        }
+        if old == 0 && (s >> (2 * FIELD_BITS)) & FIELD != 0 {
+            self.sync_bell(true);
+        }
+    }
+
+    /// After a consumption took the count from `old` to `new`: wake sleeping writers, drain
+    /// the doorbell on the positive → 0 edge.
+    #[inline]
+    fn after_consume(&self, old: u64, new: u64) {
+        crate::loom::dekker_fence();
+        let s = self.words.sleepers().load(SeqCst);
+        if s == 0 {
+            return;
+        }
+        if (s >> FIELD_BITS) & FIELD != 0 {
+            self.wake(Futex::Writers, u32::MAX);
+        }
+        if new == 0 && old != 0 && (s >> (2 * FIELD_BITS)) & FIELD != 0 {
+            self.sync_bell(false);
+        }
+    }
+
+    fn wake(&self, which: Futex, n: u32) {
+        let word = match which {
+            Futex::Readers => self.words.rseq(),
+            Futex::Writers => self.words.wseq(),
+        };
+        word.fetch_add(1, SeqCst);
+        self.os.futex_wake(which, word, n);
+    }
+
+    /// Make the doorbell agree with `count > 0`, starting with `ring` (module docs).
+    pub(crate) fn sync_bell(&self, mut ring: bool) {
+        for _ in 0..BELL_ROUNDS {
+            if ring {
+                self.os.ring();
+            } else {
+                self.os.drain();
+            }
+            crate::loom::dekker_fence();
+            let readable = self.count() > 0;
+            if readable == ring {
+                return;
+            }
+            ring = readable;
+        }
+        if ring {
+            self.os.ring();
+        }
+    }
+
+    /// Register a doorbell consumer: from now on the doorbell mirrors `count > 0`.
+    pub(crate) fn arm_bell(&self) {
+        self.words.sleepers().fetch_add(BELL, SeqCst);
+        crate::loom::dekker_fence();
+        self.sync_bell(self.count() > 0);
+    }
+
+    /// Unregister a doorbell consumer.
+    pub(crate) fn disarm_bell(&self) {
+        self.words.sleepers().fetch_sub(BELL, SeqCst);
+    }
+
+    /// The blocking loop of `read`/`read_timeout` (`Futex::Readers`) and `write`
+    /// (`Futex::Writers`). `step` is the non-blocking attempt: `Ok(None)` while it would
+    /// block.
+    fn block<R>(
+        &self,
+        which: Futex,
+        deadline: Option<Instant>,
+        step: impl Fn() -> io::Result<Option<R>>,
+    ) -> io::Result<R> {
+        let (word, me) = match which {
+            Futex::Readers => (self.words.rseq(), READER),
+            Futex::Writers => (self.words.wseq(), WRITER),
+        };
+        let mut woken = false;
+        let mut idle_rounds = 0u32;
+        loop {
+            if let Some(r) = step()? {
+                if woken {
+                    self.hand_on(which);
+                }
+                return Ok(r);
+            }
+            let seq = word.load(SeqCst);
+            self.words.sleepers().fetch_add(me, SeqCst);
+            crate::loom::dekker_fence();
+            let r = match step() {
+                Ok(None) => self.os.futex_wait(which, word, seq, deadline),
+                other => {
+                    self.words.sleepers().fetch_sub(me, SeqCst);
+                    if let Ok(Some(_)) = other {
+                        if woken {
+                            self.hand_on(which);
+                        }
+                    }
+                    return other.map(|r| r.expect("matched Some"));
+                }
+            };
+            self.words.sleepers().fetch_sub(me, SeqCst);
+            match r? {
+                Woke::TimedOut => {
+                    return match step()? {
+                        Some(r) => Ok(r),
+                        None => Err(timed_out()),
+                    }
+                }
+                Woke::Maybe => {
+                    woken = true;
+                    idle_rounds += 1;
+                    if idle_rounds >= SPURIOUS_BEFORE_BACKOFF {
+                        self.os.backoff(deadline);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A woken reader that succeeded and left units (Semaphore) passes the wake on.
+    fn hand_on(&self, which: Futex) {
+        if which == Futex::Readers && self.count() > 0 {
+            crate::loom::dekker_fence();
+            if self.words.sleepers().load(SeqCst) & FIELD != 0 {
+                self.wake(Futex::Readers, 1);
+            }
+        }
+    }
+
+    /// Blocking read until `deadline` (`None`: forever).
+    pub(crate) fn read(&self, deadline: Option<Instant>) -> io::Result<u64> {
+        self.block(Futex::Readers, deadline, || self.read_step())
+    }
+
+    /// Blocking write until `deadline` (`None`: forever).
+    pub(crate) fn write(&self, n: u64, deadline: Option<Instant>) -> io::Result<()> {
+        self.block(Futex::Writers, deadline, || {
+            Ok(if self.write_step(n)? { Some(()) } else { None })
+        })
+    }
+
+    /// Sleep as a blocked writer until a write of `n` would fit or `deadline` passes,
+    /// without writing. Whether it fits (an invalid `n` "fits": the write will say why).
+    pub(crate) fn wait_room(&self, n: u64, deadline: Instant) -> bool {
+        let fits = || !matches!(mode::write(self.count(), n), Err(WriteRefused::Full));
+        self.block(Futex::Writers, Some(deadline), || Ok(fits().then_some(())))
+            .is_ok()
+    }
+
+    /// The raw sleepers word (for tests and `Debug`): (readers, writers, bells).
+    pub(crate) fn sleepers(&self) -> (u64, u64, u64) {
+        let s = self.words.sleepers().load(SeqCst);
+        (
+            s & FIELD,
+            (s >> FIELD_BITS) & FIELD,
+            (s >> (2 * FIELD_BITS)) & FIELD,
+        )
+    }
+}
+
+/// Heap words and a condition-variable OS, for unit tests, Miri and loom.
+#[cfg(test)]
+pub(crate) mod heap {
+    use super::*;
+    use crate::loom::sync::atomic::AtomicBool;
+    use crate::loom::sync::Mutex;
+    #[cfg(evfd_loom)]
+    use loom::sync::Condvar;
+    #[cfg(not(evfd_loom))]
+    use std::sync::Condvar;
+
+    pub(crate) struct HeapWords {
+        pub(crate) magic: AtomicU64,
+        pub(crate) meta: AtomicU64,
+        pub(crate) count: AtomicU64,
+        pub(crate) sleepers: AtomicU64,
+        pub(crate) rseq: AtomicU32,
+        pub(crate) wseq: AtomicU32,
+    }
+
+    impl HeapWords {
+        pub(crate) fn new() -> Self {
+            HeapWords {
+                magic: AtomicU64::new(0),
+                meta: AtomicU64::new(0),
+                count: AtomicU64::new(0),
+                sleepers: AtomicU64::new(0),
+                rseq: AtomicU32::new(0),
+                wseq: AtomicU32::new(0),
+            }
+        }
+    }
+
+    impl Words for std::sync::Arc<HeapWords> {
+        fn magic(&self) -> &AtomicU64 {
+            &self.magic
+        }
+        fn meta(&self) -> &AtomicU64 {
+            &self.meta
+        }
+        fn count(&self) -> &AtomicU64 {
+            &self.count
+        }
+        fn sleepers(&self) -> &AtomicU64 {
+            &self.sleepers
+        }
+        fn rseq(&self) -> &AtomicU32 {
+            &self.rseq
+        }
+        fn wseq(&self) -> &AtomicU32 {
+            &self.wseq
+        }
+    }
+
+    /// A futex is "check the word and sleep" atomically: here, under one mutex, with a
+    /// condition variable per futex word and one for the doorbell.
+    pub(crate) struct CondOs {
+        lock: Mutex<()>,
+        readers: Condvar,
+        writers: Condvar,
+        bell_cv: Condvar,
+        /// The doorbell's readability.
+        pub(crate) bell: AtomicBool,
+        pub(crate) rings: AtomicU64,
+        pub(crate) drains: AtomicU64,
+        pub(crate) wakes: AtomicU64,
+    }
+
+    impl CondOs {
+        pub(crate) fn new() -> Self {
+            CondOs {
+                lock: Mutex::new(()),
+                readers: Condvar::new(),
+                writers: Condvar::new(),
+                bell_cv: Condvar::new(),
+                bell: AtomicBool::new(false),
+                rings: AtomicU64::new(0),
+                drains: AtomicU64::new(0),
+                wakes: AtomicU64::new(0),
+            }
+        }
+
+        fn cv(&self, which: Futex) -> &Condvar {
+            match which {
+                Futex::Readers => &self.readers,
+                Futex::Writers => &self.writers,
+            }
+        }
+
+        /// Sleep until the doorbell is readable (an epoll consumer's `epoll_wait`).
+        #[cfg_attr(not(evfd_loom), allow(dead_code))]
+        pub(crate) fn wait_bell(&self) {
+            let mut g = crate::loom::lock(&self.lock);
+            while !self.bell.load(SeqCst) {
+                g = self.bell_cv.wait(g).unwrap();
+            }
+        }
+    }
+
+    impl Os for std::sync::Arc<CondOs> {
+        fn futex_wait(
+            &self,
+            which: Futex,
+            word: &AtomicU32,
+            expected: u32,
+            deadline: Option<Instant>,
+        ) -> io::Result<Woke> {
+            let g = crate::loom::lock(&self.lock);
+            if word.load(SeqCst) != expected {
+                return Ok(Woke::Maybe);
+            }
+            match deadline {
+                None => drop(self.cv(which).wait(g).unwrap()),
+                #[cfg(evfd_loom)]
+                Some(_) => {
+                    // loom has no clock: a timed wait may time out at once.
+                    drop(g);
+                    return Ok(Woke::TimedOut);
+                }
+                #[cfg(not(evfd_loom))]
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    let (_g, t) = self.cv(which).wait_timeout(g, left).unwrap();
+                    if t.timed_out() {
+                        return Ok(Woke::TimedOut);
+                    }
+                }
+            }
+            Ok(Woke::Maybe)
+        }
+
+        fn futex_wake(&self, which: Futex, _word: &AtomicU32, n: u32) {
+            self.wakes.fetch_add(1, SeqCst);
+            let _g = crate::loom::lock(&self.lock);
+            if n == 1 {
+                self.cv(which).notify_one();
+            } else {
+                self.cv(which).notify_all();
+            }
+        }
+
+        fn ring(&self) {
+            self.rings.fetch_add(1, SeqCst);
+            let _g = crate::loom::lock(&self.lock);
+            self.bell.store(true, SeqCst);
+            self.bell_cv.notify_all();
+        }
+
+        fn drain(&self) {
+            self.drains.fetch_add(1, SeqCst);
+            let _g = crate::loom::lock(&self.lock);
+            self.bell.store(false, SeqCst);
+        }
+
+        fn backoff(&self, _deadline: Option<Instant>) {
+            #[cfg(evfd_loom)]
+            loom::thread::yield_now();
+            #[cfg(not(evfd_loom))]
+            std::thread::yield_now();
+        }
+    }
+
+    pub(crate) type HeapProtocol = Protocol<std::sync::Arc<HeapWords>, std::sync::Arc<CondOs>>;
+
+    /// Two "processes" over one region: each has its own `Protocol` (as each process has
+    /// its own mapping) over the same words and OS.
+    pub(crate) fn pair(mode: Mode, initial: u64) -> (HeapProtocol, HeapProtocol) {
+        let words = std::sync::Arc::new(HeapWords::new());
+        let os = std::sync::Arc::new(CondOs::new());
+        let a = Protocol::init(
+            std::sync::Arc::clone(&words),
+            std::sync::Arc::clone(&os),
+            mode,
+            initial,
+        );
+        let b = Protocol::attach(words, os, mode);
+        (a, b)
+    }
+}
+
+#[cfg(all(test, not(evfd_loom)))]
+mod tests {
+    use super::heap::pair;
+    use super::*;
+    use crate::LIMIT;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn header_round_trip_and_refusals() {
+        for m in [Mode::Counter, Mode::Semaphore, Mode::AutoReset] {
+            assert_eq!(parse_header(MAGIC, meta(m)).unwrap(), m);
+        }
+        let bad = |magic, meta| parse_header(magic, meta).unwrap_err().kind();
+        assert_eq!(bad(0, meta(Mode::Counter)), io::ErrorKind::InvalidData);
+        assert_eq!(
+            bad(MAGIC, meta(Mode::Counter) + 1),
+            io::ErrorKind::InvalidData
+        );
+        assert_eq!(
+            bad(MAGIC, meta(Mode::Counter) | 3 << 16),
+            io::ErrorKind::InvalidData
+        );
+        assert_eq!(
+            bad(MAGIC, meta(Mode::Counter) + (1 << 32)),
+            io::ErrorKind::InvalidData
+        );
+    }
+
+    #[test]
+    fn eventfd_semantics_each_mode() {
+        let (a, b) = pair(Mode::Counter, 0);
+        assert_eq!(a.try_read().unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        a.try_write(3).unwrap();
+        b.try_write(4).unwrap();
+        assert_eq!(b.try_read().unwrap(), 7);
+        assert_eq!(
+            a.try_write(u64::MAX).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        a.try_write(LIMIT).unwrap();
+        assert_eq!(
+            a.try_write(1).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+        assert_eq!(
+            a.try_write(u64::MAX).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        assert_eq!(b.readiness(), Events::IN);
+        assert_eq!(a.count(), LIMIT);
+
+        let (s, t) = pair(Mode::Semaphore, 2);
+        assert_eq!(s.try_read().unwrap(), 1);
+        assert_eq!(t.try_read().unwrap(), 1);
+        assert_eq!(t.try_read().unwrap_err().kind(), io::ErrorKind::WouldBlock);
+
+        let (r, q) = pair(Mode::AutoReset, 5);
+        assert_eq!(q.deliver().unwrap(), Events::IN | Events::OUT);
+        assert_eq!(r.count(), 0);
+        assert_eq!(q.deliver().unwrap(), Events::OUT);
+        let (c, _) = pair(Mode::Counter, 5);
+        assert_eq!(c.deliver().unwrap(), Events::IN | Events::OUT);
+        assert_eq!(c.count(), 5);
+    }
+
+    #[test]
+    fn no_wake_work_while_nobody_sleeps() {
+        let (a, b) = pair(Mode::Counter, 0);
+        for _ in 0..100 {
+            a.try_write(1).unwrap();
+            b.try_read().unwrap();
+        }
+        assert_eq!(a.os.wakes.load(SeqCst), 0);
+        assert_eq!(a.os.rings.load(SeqCst) + a.os.drains.load(SeqCst), 0);
+    }
+
+    #[test]
+    fn blocking_read_and_write_across_the_pair() {
+        let (a, b) = pair(Mode::Semaphore, 0);
+        let a = Arc::new(a);
+        let a2 = Arc::clone(&a);
+        let t = std::thread::spawn(move || (0..3).map(|_| a2.read(None).unwrap()).sum::<u64>());
+        std::thread::sleep(Duration::from_millis(5));
+        b.try_write(3).unwrap();
+        assert_eq!(t.join().unwrap(), 3);
+
+        let (c, d) = pair(Mode::Counter, LIMIT);
+        let c = Arc::new(c);
+        let c2 = Arc::clone(&c);
+        let t = std::thread::spawn(move || c2.write(5, None));
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(d.try_read().unwrap(), LIMIT);
+        t.join().unwrap().unwrap();
+        assert_eq!(c.count(), 5);
+        assert_eq!(c.sleepers(), (0, 0, 0));
+    }
+
+    #[test]
+    fn timeout_is_timed_out_and_leaves_no_sleeper() {
+        let (a, _b) = pair(Mode::Counter, 0);
+        let d = Instant::now() + Duration::from_millis(3);
+        assert_eq!(a.read(Some(d)).unwrap_err().kind(), io::ErrorKind::TimedOut);
+        assert_eq!(a.sleepers(), (0, 0, 0));
+    }
+
+    #[test]
+    fn bell_mirrors_count_while_armed() {
+        let (a, b) = pair(Mode::Semaphore, 0);
+        a.arm_bell();
+        assert!(!a.os.bell.load(SeqCst));
+        b.try_write(2).unwrap();
+        assert!(a.os.bell.load(SeqCst));
+        b.try_write(1).unwrap(); // not an edge: no syscall
+        assert_eq!(a.os.rings.load(SeqCst), 1);
+        a.try_read().unwrap();
+        a.try_read().unwrap();
+        assert!(a.os.bell.load(SeqCst));
+        a.try_read().unwrap();
+        assert!(!a.os.bell.load(SeqCst));
+        a.disarm_bell();
+        b.try_write(1).unwrap();
+        assert!(!a.os.bell.load(SeqCst), "no consumer: no ring");
+    }
+
+    #[test]
+    fn garbage_gives_invalid_data_or_legal_values() {
+        let (a, b) = pair(Mode::Counter, 0);
+        b.words.count.store(u64::MAX, SeqCst);
+        assert_eq!(a.readiness(), Events::IN | Events::ERR);
+        assert_eq!(
+            a.try_write(0).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+        assert_eq!(a.try_read().unwrap(), u64::MAX);
+        b.words.sleepers.store(u64::MAX, SeqCst);
+        a.try_write(1).unwrap(); // wakes nobody, rings a bell nobody hears: harmless
+        assert_eq!(a.try_read().unwrap(), 1);
+        b.words.magic.store(0, SeqCst);
+        assert_eq!(a.try_read().unwrap_err().kind(), io::ErrorKind::InvalidData);
+        assert_eq!(
+            a.try_write(1).unwrap_err().kind(),
+            io::ErrorKind::InvalidData
+        );
+        assert_eq!(a.read(None).unwrap_err().kind(), io::ErrorKind::InvalidData);
+    }
+}
+
+/// Loom models: two threads stand for the two processes, over the same words.
+#[cfg(all(test, evfd_loom))]
+mod tests {
+    mod loom {
+        use super::super::heap::pair;
+        use super::super::*;
+        use crate::LIMIT;
+        use ::loom::thread;
+        use std::sync::Arc;
+
+        /// A blocked reader in one process, a writer in the other: the reader is woken.
+        #[test]
+        fn shared_futex_reader_woken() {
+            ::loom::model(|| {
+                let (a, b) = pair(Mode::Counter, 0);
+                let a = Arc::new(a);
+                let a2 = Arc::clone(&a);
+                let r = thread::spawn(move || a2.read(None).unwrap());
+                b.try_write(1).unwrap();
+                assert_eq!(r.join().unwrap(), 1);
+                assert_eq!(a.sleepers(), (0, 0, 0));
+            });
+        }
+
+        /// Two blocked Semaphore readers, one `write(2)`: both are woken (one wake each, or a
+        /// hand-on).
+        #[test]
+        fn shared_futex_semaphore_two_readers() {
+            ::loom::model(|| {
+                let (a, b) = pair(Mode::Semaphore, 0);
+                let a = Arc::new(a);
+                let (a1, a2) = (Arc::clone(&a), Arc::clone(&a));
+                let r1 = thread::spawn(move || a1.read(None).unwrap());
+                let r2 = thread::spawn(move || a2.read(None).unwrap());
+                b.try_write(2).unwrap();
+                assert_eq!(r1.join().unwrap() + r2.join().unwrap(), 2);
+            });
+        }
+
+        /// Two blocked Semaphore readers, two `write(1)`s: the second write may find the count
+        /// positive and wake nobody (only edges wake); the first woken reader hands on.
+        #[test]
+        fn shared_futex_semaphore_hand_on() {
+            ::loom::model(|| {
+                let (a, b) = pair(Mode::Semaphore, 0);
+                let a = Arc::new(a);
+                let (a1, a2) = (Arc::clone(&a), Arc::clone(&a));
+                let r1 = thread::spawn(move || a1.read(None).unwrap());
+                let r2 = thread::spawn(move || a2.read(None).unwrap());
+                b.try_write(1).unwrap();
+                b.try_write(1).unwrap();
+                assert_eq!(r1.join().unwrap() + r2.join().unwrap(), 2);
+            });
+        }
+
+        /// A writer blocked on a full counter in one process, a reader in the other.
+        #[test]
+        fn shared_futex_writer_woken() {
+            ::loom::model(|| {
+                let (a, b) = pair(Mode::Counter, LIMIT);
+                let a = Arc::new(a);
+                let a2 = Arc::clone(&a);
+                let w = thread::spawn(move || a2.write(1, None).unwrap());
+                assert_eq!(b.try_read().unwrap(), LIMIT);
+                w.join().unwrap();
+                assert_eq!(a.count(), 1);
+            });
+        }
+
+        /// The doorbell level claim: a registered consumer, a writer and a reader racing;
+        /// afterwards the doorbell is readable iff the count is non-zero.
+        #[test]
+        fn shared_bell_level() {
+            ::loom::model(|| {
+                let (a, b) = pair(Mode::Counter, 0);
+                let b = Arc::new(b);
+                let (b1, b2) = (Arc::clone(&b), Arc::clone(&b));
+                let w = thread::spawn(move || b1.try_write(1).unwrap());
+                let r = thread::spawn(move || {
+                    let _ = b2.try_read();
+                });
+                a.arm_bell();
+                w.join().unwrap();
+                r.join().unwrap();
+                assert_eq!(a.os.bell.load(SeqCst), a.count() > 0);
+            });
+        }
+
+        /// A doorbell consumer (an epoll waiting on the doorbell fd) in one process, a writer
+        /// in the other: the consumer is woken and finds the unit.
+        #[test]
+        fn shared_bell_consumer_woken() {
+            ::loom::model(|| {
+                let (a, b) = pair(Mode::AutoReset, 0);
+                let a = Arc::new(a);
+                let a2 = Arc::clone(&a);
+                let c = thread::spawn(move || {
+                    a2.arm_bell();
+                    loop {
+                        // The consumer's harvest: deliver IN (AutoReset resets).
+                        if a2.deliver().unwrap().contains(Events::IN) {
+                            break;
+                        }
+                        a2.os.wait_bell();
+                        ::loom::thread::yield_now();
+                    }
+                    a2.disarm_bell();
+                });
+                b.try_write(1).unwrap();
+                c.join().unwrap();
+                assert_eq!(a.count(), 0);
+            });
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! A `fork(2)` child uses its copy of the parent's `SharedNotifier`: the mapping is
+//! `MAP_SHARED` and the futex shared, so each process wakes the other.
+//!
+//! One test per file: the child of a fork runs only code that neither allocates nor
+//! takes locks on its success path (atomics, futex, `_exit`).
+
+use std::time::Duration;
+
+use evfd::{Mode, SharedNotifier};
+
+fn fork_child(f: impl FnOnce() -> i32) -> libc::pid_t {
+    // SAFETY: fork has no preconditions of its own; the child below runs only `f`, which
+    // uses atomics and raw syscalls (no allocation, no lock another thread could have held
+    // at the fork), and leaves with `_exit` (no destructors, no atexit handlers).
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let code = f();
+        // SAFETY: `_exit` is async-signal-safe and ends the child at once.
+        unsafe { libc::_exit(code) };
+    }
+    pid
+}
+
+fn wait_child(pid: libc::pid_t) -> i32 {
+    let mut status = 0;
+    // SAFETY: `pid` is our child; `status` is a valid out-pointer.
+    let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(r, pid);
+    assert!(
+        libc::WIFEXITED(status),
+        "child did not exit normally: {status:#x}"
+    );
+    libc::WEXITSTATUS(status)
+}
+
+#[test]
+fn fork_child_uses_the_parents_object_each_mode() {
+    for mode in [Mode::Counter, Mode::Semaphore, Mode::AutoReset] {
+        let ping = SharedNotifier::new(mode).unwrap();
+        let pong = SharedNotifier::new(mode).unwrap();
+        let pid = fork_child(|| {
+            // Block until the parent writes, then answer with 10 units.
+            match ping.read_timeout(Duration::from_secs(10)) {
+                Ok(1) => {}
+                _ => return 2,
+            }
+            if pong.write(10).is_err() {
+                return 3;
+            }
+            0
+        });
+        // Let the child fall asleep (it announces itself in the region first).
+        let start = std::time::Instant::now();
+        while ping.sleepers().0 == 0 {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{mode:?}: child never slept"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        ping.write(1).unwrap();
+        let expect = if mode == Mode::Semaphore { 1 } else { 10 };
+        assert_eq!(
+            pong.read_timeout(Duration::from_secs(10)).unwrap(),
+            expect,
+            "{mode:?}"
+        );
+        assert_eq!(wait_child(pid), 0, "{mode:?}");
+        assert_eq!(ping.count(), 0);
+        if mode == Mode::Semaphore {
+            assert_eq!(pong.count(), 9);
+        }
+        // The child's blocked read announced itself and left again.
+        assert_eq!(ping.sleepers(), (0, 0, 0));
+        assert_eq!(
+            ping.stats().futex_wakes,
+            1,
+            "{mode:?}: one futex wake woke the sleeping child"
+        );
+    }
+}
