@@ -250,10 +250,19 @@ fn write_racing_a_timeout_is_never_lost() {
                 })
                 .collect();
             let mut rng = Rng(0x2545_f491);
-            for _ in 0..UNITS {
+            for i in 0..UNITS {
                 n.write(1).unwrap();
                 for _ in 0..rng.next() % 64 {
                     std::hint::spin_loop();
+                }
+                if i % 1000 == 999 {
+                    // A gap longer than every reader timeout (< 40 µs): readers that spin
+                    // before they park would otherwise catch nearly every write, and the
+                    // timeout path this test races would go unexercised.
+                    let t0 = std::time::Instant::now();
+                    while t0.elapsed() < Duration::from_micros(100) {
+                        std::hint::spin_loop();
+                    }
                 }
             }
             for r in readers {
