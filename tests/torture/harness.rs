@@ -166,3 +166,71 @@ impl Rng {
         self.next() % n
     }
 }
+
+/// The torture scenarios run one at a time (the machine has 2 cores; RSS is per process).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Take the suite's serial lock (a failed scenario does not block the others).
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Totals across the suite, printed by each scenario (`-- --nocapture` shows them).
+pub static UNITS_CHECKED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+pub static OPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The env var that marks a re-executed child of this test binary.
+pub const CHILD_ENV: &str = "EVFD_TORTURE_CHILD";
+
+/// Whether this process is the re-executed child for `name`.
+pub fn is_child(name: &str) -> bool {
+    std::env::var(CHILD_ENV).is_ok_and(|v| v == name)
+}
+
+/// Re-run this test binary with only the test `name`, marked as the child, under a
+/// watchdog: killed and failed after `limit`. Returns the child's stdout+stderr.
+pub fn run_child(name: &str, limit: Duration) -> String {
+    use std::process::{Command, Stdio};
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut child = Command::new(exe)
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, name)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the child test");
+    let deadline = Instant::now() + limit;
+    loop {
+        if child.try_wait().expect("try_wait").is_some() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "watchdog: child `{name}` killed after {limit:?}\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().expect("output");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "child `{name}` failed: {}\n{text}",
+        out.status
+    );
+    assert!(
+        text.contains("1 passed"),
+        "child `{name}` did not run its test:\n{text}"
+    );
+    text
+}
