@@ -257,7 +257,7 @@ fn fork_while_other_threads_use_a_notifier_never_deadlocks_the_child() {
             refused("read_timeout", n.read_timeout(Duration::from_millis(1)))?;
             let mut evs = [Event::default(); 4];
             refused("wait", ep.wait(&mut evs, Some(Duration::from_millis(1))))?;
-            check(ep.len() == 0, "len in the child")?;
+            check(ep.is_empty(), "len in the child")?;
             drop(n.clone());
             let fresh = Notifier::new();
             fresh.write(1).map_err(|e| e.to_string())?;
