@@ -185,6 +185,9 @@ pub(crate) trait ViewSource: Send + Sync + 'static {
     fn deliver(&self) -> Events;
     /// Whether fds handed out for this source are close-on-exec.
     fn cloexec(&self) -> bool;
+    /// Whether the source is a child process's copy of one made before a fork (then the
+    /// view takes no lock and reports `ERR | HUP`: see `sys::fork`).
+    fn forked(&self) -> bool;
 }
 
 /// A notifier's user-level handle: a view keeps the notifier open (epoll items stay), as an
@@ -204,6 +207,10 @@ impl ViewSource for Handle {
 
     fn cloexec(&self) -> bool {
         self.cloexec
+    }
+
+    fn forked(&self) -> bool {
+        self.core.forked()
     }
 }
 
@@ -226,6 +233,10 @@ impl ViewSource for EpHandle {
 
     fn cloexec(&self) -> bool {
         true
+    }
+
+    fn forked(&self) -> bool {
+        self.core.forked()
     }
 }
 
@@ -333,6 +344,11 @@ struct Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
+        if self.core.source.forked() {
+            // A child's copy: take no lock; the entry (and the source it keeps alive) stays.
+            // The doorbell fd is the child's own copy and closes with `bell`.
+            return;
+        }
         self.core.source.wait_queue().remove(self.key);
     }
 }
@@ -476,6 +492,9 @@ impl FdView {
     /// [`Mode::AutoReset`]: crate::Mode::AutoReset
     pub fn consume(&self) -> Events {
         let core = &self.reg.core;
+        if core.source.forked() {
+            return Events::ERR | Events::HUP;
+        }
         let seen = core.source.deliver();
         // A reset woke the queue (and so synced already); this is the fast path then, and
         // keeps sources whose consumption wakes nobody consistent too.
@@ -565,6 +584,7 @@ impl Notifier {
     /// ```
     #[doc(alias = "eventfd")]
     pub fn fd_view(&self) -> io::Result<FdView> {
+        self.inner.check()?;
         FdView::new(Arc::clone(&self.inner) as Arc<dyn ViewSource>)
     }
 }
@@ -620,6 +640,7 @@ impl Epoll {
     /// ```
     #[doc(alias = "epoll_create")]
     pub fn fd_view(&self) -> io::Result<FdView> {
+        self.inner.check()?;
         // Re-poll the queued items first (a poll, as an OS poller's look at a kernel epoll
         // fd would be): a view made over stale entries starts not readable.
         let _ = self.inner.core.readiness();

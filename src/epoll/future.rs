@@ -61,12 +61,14 @@ impl Future for EpollWaitFuture<'_> {
         if this.done {
             return Poll::Ready(Err(polled_after_completion()));
         }
+        if let Err(e) = this.ep.inner.check() {
+            this.done = true;
+            return Poll::Ready(Err(e));
+        }
         if this.buf.is_empty() {
             this.done = true;
-            return Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "the event buffer is empty (maxevents must be at least 1)",
-            )));
+            // EINVAL, as epoll_wait with maxevents 0.
+            return Poll::Ready(Err(crate::error::invalid()));
         }
         let ep = &this.ep.inner.core;
         let out = &mut *this.buf;
@@ -79,6 +81,10 @@ impl Future for EpollWaitFuture<'_> {
 impl Drop for EpollWaitFuture<'_> {
     fn drop(&mut self) {
         let ep = &self.ep.inner.core;
+        if ep.forked() {
+            // A child's copy of a pre-fork future: take no lock (see `sys::fork`).
+            return;
+        }
         let out = &mut *self.buf;
         self.wait.cancel(&ep.waiters, &mut Harvest { ep, out });
     }
@@ -237,6 +243,9 @@ mod stream {
         fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
             let this = self.get_mut();
             let ep = &this.ep.inner.core;
+            if let Err(e) = ep.check() {
+                return Poll::Ready(Some(Err(e)));
+            }
             let mut one = [Event::default()];
             let got = this
                 .wait
@@ -256,6 +265,10 @@ mod stream {
     impl Drop for EpollStream {
         fn drop(&mut self) {
             let ep = &self.ep.inner.core;
+            if ep.forked() {
+                // A child's copy of a pre-fork stream: take no lock (see `sys::fork`).
+                return;
+            }
             self.wait
                 .cancel(&ep.waiters, &mut Harvest { ep, out: &mut [] });
         }

@@ -98,6 +98,8 @@ struct Registry {
 /// The epoll's state, shared by its handles, its items and outer epolls that watch it.
 pub(crate) struct EpInner {
     pub(crate) id: u64,
+    /// The fork epoch it was made in (`sys::fork`): in a child process it is refused.
+    pub(crate) born: u32,
     /// (1) the interest set, keyed by source id.
     registry: Mutex<Registry>,
     /// (3) ready list + overflow list.
@@ -167,6 +169,12 @@ impl std::ops::Deref for EpHandle {
 
 impl Drop for EpHandle {
     fn drop(&mut self) {
+        if self.core.forked() {
+            // The child's copy of a parent's epoll: take no lock, free nothing (see
+            // `notifier::Handle`'s drop).
+            std::mem::forget(Arc::clone(&self.core));
+            return;
+        }
         self.core.close();
     }
 }
@@ -200,6 +208,9 @@ pub struct Epoll {
 
 impl fmt::Debug for Epoll {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.inner.forked() {
+            return f.write_str("Epoll { <created before fork> }");
+        }
         f.debug_struct("Epoll")
             .field(
                 "registered",
@@ -216,8 +227,10 @@ impl Default for Epoll {
     }
 }
 
-fn invalid(msg: &'static str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, msg)
+/// `EINVAL`, for the reason `_why` (kept for the reader: `io::Error` cannot carry both an
+/// errno and a message, see `crate::error`).
+fn invalid(_why: &'static str) -> io::Error {
+    crate::error::invalid()
 }
 
 // The other `impl Epoll` blocks: `wait_async` and `stream` in `future` (beside their
@@ -234,6 +247,7 @@ impl Epoll {
             inner: Arc::new(EpHandle {
                 core: Arc::new(EpInner {
                     id: next_id(),
+                    born: crate::sys::fork::epoch(),
                     registry: Mutex::new(Registry::default()),
                     ready: Mutex::new(ReadyState::default()),
                     graveyard: Mutex::new(Vec::new()),
@@ -264,6 +278,9 @@ impl Epoll {
     /// assert_eq!(ep.len(), 0);
     /// ```
     pub fn len(&self) -> usize {
+        if self.inner.forked() {
+            return 0;
+        }
         let mut reg = crate::loom::lock(&self.inner.registry);
         self.inner.purge(&mut reg);
         reg.items.len() + self.inner.kernel_len(&mut reg)
@@ -343,11 +360,13 @@ impl Epoll {
     /// ```
     #[doc(alias = "epoll_ctl")]
     pub fn add(&self, src: &(impl Source + ?Sized), events: Events, data: u64) -> io::Result<()> {
+        self.inner.check()?;
         let sc = match src.source_ref() {
             SourceRef::Mem(MemRef(sc)) => sc,
             SourceRef::Kernel(k) => return self.inner.core.kernel_add(k, events, data),
         };
         let ep = &self.inner.core;
+        sc.check()?;
         if sc.id() == ep.id {
             return Err(invalid("an epoll cannot watch itself"));
         }
@@ -370,10 +389,7 @@ impl Epoll {
             let mut reg = crate::loom::lock(&ep.registry);
             ep.purge(&mut reg);
             if reg.items.contains_key(&sc.id()) {
-                return Err(io::Error::new(
-                    io::ErrorKind::AlreadyExists,
-                    "source is already registered in this epoll",
-                ));
+                return Err(crate::error::exists());
             }
             let ev = events | Events::ERR | Events::HUP;
             let exclusive = ev.contains(Events::EXCLUSIVE);
@@ -454,11 +470,13 @@ impl Epoll {
         events: Events,
         data: u64,
     ) -> io::Result<()> {
+        self.inner.check()?;
         let sc = match src.source_ref() {
             SourceRef::Mem(MemRef(sc)) => sc,
             SourceRef::Kernel(k) => return self.inner.core.kernel_modify(k, events, data),
         };
         let ep = &self.inner.core;
+        sc.check()?;
         if sc.id() == ep.id {
             return Err(invalid("an epoll cannot watch itself"));
         }
@@ -470,10 +488,7 @@ impl Epoll {
             let mut reg = crate::loom::lock(&ep.registry);
             ep.purge(&mut reg);
             let Some(r) = reg.items.get(&sc.id()) else {
-                return Err(io::Error::new(
-                    io::ErrorKind::NotFound,
-                    "source is not registered in this epoll",
-                ));
+                return Err(crate::error::not_registered());
             };
             if r.item.events().contains(Events::EXCLUSIVE) {
                 return Err(invalid("an item added with EXCLUSIVE cannot be modified"));
@@ -513,11 +528,13 @@ impl Epoll {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn delete(&self, src: &(impl Source + ?Sized)) -> io::Result<()> {
+        self.inner.check()?;
         let sc = match src.source_ref() {
             SourceRef::Mem(MemRef(sc)) => sc,
             SourceRef::Kernel(k) => return self.inner.core.kernel_delete(k),
         };
         let ep = &self.inner.core;
+        sc.check()?;
         if sc.id() == ep.id {
             return Err(invalid("an epoll cannot watch itself"));
         }
@@ -526,17 +543,16 @@ impl Epoll {
             let mut reg = crate::loom::lock(&ep.registry);
             ep.purge(&mut reg);
             let Some(r) = reg.items.remove(&sc.id()) else {
-                return Err(io::Error::new(
-                    io::ErrorKind::NotFound,
-                    "source is not registered in this epoll",
-                ));
+                return Err(crate::error::not_registered());
             };
             r.item.dead.store(true, SeqCst);
             sc.wait_queue().remove(r.key);
             if let Some(child) = sc.as_epoll() {
                 topology::unlink(ep, child);
             }
-            r
+            // Off the ready list now, as the kernel's EPOLL_CTL_DEL unlinks it.
+            let gone = crate::loom::lock(&ep.ready).forget(&r.item);
+            (r, gone)
         };
         drop(topo);
         drop(removed);
@@ -578,6 +594,7 @@ impl Epoll {
     /// ```
     #[doc(alias = "epoll_wait")]
     pub fn wait(&self, events: &mut [Event], timeout: Option<Duration>) -> io::Result<usize> {
+        self.inner.check()?;
         if events.is_empty() {
             return Err(invalid(
                 "the event buffer is empty (maxevents must be at least 1)",
@@ -613,6 +630,9 @@ impl Epoll {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn poll(&self, interest: Events) -> Events {
+        if self.inner.forked() {
+            return Events::ERR | Events::HUP;
+        }
         self.inner.core.readiness() & (interest | Events::ERR | Events::HUP)
     }
 }
@@ -688,6 +708,21 @@ impl EpInner {
         self.waiters.wake(Events::IN, 1);
     }
 
+    /// Whether this is a child process's copy of an epoll made before a fork.
+    #[inline]
+    pub(crate) fn forked(&self) -> bool {
+        crate::sys::fork::forked(self.born)
+    }
+
+    /// The fork refusal (docs: "fork" on [`Epoll`]), or `Ok`.
+    #[inline]
+    pub(crate) fn check(&self) -> io::Result<()> {
+        if self.forked() {
+            return Err(crate::sys::fork::refused("Epoll"));
+        }
+        Ok(())
+    }
+
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(SeqCst)
     }
@@ -718,7 +753,7 @@ impl EpInner {
     /// wake callback, which wakes them even then), so an outer epoll watching this one is
     /// not re-queued by it.
     fn queue_if_ready(&self, item: &Item, ev: Events, batch: &mut WakeBatch) {
-        let r = item.src.poll(ev, false) & ev & !Events::PRIVATE;
+        let r = item.src.poll(ev, false, batch) & ev & !Events::PRIVATE;
         if r.is_empty() {
             return;
         }

@@ -52,6 +52,10 @@ impl ReadOp {
         if self.done {
             return Poll::Ready(Err(polled_after_completion()));
         }
+        if let Err(e) = inner.check() {
+            self.done = true;
+            return Poll::Ready(Err(e));
+        }
         let r = ready!(self.wait.poll(&inner.wq, cx, &mut Read(inner)));
         self.done = true;
         Poll::Ready(r)
@@ -82,6 +86,10 @@ impl WriteOp {
     fn poll(&mut self, inner: &Inner, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if self.done {
             return Poll::Ready(Err(polled_after_completion()));
+        }
+        if let Err(e) = inner.check() {
+            self.done = true;
+            return Poll::Ready(Err(e));
         }
         let r = ready!(self.wait.poll(&inner.wq, cx, &mut Write(inner, self.n)));
         self.done = true;
@@ -199,7 +207,10 @@ macro_rules! impl_future {
 
         impl Drop for $ty {
             fn drop(&mut self) {
-                self.op.cancel(&self.notifier.inner);
+                // A child's copy of a pre-fork future: take no lock (see `sys::fork`).
+                if !self.notifier.inner.forked() {
+                    self.op.cancel(&self.notifier.inner);
+                }
             }
         }
 

@@ -541,10 +541,9 @@ impl KernelNotifier {
             if ready.is_empty() {
                 // Timed out; one last try so a write racing the timeout is not lost.
                 return match self.try_read() {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "kernel notifier read timed out",
-                    )),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        Err(crate::error::timed_out())
+                    }
                     r => r,
                 };
             }

@@ -37,7 +37,7 @@ use crate::events::{next_id, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use crate::mode::{self, invalid_write, Mode, Options, WriteRefused};
 use crate::wait_queue::thread::{self, QueueSleeper};
-use crate::wait_queue::{WaitFor, WaitQueue};
+use crate::wait_queue::{WaitFor, WaitQueue, WakeBatch};
 
 /// The shared state behind every clone of a [`Notifier`]. Cache-line aligned (128: the
 /// adjacent-line prefetcher pairs lines) so that two notifiers used by two threads never
@@ -53,6 +53,8 @@ pub(crate) struct Inner {
     pub(crate) cloexec: bool,
     /// Identity for epoll interest sets (never reused).
     pub(crate) id: u64,
+    /// The fork epoch it was made in (`sys::fork`): in a child process it is refused.
+    pub(crate) born: u32,
     /// Everything that waits on this notifier.
     pub(crate) wq: WaitQueue,
 }
@@ -73,6 +75,12 @@ impl std::ops::Deref for Handle {
 
 impl Drop for Handle {
     fn drop(&mut self) {
+        if self.core.forked() {
+            // The child's copy of a parent's notifier: take no lock (one may have been held
+            // at the fork) and free nothing; the copy lives until the child exits or execs.
+            std::mem::forget(Arc::clone(&self.core));
+            return;
+        }
         // Like a closed file: leave every epoll silently.
         self.core.wq.detach_all();
     }
@@ -103,6 +111,9 @@ pub struct Notifier {
 
 impl fmt::Debug for Notifier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.inner.forked() {
+            return f.write_str("Notifier { <created before fork> }");
+        }
         f.debug_struct("Notifier")
             .field("mode", &self.inner.mode)
             .field("count", &self.inner.count.load(SeqCst))
@@ -214,6 +225,7 @@ impl NotifierBuilder {
                     nonblock: o.nonblock,
                     cloexec: o.cloexec,
                     id: next_id(),
+                    born: crate::sys::fork::epoch(),
                     wq: WaitQueue::new(),
                 }),
             }),
@@ -221,9 +233,7 @@ impl NotifierBuilder {
     }
 }
 
-fn would_block() -> io::Error {
-    io::Error::from(io::ErrorKind::WouldBlock)
-}
+use crate::error::would_block;
 
 // The other `impl Notifier` blocks: the async API in `future` and `stream` (beside their
 // types, in this folder), and `fd_view` in `crate::fd` (it builds an `FdView`, a type of
@@ -356,6 +366,7 @@ impl Notifier {
     /// assert_eq!(n.count(), evfd::LIMIT);
     /// ```
     pub fn try_write(&self, n: u64) -> io::Result<()> {
+        self.inner.check()?;
         match self.inner.try_write(n) {
             Ok(()) => Ok(()),
             Err(WriteRefused::Invalid) => Err(invalid_write()),
@@ -382,6 +393,7 @@ impl Notifier {
     /// assert_eq!(n.read().unwrap(), 5);
     /// ```
     pub fn write(&self, n: u64) -> io::Result<()> {
+        self.inner.check()?;
         if self.inner.nonblock {
             return self.try_write(n);
         }
@@ -420,6 +432,7 @@ impl Notifier {
     /// assert_eq!(n.try_read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
     /// ```
     pub fn try_read(&self) -> io::Result<u64> {
+        self.inner.check()?;
         self.inner.try_read().ok_or_else(would_block)
     }
 
@@ -444,6 +457,7 @@ impl Notifier {
     /// assert_eq!(t.join().unwrap(), 2);
     /// ```
     pub fn read(&self) -> io::Result<u64> {
+        self.inner.check()?;
         if self.inner.nonblock {
             return self.try_read();
         }
@@ -467,6 +481,7 @@ impl Notifier {
     /// assert_eq!(n.read_timeout(Duration::from_millis(5)).unwrap(), 1);
     /// ```
     pub fn read_timeout(&self, timeout: Duration) -> io::Result<u64> {
+        self.inner.check()?;
         if self.inner.nonblock {
             return self.try_read();
         }
@@ -490,6 +505,9 @@ impl Notifier {
     /// assert_eq!(n.poll(Events::OUT), Events::empty());
     /// ```
     pub fn poll(&self, interest: Events) -> Events {
+        if self.inner.forked() {
+            return Events::ERR | Events::HUP;
+        }
         self.inner.readiness() & (interest | Events::ERR | Events::HUP)
     }
 
@@ -520,11 +538,30 @@ impl Notifier {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn consume(&self) -> Events {
+        if self.inner.forked() {
+            // A child's copy of a pre-fork notifier (see `# Fork`).
+            return Events::ERR | Events::HUP;
+        }
         self.inner.core.deliver(Events::IN)
     }
 }
 
 impl Inner {
+    /// Whether this is a child process's copy of a notifier made before a fork.
+    #[inline]
+    pub(crate) fn forked(&self) -> bool {
+        crate::sys::fork::forked(self.born)
+    }
+
+    /// The fork refusal (docs: "fork" on [`Notifier`]), or `Ok`.
+    #[inline]
+    pub(crate) fn check(&self) -> io::Result<()> {
+        if self.forked() {
+            return Err(crate::sys::fork::refused("Notifier"));
+        }
+        Ok(())
+    }
+
     pub(crate) fn readiness(&self) -> Events {
         mode::readiness(self.count.load(SeqCst))
     }
@@ -573,6 +610,16 @@ impl Inner {
         }
     }
 
+    /// As [`wake_after_consume`](Self::wake_after_consume), into `batch`.
+    fn wake_after_consume_into(&self, left: u64, batch: &mut WakeBatch) {
+        let key = if left == 0 {
+            Events::OUT | KEY_EMPTIED
+        } else {
+            Events::OUT
+        };
+        self.wq.wake_into(key, usize::MAX, batch);
+    }
+
     /// The lock-free read. `None` when the count is 0.
     #[inline]
     pub(crate) fn try_read(&self) -> Option<u64> {
@@ -592,6 +639,16 @@ impl Inner {
     /// AutoReset swaps the count to 0. Returns the readiness seen at delivery, so that a
     /// reset and the report come from the same atomic step.
     pub(crate) fn deliver(&self, interest: Events) -> Events {
+        let mut batch = WakeBatch::new();
+        let r = self.deliver_into(interest, &mut batch);
+        batch.run();
+        r
+    }
+
+    /// As [`deliver`](Self::deliver), with the reset's wakes (blocked writers, which may be
+    /// foreign wakers) put into `batch`: the harvest delivers with the epoll's registry held
+    /// and runs them after releasing it.
+    pub(crate) fn deliver_into(&self, interest: Events, batch: &mut WakeBatch) -> Events {
         if self.mode != Mode::AutoReset || !interest.contains(Events::IN) {
             // Only AutoReset changes anything at delivery (mode::deliver).
             return self.readiness();
@@ -607,7 +664,7 @@ impl Inner {
                 Err(seen) => cur = seen,
             }
         };
-        self.wake_after_consume(left);
+        self.wake_after_consume_into(left, batch);
         // IN (and ERR) as seen before the reset, OUT as it is now.
         mode::readiness(cur) | mode::readiness(0)
     }
@@ -627,12 +684,7 @@ impl Inner {
             return r;
         }
         let mut s = QueueSleeper::new(&self.wq, W::MASK, W::EXCLUSIVE, what);
-        thread::wait(&mut s, deadline).unwrap_or_else(|| {
-            Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "notifier read timed out",
-            ))
-        })
+        thread::wait(&mut s, deadline).unwrap_or_else(|| Err(crate::error::timed_out()))
     }
 
     /// Pass an unused wake on to the next exclusive waiter, if the state still allows it.

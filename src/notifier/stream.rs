@@ -98,6 +98,9 @@ impl Stream for NotifierStream {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         let inner = &this.notifier.inner;
+        if let Err(e) = inner.check() {
+            return Poll::Ready(Some(Err(e)));
+        }
         this.wait.poll(&inner.wq, cx, &mut Read(inner)).map(Some)
     }
 }
@@ -113,6 +116,10 @@ impl FusedStream for NotifierStream {
 impl Drop for NotifierStream {
     fn drop(&mut self) {
         let inner = &self.notifier.inner;
+        if inner.forked() {
+            // A child's copy of a pre-fork stream: take no lock (see `sys::fork`).
+            return;
+        }
         self.wait.cancel(&inner.wq, &mut Read(inner));
     }
 }
