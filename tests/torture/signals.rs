@@ -139,7 +139,7 @@ fn signals_without_sa_restart_lose_nothing() {
                 }
             })
         };
-        let per_writer = scale(200_000, 3_000_000);
+        let per_writer = scale(200_000, 1_500_000);
         let writers: Vec<_> = (0..2)
             .map(|w| {
                 let s = Arc::clone(&s);

@@ -55,7 +55,7 @@ fn rss_stays_flat_over_add_delete_wait_loops() {
         let ep = Epoll::new();
         let outer = Epoll::new();
         let keep = Notifier::builder().initial(1).build().unwrap();
-        let rounds = scale(200_000, 5_000_000);
+        let rounds = scale(200_000, 2_000_000);
         let warm = rounds / 10;
         for i in 0..warm {
             churn(&ep, &outer, &keep, i);
