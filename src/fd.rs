@@ -406,6 +406,20 @@ impl Drop for Registration {
 /// (a `wait` that returns 0 while events arrive during it rings a fresh edge). See
 /// [`Epoll::fd_view`].
 ///
+/// # Fork
+///
+/// A view made before a `fork` is refused in the child like its source (see
+/// [`Notifier`]'s `# Fork`): [`consume`](Self::consume) reports `ERR | HUP` and changes
+/// nothing, and dropping it takes no lock. Its fd is the child's copy of a doorbell the
+/// parent keeps using: it still shows the *parent's* source state; never read it.
+/// Rules: docs/semantics.md §6.1.
+///
+/// # Panicking wakers
+///
+/// A view runs no waker itself; [`consume`](Self::consume) of an AutoReset notifier wakes
+/// its blocked writers, and a panic from one of their wakers unwinds out of `consume`
+/// after the reset (docs/semantics.md §6.2).
+///
 /// # Examples
 ///
 /// ```

@@ -33,6 +33,13 @@ use crate::wait_queue::task::{polled_after_completion, TaskWait};
 /// AutoReset notifiers reset) only in the poll that returns them. A wake it had already won
 /// is handed on to another waiter of the epoll if events are still queued.
 ///
+/// # Fork and panicking wakers
+///
+/// Polled in a child process, a future made before a `fork` completes at once with the
+/// [`Unsupported`](std::io::ErrorKind::Unsupported) fork refusal; dropping it there takes
+/// no lock. A panic from another task's waker that this future's completion wakes unwinds
+/// out of the `poll` after the completion took effect. Rules: docs/semantics.md §6.
+///
 /// # Examples
 ///
 /// ```
@@ -122,7 +129,7 @@ impl Epoll {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` if `events` is empty.
+    /// `EINVAL` (`InvalidInput`) if `events` is empty.
     ///
     /// # Cancel safety
     ///
@@ -180,6 +187,13 @@ mod stream {
     /// Cancel-safe: an event (and an AutoReset notifier's reset) is delivered only in the poll
     /// that returns it, so dropping a pending `next()` or the stream loses nothing; a wake it had
     /// won is handed on to another waiter of the epoll if events are still queued.
+    ///
+    /// # Fork and panicking wakers
+    ///
+    /// Polled in a child process, a stream made before a `fork` yields the
+    /// [`Unsupported`](std::io::ErrorKind::Unsupported) fork refusal; dropping it there takes
+    /// no lock. A panic from another task's waker that an item's delivery wakes unwinds out
+    /// of `poll_next` after the delivery took effect. Rules: docs/semantics.md §6.
     ///
     /// # Examples
     ///

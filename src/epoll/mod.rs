@@ -27,10 +27,14 @@
 //!                       the middle of the source's wake walk). Chains upward only.
 //! ```
 //!
-//! Foreign code (wakers, unpark) runs only after all of these are released. Dropping a
-//! source's last handle runs `WaitQueue::detach_all` → `Item::detach`, which takes only (4),
-//! so it is safe from anywhere — plus, only while an fd view watches the epoll, (3) and then
-//! `pollers` on their own (`wake_views_if_emptied`), never with any other of its locks held.
+//! Foreign code (wakers, unpark) runs only after all of these are released; the harvest
+//! hands its `WakeBatch` down to the deliveries and nested polls it makes, so their wakes
+//! also wait until `registry` is released. Dropping a source's last handle runs
+//! `WaitQueue::detach_all` → `Item::detach`, which takes (4), then (3) on its own to take
+//! the item off the ready list (`ReadyState::forget`, as `delete` does under (1)), then,
+//! only while an fd view watches the epoll, (3) and `pollers` on their own
+//! (`wake_views_if_emptied`). It holds no other lock of this epoll meanwhile, and it runs
+//! only from a user's drop of a handle, when no evfd lock is held.
 //!
 //! An `Item` is referenced by the registry, by its entry in the source's wait queue and by
 //! the ready/overflow lists. It holds its epoll strongly; that cycle is broken by
@@ -186,6 +190,31 @@ impl Drop for EpHandle {
 /// alive: a source whose last handle is dropped leaves the interest set silently, like a
 /// closed file.
 ///
+/// # Fork
+///
+/// In-memory: a child process made by `fork` gets a private copy, not a share. In the
+/// child, an epoll made before the fork refuses every fallible call with an error of kind
+/// [`Unsupported`](std::io::ErrorKind::Unsupported) (the message says it was created
+/// before `fork()`); `poll` reports `ERR | HUP` and `len` is 0. It takes no lock (one held
+/// by another parent thread at the fork would be held forever) and touches nothing it
+/// shares with the parent (its embedded kernel epoll, its fd views' doorbells); dropping it
+/// takes no lock and frees nothing. A notifier or epoll made before the fork cannot be
+/// added to an epoll made after it either. Kernel-fd sources inherited by the child
+/// ([`KernelNotifier`](crate::KernelNotifier)s, borrowed fds) can be watched by an epoll
+/// made in the child. Rules and reasons: docs/semantics.md §6.1.
+///
+/// # Panicking wakers
+///
+/// Waiters' wakers (`wait_async`, streams) run after every lock is released, in the thread
+/// whose call made them due: a source's write, a `wait` whose harvest leaves
+/// level-triggered events queued (it wakes the next waiter), an `add`/`modify` of a ready
+/// source; an AutoReset delivery in a harvest wakes the notifier's blocked writers the
+/// same way. If one panics, the panic unwinds out of that call: a `wait`'s harvest has
+/// happened (AutoReset counts reset, `ONESHOT` items disarmed, edge-triggered events
+/// consumed) but its events are not reported (level-triggered ones are, at the next
+/// wait); every other owed wake still runs; the epoll stays consistent and usable. Rules:
+/// docs/semantics.md §6.2.
+///
 /// # Examples
 ///
 /// ```
@@ -308,14 +337,23 @@ impl Epoll {
     /// Spin for up to `spin` before parking in [`wait`](Self::wait) (`None` or zero: off, the
     /// default). A blocking cross-CPU wake costs ~25 µs on small VMs; a waiter that spins
     /// briefly catches a wake that comes soon without that cost, at the price of CPU time.
+    /// The spin never outlasts a `wait`'s timeout: with a timeout shorter than the spin, the
+    /// wait spins until the timeout and returns (a `wait(.., None)` with a `Duration::MAX`
+    /// spin does spin until an event comes).
     ///
     /// ```
-    /// use std::time::Duration;
+    /// use std::time::{Duration, Instant};
     /// let ep = evfd::Epoll::new();
     /// ep.set_spin(Some(Duration::from_micros(50)));
     /// assert_eq!(ep.spin(), Some(Duration::from_micros(50)));
+    /// ep.set_spin(Some(Duration::from_secs(60)));
+    /// let t0 = Instant::now();
+    /// let mut evs = [evfd::Event::default(); 1];
+    /// assert_eq!(ep.wait(&mut evs, Some(Duration::from_millis(1)))?, 0);
+    /// assert!(t0.elapsed() < Duration::from_secs(30)); // not the 60 s spin
     /// ep.set_spin(None);
     /// assert_eq!(ep.spin(), None);
+    /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn set_spin(&self, spin: Option<Duration>) {
         let ns = spin.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
@@ -341,11 +379,12 @@ impl Epoll {
     ///
     /// # Errors
     ///
-    /// In the kernel's order: `InvalidInput` if `src` is this epoll; `InvalidInput` for
-    /// `EXCLUSIVE` on an epoll source or with any bit outside [`Events::EXCLUSIVE_OK`]
-    /// (`ONESHOT`, `PRI`, `RDHUP`, …); a `FilesystemLoop` error (the kernel's `ELOOP`) if it
-    /// would create a cycle of epolls or a chain of more than 5; `AlreadyExists` if `src` is
-    /// registered. Nothing changes on error.
+    /// The kernel's errnos, in the kernel's order: `EINVAL` (`InvalidInput`) if `src` is this
+    /// epoll, or for `EXCLUSIVE` on an epoll source or with any bit outside
+    /// [`Events::EXCLUSIVE_OK`] (`ONESHOT`, `PRI`, `RDHUP`, …); `ELOOP` (`FilesystemLoop`)
+    /// if it would create a cycle of epolls or a chain of more than 5; `EEXIST`
+    /// (`AlreadyExists`) if `src` is registered. `Unsupported` for an epoll or source made
+    /// before a `fork`, in the child. Nothing changes on error.
     ///
     /// # Examples
     ///
@@ -355,6 +394,7 @@ impl Epoll {
     /// let n = Notifier::new();
     /// ep.add(&n, Events::IN, 7)?;
     /// assert_eq!(ep.add(&n, Events::IN, 7).unwrap_err().kind(), std::io::ErrorKind::AlreadyExists);
+    /// assert_eq!(ep.add(&n, Events::IN, 7).unwrap_err().raw_os_error(), Some(libc::EEXIST));
     /// assert_eq!(ep.add(&ep, Events::IN, 0).unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
     /// # Ok::<(), std::io::Error>(())
     /// ```
@@ -444,8 +484,9 @@ impl Epoll {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` if `events` has `EXCLUSIVE`; `NotFound` if `src` is not registered;
-    /// `InvalidInput` if it was added with `EXCLUSIVE`. Nothing changes on error.
+    /// `EINVAL` (`InvalidInput`) if `events` has `EXCLUSIVE`; `ENOENT` (`NotFound`) if
+    /// `src` is not registered; `EINVAL` if it was added with `EXCLUSIVE`. Nothing changes
+    /// on error.
     ///
     /// # Examples
     ///
@@ -514,7 +555,7 @@ impl Epoll {
     ///
     /// # Errors
     ///
-    /// `NotFound` if `src` is not registered.
+    /// `ENOENT` (`NotFound`) if `src` is not registered; `EINVAL` if `src` is this epoll.
     ///
     /// # Examples
     ///
@@ -525,6 +566,7 @@ impl Epoll {
     /// ep.add(&n, Events::IN, 0)?;
     /// ep.delete(&n)?;
     /// assert_eq!(ep.delete(&n).unwrap_err().kind(), std::io::ErrorKind::NotFound);
+    /// assert_eq!(ep.delete(&n).unwrap_err().raw_os_error(), Some(libc::ENOENT));
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn delete(&self, src: &(impl Source + ?Sized)) -> io::Result<()> {
@@ -573,7 +615,7 @@ impl Epoll {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` if `events` is empty.
+    /// `EINVAL` (`InvalidInput`) if `events` is empty, as `epoll_wait` with `maxevents` 0.
     ///
     /// # Examples
     ///

@@ -113,6 +113,13 @@ impl WriteOp {
 /// (in Semaphore mode, a wake stands for one unit), the drop hands that wake on to the next
 /// waiting reader, so no unit is left behind a reader that went away.
 ///
+/// # Fork and panicking wakers
+///
+/// Polled in a child process, a future made before a `fork` completes at once with the
+/// [`Unsupported`](std::io::ErrorKind::Unsupported) fork refusal; dropping it there takes
+/// no lock. A panic from another task's waker that this future's completion wakes unwinds
+/// out of the `poll` after the completion took effect. Rules: docs/semantics.md §6.
+///
 /// # Examples
 ///
 /// ```
@@ -133,6 +140,13 @@ pub struct ReadFuture<'a> {
 /// # Cancel safety
 ///
 /// As [`ReadFuture`]: dropped early, it consumes nothing and hands on a wake it had won.
+///
+/// # Fork and panicking wakers
+///
+/// Polled in a child process, a future made before a `fork` completes at once with the
+/// [`Unsupported`](std::io::ErrorKind::Unsupported) fork refusal; dropping it there takes
+/// no lock. A panic from another task's waker that this future's completion wakes unwinds
+/// out of the `poll` after the completion took effect. Rules: docs/semantics.md §6.
 ///
 /// # Examples
 ///
@@ -159,6 +173,13 @@ pub struct OwnedReadFuture {
 /// Dropping it before it returned `Ready` writes nothing: the count changes only in the poll
 /// that returns `Ready(Ok(()))`.
 ///
+/// # Fork and panicking wakers
+///
+/// Polled in a child process, a future made before a `fork` completes at once with the
+/// [`Unsupported`](std::io::ErrorKind::Unsupported) fork refusal; dropping it there takes
+/// no lock. A panic from another task's waker that this future's completion wakes unwinds
+/// out of the `poll` after the completion took effect. Rules: docs/semantics.md §6.
+///
 /// # Examples
 ///
 /// ```
@@ -179,6 +200,13 @@ pub struct WriteFuture<'a> {
 /// # Cancel safety
 ///
 /// As [`WriteFuture`]: dropped early, it writes nothing.
+///
+/// # Fork and panicking wakers
+///
+/// Polled in a child process, a future made before a `fork` completes at once with the
+/// [`Unsupported`](std::io::ErrorKind::Unsupported) fork refusal; dropping it there takes
+/// no lock. A panic from another task's waker that this future's completion wakes unwinds
+/// out of the `poll` after the completion took effect. Rules: docs/semantics.md §6.
 ///
 /// # Examples
 ///

@@ -30,8 +30,22 @@ use crate::sys::{self, eventfd};
 ///   readiness ([`consume`](Self::consume), which the embedded epoll calls at delivery), so
 ///   user code never calls `read`.
 ///
-/// Errors are `io::Error`s carrying the kernel's errno (`raw_os_error()`), except for the
-/// checks this type makes before any syscall (`write(u64::MAX)` → `InvalidInput`).
+/// Errors are `io::Error`s carrying the kernel's errno (`raw_os_error()`), also for the
+/// checks this type makes before any syscall (`write(u64::MAX)` → `EINVAL`, a timed-out
+/// `read_timeout` → `ETIMEDOUT`).
+///
+/// # Fork
+///
+/// Usable in a child process: the eventfd is inherited like any fd, so parent and child
+/// share one kernel counter — what one writes the other can read, and an AutoReset
+/// delivery in either resets it for both — exactly as with a raw eventfd. An
+/// [`Epoll`](crate::Epoll) made in the child can watch it. (In-memory objects made before
+/// the fork are refused in the child instead: docs/semantics.md §6.1.)
+///
+/// # Panicking wakers
+///
+/// Runs no waker: its blocking calls sleep in the kernel, and async use goes through your
+/// reactor (`AsyncFdNotifier` with feature `tokio`).
 ///
 /// # The fd is always `O_NONBLOCK`
 ///

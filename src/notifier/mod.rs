@@ -94,6 +94,26 @@ impl Drop for Handle {
 /// a write that would pass it waits (or fails with `WouldBlock`); a read of zero waits (or
 /// fails with `WouldBlock`). A failed call changes nothing.
 ///
+/// # Fork
+///
+/// In-memory: a child process made by `fork` gets a private copy, not a share. In the
+/// child, a notifier made before the fork refuses every fallible call with an error of
+/// kind [`Unsupported`](std::io::ErrorKind::Unsupported) (the message says it was created
+/// before `fork()`), and `poll` reports `ERR | HUP`. It takes no lock (one held by another
+/// parent thread at the fork would be held forever) and touches nothing it shares with the
+/// parent (its fd views' doorbells); dropping it takes no lock and frees nothing. Make a
+/// new one in the child, or share a [`KernelNotifier`](crate::KernelNotifier). Rules and
+/// reasons: docs/semantics.md §6.1.
+///
+/// # Panicking wakers
+///
+/// The wakers of pending futures (and of epolls watching this notifier) run after every
+/// lock is released, in the thread whose call made them due: a write wakes readers, a
+/// read or an AutoReset delivery wakes writers. If one panics, the panic unwinds out of
+/// that call after its effect (the units written, or taken and not returned); every other
+/// owed wake still runs; the notifier stays consistent and usable. Rules:
+/// docs/semantics.md §6.2.
+///
 /// # Examples
 ///
 /// ```
@@ -208,7 +228,7 @@ impl NotifierBuilder {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` if the initial count is above [`LIMIT`](crate::LIMIT).
+    /// `EINVAL` (`InvalidInput`) if the initial count is above [`LIMIT`](crate::LIMIT).
     ///
     /// ```
     /// let e = evfd::Notifier::builder().initial(u64::MAX).build().unwrap_err();
@@ -270,8 +290,9 @@ impl Notifier {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` for an unknown bit, for `SEMAPHORE | AUTORESET` (as in the RFC), and
-    /// for an initial count above [`LIMIT`](crate::LIMIT).
+    /// `EINVAL` (`InvalidInput`) for an unknown bit (as `eventfd2`), for
+    /// `SEMAPHORE | AUTORESET` (as in the RFC), and for an initial count above
+    /// [`LIMIT`](crate::LIMIT).
     ///
     /// # Examples
     ///
@@ -352,8 +373,9 @@ impl Notifier {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` for `n == u64::MAX`; `WouldBlock` if the count would pass [`LIMIT`](crate::LIMIT).
-    /// Nothing changes on error.
+    /// As `write(2)` on a non-blocking eventfd: `EINVAL` (`InvalidInput`) for
+    /// `n == u64::MAX`; `EAGAIN` (`WouldBlock`) if the count would pass
+    /// [`LIMIT`](crate::LIMIT). Nothing changes on error.
     ///
     /// # Examples
     ///
@@ -379,7 +401,8 @@ impl Notifier {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` for `n == u64::MAX` (even when full); `WouldBlock` only with `NONBLOCK`.
+    /// `EINVAL` (`InvalidInput`) for `n == u64::MAX` (even when full); `EAGAIN`
+    /// (`WouldBlock`) only with `NONBLOCK`.
     ///
     /// # Examples
     ///
@@ -421,7 +444,7 @@ impl Notifier {
     ///
     /// # Errors
     ///
-    /// `WouldBlock` when the count is 0.
+    /// `EAGAIN` (`WouldBlock`) when the count is 0.
     ///
     /// # Examples
     ///
@@ -430,6 +453,7 @@ impl Notifier {
     /// n.write(7).unwrap();
     /// assert_eq!(n.try_read().unwrap(), 7);
     /// assert_eq!(n.try_read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    /// assert_eq!(n.try_read().unwrap_err().raw_os_error(), Some(libc::EAGAIN));
     /// ```
     pub fn try_read(&self) -> io::Result<u64> {
         self.inner.check()?;
@@ -445,7 +469,7 @@ impl Notifier {
     ///
     /// # Errors
     ///
-    /// `WouldBlock` only with `NONBLOCK`.
+    /// `EAGAIN` (`WouldBlock`) only with `NONBLOCK`.
     ///
     /// # Examples
     ///
@@ -468,7 +492,8 @@ impl Notifier {
     ///
     /// # Errors
     ///
-    /// `TimedOut` if the count stayed 0 for `timeout`; `WouldBlock` with `NONBLOCK`.
+    /// `ETIMEDOUT` (`TimedOut`) if the count stayed 0 for `timeout`; `EAGAIN`
+    /// (`WouldBlock`) with `NONBLOCK`.
     ///
     /// # Examples
     ///

@@ -34,6 +34,13 @@ use crate::wait_queue::task::TaskWait;
 /// while waiting, has consumed nothing beyond the items already returned, and a wake it had
 /// won is handed on to the next waiting reader.
 ///
+/// # Fork and panicking wakers
+///
+/// Polled in a child process, a stream made before a `fork` yields the
+/// [`Unsupported`](std::io::ErrorKind::Unsupported) fork refusal; dropping it there takes
+/// no lock. A panic from a writer task's waker that an item's delivery wakes unwinds out
+/// of `poll_next` after the delivery took effect. Rules: docs/semantics.md §6.
+///
 /// # Examples
 ///
 /// ```

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use evfd::{Epoll, Event, Events, Mode, Notifier};
 
 use crate::harness::{
-    bounded, counting_waker, join_within, scale, serial, wait_until, Rng, OPS, UNITS_CHECKED,
+    bounded, counting_waker, join_within, scale, serial, wait_until, writer_pause, Rng, OPS,
+    UNITS_CHECKED,
 };
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -105,6 +106,7 @@ fn storm(mode: Mode, via_epoll: bool, per_writer: u64, seed: u64) -> (u64, u64) 
                     n.write(v).expect("write");
                     sum += v;
                     OPS.fetch_add(1, SeqCst);
+                    writer_pause(&mut rng);
                 }
                 sum
             })

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use evfd::{Epoll, Event, Events, Mode, Notifier};
 
-use crate::harness::{bounded, join_within, scale, serial, wait_until, Rng, OPS, UNITS_CHECKED};
+use crate::harness::{
+    bounded, join_within, scale, serial, wait_until, writer_pause, Rng, OPS, UNITS_CHECKED,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Style {
@@ -203,12 +205,15 @@ pub fn run(mode: Mode, style: Style, per_writer: u64, seed: u64) -> u64 {
     }
     let writers: Vec<_> = plans
         .into_iter()
-        .map(|plan| {
+        .enumerate()
+        .map(|(w, plan)| {
             let n = n.clone();
             thread::spawn(move || {
+                let mut pause = Rng(seed ^ (w as u64 + 11) | 1);
                 for v in plan {
                     n.write(v).expect("write");
                     OPS.fetch_add(1, SeqCst);
+                    writer_pause(&mut pause);
                 }
             })
         })

@@ -234,3 +234,14 @@ pub fn run_child(name: &str, limit: Duration) -> String {
     );
     text
 }
+
+/// A writer's pause between writes, so that readers drain and go to sleep often (a writer
+/// that never pauses keeps its readers busy and the wake paths cold): usually nothing,
+/// sometimes a yield, now and then a sleep (~50 µs on these VMs).
+pub fn writer_pause(r: &mut Rng) {
+    match r.below(32) {
+        0 => thread::sleep(Duration::from_micros(1)),
+        1..=4 => thread::yield_now(),
+        _ => {}
+    }
+}
