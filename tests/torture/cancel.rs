@@ -151,7 +151,7 @@ fn storm(mode: Mode, via_epoll: bool, per_writer: u64, seed: u64) -> (u64, u64) 
 
 fn run(via_epoll: bool) {
     let _g = serial();
-    let per_writer = scale(60_000, 600_000);
+    let per_writer = scale(40_000, 1_000_000);
     // AutoReset through an epoll: the delivery consumes the units, nothing to count.
     let modes: &[Mode] = if via_epoll {
         &[Mode::Counter, Mode::Semaphore]

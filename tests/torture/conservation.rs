@@ -280,7 +280,7 @@ pub fn run(mode: Mode, style: Style, per_writer: u64, seed: u64) -> u64 {
 
 fn run_mode(mode: Mode) {
     let _g = serial();
-    let per_writer = scale(40_000, 400_000);
+    let per_writer = scale(30_000, 1_000_000);
     for (i, style) in STYLES.into_iter().enumerate() {
         let t0 = Instant::now();
         let checked = bounded("conservation", LIMIT * 2, move || {
