@@ -175,17 +175,27 @@ fn exclusive_monitor(n: &Notifier) -> (Epoll, thread::JoinHandle<usize>) {
     (ep, h)
 }
 
+/// Run `read` on a clone of `n` in a thread, and return once it is blocked (its entry is
+/// the second in the queue, after the epoll item).
+fn blocked_reader<T: Send + 'static>(
+    n: &Notifier,
+    read: impl FnOnce(Notifier) -> T + Send + 'static,
+) -> thread::JoinHandle<T> {
+    let n2 = n.clone();
+    let h = thread::spawn(move || read(n2));
+    wait_until("reader blocked", LIMIT_TIME, || {
+        debug_field(&format!("{n:?}"), "waiters") == 2
+    });
+    h
+}
+
 #[test]
 fn exclusive_item_does_not_steal_a_read_timeout_wake() {
     bounded("EXCLUSIVE item + read_timeout", LIMIT_TIME, || {
         let n = Notifier::new();
         let (_ep, mon) = exclusive_monitor(&n);
-        let n2 = n.clone();
         let timeout = Duration::from_secs(10);
-        let reader = thread::spawn(move || n2.read_timeout(timeout));
-        wait_until("reader blocked", LIMIT_TIME, || {
-            debug_field(&format!("{n:?}"), "waiters") == 2
-        });
+        let reader = blocked_reader(&n, move |n| n.read_timeout(timeout));
         let t0 = Instant::now();
         n.write(1).unwrap();
         // Before the fix the reader was never woken: it found the unit only on its
@@ -202,12 +212,8 @@ fn exclusive_item_does_not_steal_a_blocking_read_wake() {
     bounded("EXCLUSIVE item + read()", LIMIT_TIME, || {
         let n = Notifier::new();
         let (_ep, mon) = exclusive_monitor(&n);
-        let n2 = n.clone();
         // Before the fix: sleeps forever (the watchdog fails the test).
-        let reader = thread::spawn(move || n2.read());
-        wait_until("reader blocked", LIMIT_TIME, || {
-            debug_field(&format!("{n:?}"), "waiters") == 2
-        });
+        let reader = blocked_reader(&n, |n| n.read());
         n.write(3).unwrap();
         assert_eq!(reader.join().unwrap().unwrap(), 3);
         let _ = mon.join().unwrap();

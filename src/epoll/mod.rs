@@ -759,10 +759,7 @@ impl EpInner {
     /// The fork refusal (docs: "fork" on [`Epoll`]), or `Ok`.
     #[inline]
     pub(crate) fn check(&self) -> io::Result<()> {
-        if self.forked() {
-            return Err(crate::sys::fork::refused("Epoll"));
-        }
-        Ok(())
+        crate::sys::fork::check(self.born, "Epoll")
     }
 
     pub(crate) fn is_closed(&self) -> bool {

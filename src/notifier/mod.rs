@@ -581,10 +581,7 @@ impl Inner {
     /// The fork refusal (docs: "fork" on [`Notifier`]), or `Ok`.
     #[inline]
     pub(crate) fn check(&self) -> io::Result<()> {
-        if self.forked() {
-            return Err(crate::sys::fork::refused("Notifier"));
-        }
-        Ok(())
+        crate::sys::fork::check(self.born, "Notifier")
     }
 
     pub(crate) fn readiness(&self) -> Events {

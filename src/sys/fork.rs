@@ -99,8 +99,18 @@ pub(crate) fn forked(born: u32) -> bool {
     EPOCH.load(Relaxed) != born
 }
 
+/// `Ok`, or the fork refusal for a `what` made in epoch `born` (see [`forked`]).
+#[inline]
+pub(crate) fn check(born: u32, what: &str) -> std::io::Result<()> {
+    if forked(born) {
+        return Err(refused(what));
+    }
+    Ok(())
+}
+
 /// The error every refused operation returns.
-pub(crate) fn refused(what: &str) -> std::io::Error {
+#[cold]
+fn refused(what: &str) -> std::io::Error {
     std::io::Error::new(
         std::io::ErrorKind::Unsupported,
         format!(
