@@ -379,8 +379,9 @@ impl WaitQueue {
         // as if the kernel's walk had stopped there (see `wake`).
         let mut callback_taken = false;
         let mut l = crate::loom::lock(&self.list);
-        // Is any exclusive callback queued? (Its mask carries `EXCLUSIVE`, see `add`.)
-        let callbacks_left = l.union().contains(Events::EXCLUSIVE);
+        // Is any exclusive callback queued? (Its mask carries `EXCLUSIVE`, see `add`;
+        // `interest` is exact while the lock is held.)
+        let callbacks_left = self.interest().contains(Events::EXCLUSIVE);
         let mut gone: Vec<Entry> = Vec::new();
         l.walk(
             |mask, e| {
