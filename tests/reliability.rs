@@ -581,8 +581,8 @@ fn panicking_waker_in_an_autoreset_harvest_leaves_the_epoll_usable() {
 }
 
 #[test]
-fn panicking_waker_in_the_lt_cascade_loses_no_level_triggered_event() {
-    bounded("LT cascade into a panicking waker", LIMIT_TIME, || {
+fn panicking_wait_async_waker_loses_no_level_triggered_event() {
+    bounded("a panicking wait_async waker", LIMIT_TIME, || {
         let ep = Epoll::new();
         let n = Notifier::new();
         ep.add(&n, Events::IN, 4).unwrap();
