@@ -615,3 +615,52 @@ fn panicking_wait_async_waker_loses_no_level_triggered_event() {
         let _ = Arc::clone(&bad);
     });
 }
+
+#[test]
+fn panicking_waker_in_the_lt_cascade_unwinds_out_of_wait_and_loses_no_lt_event() {
+    bounded("LT cascade into a panicking waker", LIMIT_TIME, || {
+        let ep = Epoll::new();
+        let n = Notifier::new();
+        ep.add(&n, Events::IN, 4).unwrap();
+        // A pending wait_async with a panicking waker: a sleeper of the epoll, queued after
+        // the blocked thread below (threads go to the head, LIFO).
+        let (bad, bad_w) = panicking_waker();
+        let mut buf = [Event::default(); 4];
+        let mut wf = pin!(ep.wait_async(&mut buf));
+        let (_, first) = counting_waker();
+        assert!(wf
+            .as_mut()
+            .poll(&mut Context::from_waker(&first))
+            .is_pending());
+        assert!(wf
+            .as_mut()
+            .poll(&mut Context::from_waker(&bad_w))
+            .is_pending());
+        // A thread blocked in wait: the write wakes it; its harvest requeues the LT item and
+        // the cascade wakes the next sleeper, the task, whose waker panics in this thread.
+        let ep2 = ep.clone();
+        let a = thread::spawn(move || {
+            let mut evs = [Event::default(); 4];
+            catch(|| ep2.wait(&mut evs, Some(Duration::from_secs(20))))
+        });
+        thread::sleep(Duration::from_millis(200));
+        assert!(
+            catch(|| n.write(1)).is_ok(),
+            "the write woke the thread, not the task"
+        );
+        let r = a.join().unwrap();
+        assert!(r.is_err(), "the cascade's panic unwinds out of wait: {r:?}");
+        assert_eq!(bad.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // The level-triggered event was requeued before the wake ran: reported again.
+        let mut evs = [Event::default(); 4];
+        assert_eq!(ep.wait(&mut evs, Some(Duration::ZERO)).unwrap(), 1);
+        assert_eq!(
+            evs[0],
+            Event {
+                events: Events::IN,
+                data: 4
+            }
+        );
+        assert_eq!(n.count(), 1);
+    });
+}
