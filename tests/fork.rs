@@ -279,3 +279,75 @@ fn fork_while_other_threads_use_a_notifier_never_deadlocks_the_child() {
         b.join().unwrap();
     }
 }
+
+#[test]
+fn child_epoll_wakes_on_kernel_readiness_after_the_parent_used_the_watcher() {
+    // The parent blocks on a kernel source first (the process-wide watcher thread runs),
+    // then forks: a child's own epoll must still be woken by its kernel source's readiness.
+    let kp = KernelNotifier::new(Mode::Counter).unwrap();
+    let ep = Epoll::new();
+    ep.add(&kp, Events::IN, 1).unwrap();
+    let k2 = kp.try_clone().unwrap();
+    let w = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(50));
+        k2.write(1).unwrap();
+    });
+    let mut evs = [Event::default(); 2];
+    assert_eq!(ep.wait(&mut evs, Some(Duration::from_secs(10))).unwrap(), 1);
+    w.join().unwrap();
+    assert_eq!(kp.read().unwrap(), 1);
+    in_child("kernel readiness in the child", || {
+        let k = KernelNotifier::new(Mode::Counter).map_err(|e| e.to_string())?;
+        let e = Epoll::new();
+        e.add(&k, Events::IN, 7).map_err(|e| e.to_string())?;
+        let k2 = k.try_clone().map_err(|e| e.to_string())?;
+        let w = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(50));
+            k2.write(1)
+        });
+        let mut evs = [Event::default(); 2];
+        let t0 = Instant::now();
+        let got = e
+            .wait(&mut evs, Some(Duration::from_secs(5)))
+            .map_err(|e| e.to_string())?;
+        let _ = w.join();
+        let took = t0.elapsed();
+        // Generous: the write comes after 50 ms; only a missed wake (found by the wait's
+        // last look at its 5 s deadline) fails this.
+        check(
+            got == 1 && took < Duration::from_millis(2500),
+            &format!("the child's wait returned {got} after {took:?}"),
+        )
+    });
+}
+
+#[test]
+fn child_dropping_a_kernel_notifier_leaves_the_parents_epoll_intact() {
+    // A KernelNotifier registered in the parent's epoll, dropped in the child: the drop must
+    // not unregister it from the kernel epoll the child shares with the parent.
+    let slot = std::sync::Mutex::new(Some(KernelNotifier::new(Mode::Counter).unwrap()));
+    let ep = Epoll::new();
+    ep.add(slot.lock().unwrap().as_ref().unwrap(), Events::IN, 5)
+        .unwrap();
+    in_child("drop a registered kernel notifier", || {
+        let k = slot
+            .try_lock()
+            .map_err(|_| "slot locked".to_string())?
+            .take();
+        drop(k);
+        Ok(())
+    });
+    let guard = slot.lock().unwrap();
+    let k = guard.as_ref().expect("the parent's notifier");
+    k.write(1).unwrap();
+    let mut evs = [Event::default(); 2];
+    assert_eq!(ep.wait(&mut evs, Some(Duration::from_secs(5))).unwrap(), 1);
+    assert_eq!(
+        evs[0],
+        Event {
+            events: Events::IN,
+            data: 5
+        }
+    );
+    assert_eq!(ep.len(), 1);
+}
