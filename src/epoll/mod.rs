@@ -85,6 +85,15 @@ struct Reg {
     key: Key,
 }
 
+impl Registry {
+    /// A nested epoll's item left (deleted, or the epoll closed): drop it from `nested` too,
+    /// which would otherwise hold it, and the closed epoll, until a harvest with kernel fds
+    /// below prunes it — never, for an epoll with none.
+    fn forget_nested(&mut self, item: &Arc<Item>) {
+        self.nested.retain(|i| !Arc::ptr_eq(i, item));
+    }
+}
+
 /// Guarded by `EpInner::registry`.
 #[derive(Default)]
 struct Registry {
@@ -591,6 +600,7 @@ impl Epoll {
             sc.wait_queue().remove(r.key);
             if let Some(child) = sc.as_epoll() {
                 topology::unlink(ep, child);
+                reg.forget_nested(&r.item);
             }
             // Off the ready list now, as the kernel's EPOLL_CTL_DEL unlinks it.
             let gone = crate::loom::lock(&ep.ready).forget(&r.item);
@@ -773,7 +783,11 @@ impl EpInner {
             // Topology links to a closed epoll are ignored by the walks (`is_closed`) and
             // pruned at the next link, so nothing here needs the topology lock.
             if reg.items.get(&id).is_some_and(|r| r.item.is_dead()) {
-                reg.items.remove(&id);
+                if let Some(r) = reg.items.remove(&id) {
+                    if r.item.src.as_epoll().is_some() {
+                        reg.forget_nested(&r.item);
+                    }
+                }
             }
         }
     }
