@@ -102,8 +102,8 @@ impl Drop for Handle {
 /// before `fork()`), and `poll` reports `ERR | HUP`. It takes no lock (one held by another
 /// parent thread at the fork would be held forever) and touches nothing it shares with the
 /// parent (its fd views' doorbells); dropping it takes no lock and frees nothing. Make a
-/// new one in the child, or share a [`KernelNotifier`](crate::KernelNotifier). Rules and
-/// reasons: docs/semantics.md §6.1.
+/// new one in the child, or share a [`KernelNotifier`](crate::KernelNotifier) or a
+/// [`SharedNotifier`](crate::SharedNotifier). Rules and reasons: docs/semantics.md §6.1.
 ///
 /// # Panicking wakers
 ///
