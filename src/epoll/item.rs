@@ -159,6 +159,10 @@ impl Callback for Item {
             g.push(self.src.id());
             self.ep.graves.store(true, SeqCst);
         }
+        // Off the ready list now (the kernel unlinks a closed file's items at close). No
+        // lock is held here (see `WaitQueue::detach_all`), so `ready` may be taken.
+        let gone = crate::loom::lock(&self.ep.ready).forget(self);
+        drop(gone);
         self.ep.wake_views_if_emptied();
     }
 }
