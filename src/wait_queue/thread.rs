@@ -523,10 +523,18 @@ impl Spin {
             if self.budget_ns == 0 {
                 return false;
             }
-            let start = *self.start.get_or_insert_with(Instant::now);
+            let now = Instant::now();
+            let start = *self.start.get_or_insert(now);
             let mut limit = start + Duration::from_nanos(u64::from(self.budget_ns));
             if let Some(d) = deadline {
                 limit = limit.min(d);
+            }
+            // Checked on entry too: a probe that keeps saying "ready" while the operation
+            // keeps failing (others take what it sees) must not keep the wait here past its
+            // budget or deadline.
+            if now >= limit {
+                self.budget_ns = 0;
+                return false;
             }
             let mut i = 0u32;
             let mut next_yield = start + SPIN_YIELD_EVERY;
@@ -653,6 +661,21 @@ mod tests {
         parked(&g, 10_000, false);
         g.learn(WaitEnd::TimedOut);
         assert_eq!(g.budget_ns(), SPIN_MAX_NS / 2, "a timeout halves it");
+    }
+
+    /// A probe that keeps saying "ready" (while the operation keeps failing) does not keep a
+    /// wait spinning: each call re-checks the budget, so the caller's loop ends.
+    #[test]
+    #[cfg_attr(miri, ignore = "spins on the clock")]
+    fn always_ready_probe_still_ends() {
+        let mut s = Spin::new(SpinPlan::Fixed(1_000_000));
+        let deadline = Instant::now() + Duration::from_millis(2);
+        let mut calls = 0u64;
+        while s.spin(Some(deadline), || true) {
+            calls += 1;
+            assert!(calls < 100_000_000, "the spin never ended");
+        }
+        assert!(calls > 0);
     }
 
     /// A spin never outlasts the deadline, whatever its budget: a 4.3 s budget against a
