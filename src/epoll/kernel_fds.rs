@@ -116,7 +116,7 @@ impl KernelPoll {
         self.et.load(SeqCst)
     }
 
-    fn has_fds(&self) -> bool {
+    pub(crate) fn has_fds(&self) -> bool {
         self.nfds.load(SeqCst) > 0
     }
 }
@@ -257,10 +257,12 @@ impl EpInner {
         }
     }
 
-    /// Whether a waiter or a poller may be waiting for this epoll. Must be called with
+    /// Whether a waiter or a poller that relies on the watcher may be waiting for this
+    /// epoll: a task or a parked thread (mask `IN`; a thread in a kernel sleep, mask
+    /// `KEY_KSLEEP`, watches `kfd` itself: `kernel_sleep`), or a poller. Must be called with
     /// `ready` held (invariant W).
     fn listened(&self) -> bool {
-        self.has_sleeper() || !self.pollers.interest().is_empty()
+        self.waiters.interest().contains(Events::IN) || !self.pollers.interest().is_empty()
     }
 
     /// After the kernel changed what `kfd` holds (an add or a modify, which poll the fd):
@@ -526,7 +528,7 @@ impl EpInner {
     pub(super) fn requeue_kernel_item(&self, side: &KernelSide, batch: &mut WakeBatch) {
         let post = {
             let mut rd = crate::loom::lock(&self.ready);
-            rd.queue(&side.item) && self.listened()
+            rd.queue(&side.item) && (self.has_sleeper() || !self.pollers.interest().is_empty())
         };
         if post {
             batch.push_post(Arc::clone(&side.item.ep) as Arc<dyn PostWake>, Events::IN);

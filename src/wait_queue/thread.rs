@@ -134,10 +134,30 @@ pub(crate) struct Entry {
 impl Entry {
     /// Queue the calling thread: at the head if `front`, else at the tail.
     pub(crate) fn add(wq: &WaitQueue, mask: Events, exclusive: bool, front: bool) -> Entry {
-        let waiter = Arc::new(ThreadWaiter::current());
+        Self::add_waiter(wq, mask, exclusive, front, ThreadWaiter::current())
+    }
+
+    // --- kernel sleep (kwait): a waiter woken through a `Bell` ---
+
+    /// Queue `waiter` (the calling thread's, perhaps with a [`Bell`]).
+    pub(crate) fn add_waiter(
+        wq: &WaitQueue,
+        mask: Events,
+        exclusive: bool,
+        front: bool,
+        waiter: ThreadWaiter,
+    ) -> Entry {
+        let waiter = Arc::new(waiter);
         let key = wq.add(mask, exclusive, front, Target::Thread(Arc::clone(&waiter)));
         Entry { waiter, key }
     }
+
+    /// The queued waiter (a [`Sleeper`] that sleeps in the kernel reads its flag).
+    pub(crate) fn waiter(&self) -> &ThreadWaiter {
+        &self.waiter
+    }
+
+    // --- end kernel sleep ---
 
     /// Sleep until woken or `deadline`, spinning first for up to `spin`.
     pub(crate) fn park(&self, deadline: Option<Instant>, spin: Duration) -> Parked {
@@ -216,6 +236,16 @@ pub(crate) struct ThreadWaiter {
     /// Acquire load in `wait`.
     notified: AtomicBool,
     thread: Thread,
+    /// kwait: set for a thread asleep in the kernel (`poll(2)` on its own bell and a kernel
+    /// epoll) rather than in `park`: a wake rings the bell instead of unparking.
+    bell: Option<Arc<dyn Bell>>,
+}
+
+/// How a wake reaches a thread that sleeps in the kernel instead of `park` (kwait): its own
+/// eventfd, which only that thread drains (`crate::epoll::kernel_sleep`).
+pub(crate) trait Bell: Send + Sync + std::fmt::Debug {
+    /// Wake the sleeper. Foreign to any lock, like `unpark`.
+    fn ring(&self);
 }
 
 impl ThreadWaiter {
@@ -224,6 +254,15 @@ impl ThreadWaiter {
         ThreadWaiter {
             notified: AtomicBool::new(false),
             thread: thread::current(),
+            bell: None,
+        }
+    }
+
+    /// A waiter for the calling thread, woken by ringing `bell` (kwait).
+    pub(crate) fn with_bell(bell: Arc<dyn Bell>) -> Self {
+        ThreadWaiter {
+            bell: Some(bell),
+            ..ThreadWaiter::current()
         }
     }
 
@@ -237,7 +276,10 @@ impl ThreadWaiter {
 
     /// Unpark the thread. Foreign to any lock: called from `WakeBatch::run`.
     pub(crate) fn unpark(&self) {
-        self.thread.unpark();
+        match &self.bell {
+            Some(b) => b.ring(),
+            None => self.thread.unpark(),
+        }
     }
 
     /// Sleep until notified or `deadline`; first spin for up to `spin` (a cross-CPU wake that
