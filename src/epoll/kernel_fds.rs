@@ -24,7 +24,12 @@
 //!
 //! # Invariant W (no lost wake)
 //!
-//! While a waiter is registered in `waiters` or a poller is hooked on `pollers`, and `kfd`
+//! (A thread blocked in `wait` while kernel fds are registered sleeps in `poll(2)` on `kfd`
+//! itself, registered with the mask `KEY_KSLEEP`: `super::kernel_sleep`. It needs none of
+//! this, and `listened` does not count it.)
+//!
+//! While a waiter with mask `IN` (a task, a parked thread) is registered in `waiters` or a
+//! poller is hooked on `pollers`, and `kfd`
 //! holds an undelivered event, the kernel item is linked (on the ready list or a running
 //! scan's transfer list), or `kfd` is armed in the watcher, or the watcher is between
 //! clearing `armed` and queueing the item.
@@ -41,7 +46,7 @@
 //!   callback. The watcher clears `armed` and then queues, so a concurrent waiter either
 //!   sees the item linked or arms again (a redundant fire is harmless).
 //!
-//! The loom model `kernel_item_*` in `src/tests/loom_epoll.rs` checks W.
+//! The loom models `kernel_item_*` in `src/tests/loom_kernel_item.rs` check W.
 //!
 //! # Registrations follow the kernel
 //!

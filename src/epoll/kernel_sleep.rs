@@ -26,6 +26,10 @@
 //!   kernel sleep; otherwise the park path with its watcher arm (so a kernel fd added
 //!   while a thread is parked still reaches it through W).
 //!
+//! A bell belongs to a thread of one process: after `fork` the child's thread makes a new
+//! one (checked by pid at each registration), so no two processes share a bell
+//! (`tests/kernel_sleep_fork.rs`).
+//!
 //! Every thread in a kernel sleep on one `kfd` is woken by its readiness (`poll` wakes all
 //! its waiters), unlike the kernel's exclusive `epoll_wait`; those that find nothing sleep
 //! again. The loom model `src/tests/loom_kernel_sleep.rs` checks the protocol.
@@ -45,6 +49,10 @@ use crate::wait_queue::thread::{Bell, Parked, ThreadWaiter};
 #[derive(Debug)]
 pub(crate) struct ThreadBell {
     fd: OwnedFd,
+    /// The process that made it: a `fork` child's copy of the thread-local would share the
+    /// parent thread's eventfd (and the parent could drain the child's rings), so the child
+    /// makes its own.
+    pid: u32,
 }
 
 impl Bell for ThreadBell {
@@ -63,10 +71,11 @@ thread_local! {
 fn thread_bell() -> Option<Arc<ThreadBell>> {
     BELL.try_with(|b| {
         let mut b = b.borrow_mut();
-        if b.is_none() {
+        let pid = std::process::id();
+        if b.as_ref().map_or(true, |b| b.pid != pid) {
             *b = crate::sys::eventfd::create(0, false, true)
                 .ok()
-                .map(|fd| Arc::new(ThreadBell { fd }));
+                .map(|fd| Arc::new(ThreadBell { fd, pid }));
         }
         b.clone()
     })

@@ -4,9 +4,9 @@
 //!
 //! What differs between callers is a [`Sleeper`]: what to try and what to hand on (its
 //! [`WaitFor`], the same one the async wait of `super::task` uses), how to publish interest
-//! (an entry in a [`WaitQueue`], or for an epoll with kernel fds a count of threads asleep
-//! in `epoll_wait`), and how to sleep (`park`/`unpark` with an optional spin, or
-//! `epoll_wait`). The protocol, also the async wait's:
+//! (an entry in a [`WaitQueue`]), and how to sleep (`park`/`unpark` with an optional spin,
+//! or, for an epoll with kernel fds, `poll(2)` on its kernel epoll and the thread's [`Bell`],
+//! which a wake rings instead of unparking). The protocol, also the async wait's:
 //!
 //! 1. Try the operation. Done if it succeeds. (The caller does this step, before it builds
 //!    its [`Sleeper`] and calls [`wait`].)
@@ -259,6 +259,10 @@ impl ThreadWaiter {
     }
 
     /// A waiter for the calling thread, woken by ringing `bell` (kwait).
+    #[cfg_attr(
+        not(any(target_os = "linux", target_os = "android", evfd_loom)),
+        allow(dead_code)
+    )]
     pub(crate) fn with_bell(bell: Arc<dyn Bell>) -> Self {
         ThreadWaiter {
             bell: Some(bell),
