@@ -83,6 +83,36 @@ fn blocked_wait_sleeps_in_the_kernel() {
     );
     assert!(t0.elapsed() >= Duration::from_millis(30));
 
+    // A spin (on the in-memory wake) still ends at the deadline.
+    ep.set_spin(Some(Duration::from_secs(2)));
+    let t0 = std::time::Instant::now();
+    assert_eq!(
+        ep.wait(&mut buf, Some(Duration::from_millis(10))).unwrap(),
+        0
+    );
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_millis(10), "{took:?}");
+    assert!(
+        took < Duration::from_secs(1),
+        "the spin overran the deadline: {took:?}"
+    );
+    // And a kernel event after the spin still wakes the sleeper.
+    ep.set_spin(Some(Duration::from_micros(200)));
+    let rx = blocked_wait(&ep);
+    std::thread::sleep(Duration::from_millis(5));
+    k.notify().unwrap();
+    let got = rx
+        .recv_timeout(WATCHDOG)
+        .expect("watchdog: kernel event after a spin lost");
+    assert_eq!(
+        got,
+        vec![Event {
+            events: Events::IN,
+            data: 1
+        }]
+    );
+    ep.set_spin(None);
+
     // LT cascade: three threads in a kernel sleep, one never-read LT in-memory "stop":
     // every one of them returns.
     let stop = Notifier::new();
