@@ -26,6 +26,21 @@ fn blocked_wait(ep: &Epoll) -> mpsc::Receiver<Vec<Event>> {
     rx
 }
 
+/// A thread blocks in `ep.wait`; `wake` must make it return exactly `[IN, data]`.
+fn wake_blocked(ep: &Epoll, wake: impl FnOnce(), data: u64, what: &str) {
+    let rx = blocked_wait(ep);
+    std::thread::sleep(Duration::from_millis(2));
+    wake();
+    let got = rx
+        .recv_timeout(WATCHDOG)
+        .unwrap_or_else(|_| panic!("watchdog: {what} lost"));
+    let want = Event {
+        events: Events::IN,
+        data,
+    };
+    assert_eq!(got, vec![want], "{what}");
+}
+
 #[test]
 fn blocked_wait_sleeps_in_the_kernel() {
     let ep = Epoll::new();
@@ -36,36 +51,19 @@ fn blocked_wait_sleeps_in_the_kernel() {
 
     for round in 0..50 {
         // A kernel event wakes the blocked thread directly.
-        let rx = blocked_wait(&ep);
-        std::thread::sleep(Duration::from_millis(2));
-        k.notify().unwrap();
-        let got = rx
-            .recv_timeout(WATCHDOG)
-            .expect("watchdog: kernel event lost");
-        assert_eq!(
-            got,
-            vec![Event {
-                events: Events::IN,
-                data: 1
-            }],
-            "round {round}"
+        wake_blocked(
+            &ep,
+            || k.notify().unwrap(),
+            1,
+            &format!("kernel event, round {round}"),
         );
         assert_eq!(k.count().unwrap(), 0, "AutoReset: the delivery reset it");
-
         // An in-memory event wakes it through its bell.
-        let rx = blocked_wait(&ep);
-        std::thread::sleep(Duration::from_millis(2));
-        n.notify().unwrap();
-        let got = rx
-            .recv_timeout(WATCHDOG)
-            .expect("watchdog: in-memory wake lost");
-        assert_eq!(
-            got,
-            vec![Event {
-                events: Events::IN,
-                data: 2
-            }],
-            "round {round}"
+        wake_blocked(
+            &ep,
+            || n.notify().unwrap(),
+            2,
+            &format!("in-memory wake, round {round}"),
         );
     }
     assert_eq!(
@@ -98,19 +96,7 @@ fn blocked_wait_sleeps_in_the_kernel() {
     );
     // And a kernel event after the spin still wakes the sleeper.
     ep.set_spin(Some(Duration::from_micros(200)));
-    let rx = blocked_wait(&ep);
-    std::thread::sleep(Duration::from_millis(5));
-    k.notify().unwrap();
-    let got = rx
-        .recv_timeout(WATCHDOG)
-        .expect("watchdog: kernel event after a spin lost");
-    assert_eq!(
-        got,
-        vec![Event {
-            events: Events::IN,
-            data: 1
-        }]
-    );
+    wake_blocked(&ep, || k.notify().unwrap(), 1, "kernel event after a spin");
     ep.set_spin(None);
 
     // LT cascade: three threads in a kernel sleep, one never-read LT in-memory "stop":
