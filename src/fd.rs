@@ -185,6 +185,9 @@ pub(crate) trait ViewSource: Send + Sync + 'static {
     fn deliver(&self) -> Events;
     /// Whether fds handed out for this source are close-on-exec.
     fn cloexec(&self) -> bool;
+    /// Whether the source is a child process's copy of one made before a fork (then the
+    /// view takes no lock and reports `ERR | HUP`: see `sys::fork`).
+    fn forked(&self) -> bool;
 }
 
 /// A notifier's user-level handle: a view keeps the notifier open (epoll items stay), as an
@@ -204,6 +207,10 @@ impl ViewSource for Handle {
 
     fn cloexec(&self) -> bool {
         self.cloexec
+    }
+
+    fn forked(&self) -> bool {
+        self.core.forked()
     }
 }
 
@@ -226,6 +233,10 @@ impl ViewSource for EpHandle {
 
     fn cloexec(&self) -> bool {
         true
+    }
+
+    fn forked(&self) -> bool {
+        self.core.forked()
     }
 }
 
@@ -333,6 +344,11 @@ struct Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
+        if self.core.source.forked() {
+            // A child's copy: take no lock; the entry (and the source it keeps alive) stays.
+            // The doorbell fd is the child's own copy and closes with `bell`.
+            return;
+        }
         self.core.source.wait_queue().remove(self.key);
     }
 }
@@ -389,6 +405,20 @@ impl Drop for Registration {
 /// from empty to non-empty: call `wait` until it returns 0 before waiting on the fd again
 /// (a `wait` that returns 0 while events arrive during it rings a fresh edge). See
 /// [`Epoll::fd_view`].
+///
+/// # Fork
+///
+/// A view made before a `fork` is refused in the child like its source (see
+/// [`Notifier`]'s `# Fork`): [`consume`](Self::consume) reports `ERR | HUP` and changes
+/// nothing, and dropping it takes no lock. Its fd is the child's copy of a doorbell the
+/// parent keeps using: it still shows the *parent's* source state; never read it.
+/// Rules: docs/semantics.md §6.1.
+///
+/// # Panicking wakers
+///
+/// A view runs no waker itself; [`consume`](Self::consume) of an AutoReset notifier wakes
+/// its blocked writers, and a panic from one of their wakers unwinds out of `consume`
+/// after the reset (docs/semantics.md §6.2).
 ///
 /// # Examples
 ///
@@ -476,6 +506,9 @@ impl FdView {
     /// [`Mode::AutoReset`]: crate::Mode::AutoReset
     pub fn consume(&self) -> Events {
         let core = &self.reg.core;
+        if core.source.forked() {
+            return Events::ERR | Events::HUP;
+        }
         let seen = core.source.deliver();
         // A reset woke the queue (and so synced already); this is the fast path then, and
         // keeps sources whose consumption wakes nobody consistent too.
@@ -565,6 +598,7 @@ impl Notifier {
     /// ```
     #[doc(alias = "eventfd")]
     pub fn fd_view(&self) -> io::Result<FdView> {
+        self.inner.check()?;
         FdView::new(Arc::clone(&self.inner) as Arc<dyn ViewSource>)
     }
 }
@@ -620,6 +654,7 @@ impl Epoll {
     /// ```
     #[doc(alias = "epoll_create")]
     pub fn fd_view(&self) -> io::Result<FdView> {
+        self.inner.check()?;
         // Re-poll the queued items first (a poll, as an OS poller's look at a kernel epoll
         // fd would be): a view made over stale entries starts not readable.
         let _ = self.inner.core.readiness();

@@ -57,6 +57,7 @@
 //   tokio_fd, tokio_view         tokio AsyncFd glue (tokio_view: safe AsyncFds, AsyncEpoll)
 //   mio_source                   mio::event::Source impls
 mod epoll;
+mod error;
 mod events;
 mod fd;
 mod loom;

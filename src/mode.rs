@@ -84,20 +84,15 @@ impl Options {
     pub(crate) fn from_flags(initial: u64, bits: u32) -> io::Result<Options> {
         let unknown = bits & !flags::ALL;
         if unknown != 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("unknown notifier flag bits {unknown:#x} (valid: SEMAPHORE 0x1, AUTORESET 0x40, NONBLOCK 0o4000, CLOEXEC 0o2000000)"),
-            ));
+            // EINVAL, as eventfd2 answers (valid: SEMAPHORE 0x1, AUTORESET 0x40,
+            // NONBLOCK 0o4000, CLOEXEC 0o2000000).
+            return Err(crate::error::invalid());
         }
         let sem = bits & flags::SEMAPHORE != 0;
         let auto = bits & flags::AUTORESET != 0;
         let mode = match (sem, auto) {
-            (true, true) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "SEMAPHORE and AUTORESET cannot be combined",
-                ))
-            }
+            // EINVAL: SEMAPHORE and AUTORESET cannot be combined (the RFC's answer).
+            (true, true) => return Err(crate::error::invalid()),
             (true, false) => Mode::Semaphore,
             (false, true) => Mode::AutoReset,
             (false, false) => Mode::Counter,
@@ -123,24 +118,17 @@ impl Options {
     /// `InvalidInput` for an initial count above [`LIMIT`] (both builders, at `build`).
     pub(crate) fn check(&self) -> io::Result<()> {
         if self.initial > LIMIT {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "initial count {:#x} is above the limit {LIMIT:#x}",
-                    self.initial
-                ),
-            ));
+            // EINVAL: the kernel's eventfd2 takes no count above its range either.
+            return Err(crate::error::invalid());
         }
         Ok(())
     }
 }
 
-/// The error for a write of `u64::MAX` (both notifiers, every write form).
+/// The error for a write of `u64::MAX` (0xffffffffffffffff; the largest count is
+/// 0xfffffffffffffffe), for both notifiers and every write form: `EINVAL`, as the kernel's.
 pub(crate) fn invalid_write() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidInput,
-        "write of u64::MAX (0xffffffffffffffff) is not allowed: the largest count is 0xfffffffffffffffe",
-    )
+    crate::error::invalid()
 }
 
 /// Why a write cannot be applied now.

@@ -192,7 +192,7 @@ fn a_cycle_of_three_epolls_is_refused() {
     b.add(&c, IN, 0).unwrap();
     let e = c.add(&a, IN, 0).unwrap_err();
     assert_eq!(e.kind(), eloop());
-    assert!(e.to_string().contains("cycle"), "{e}");
+    assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
     assert_eq!(c.len(), 0);
     // Nothing changed: the chain a ⊃ b ⊃ c still propagates.
     let n = Notifier::new();
@@ -204,7 +204,7 @@ fn a_cycle_of_three_epolls_is_refused() {
 }
 
 #[test]
-fn a_sixth_nesting_level_is_refused_with_a_message_saying_so() {
+fn a_sixth_nesting_level_is_refused_with_eloop() {
     // e[0] ⊃ e[1] ⊃ e[2] ⊃ e[3] ⊃ e[4]: five levels, four links: allowed.
     let e: Vec<Epoll> = (0..6).map(|_| Epoll::new()).collect();
     for i in 0..4 {
@@ -213,15 +213,15 @@ fn a_sixth_nesting_level_is_refused_with_a_message_saying_so() {
     // A sixth level below...
     let err = e[4].add(&e[5], IN, 4).unwrap_err();
     assert_eq!(err.kind(), eloop());
-    let msg = err.to_string();
-    assert!(
-        msg.contains("5 levels") && msg.contains("nest"),
-        "the message says why: {msg}"
+    assert_eq!(
+        err.raw_os_error(),
+        Some(libc::ELOOP),
+        "the kernel's errno: {err}"
     );
     // ... or above.
     let err = e[5].add(&e[0], IN, 5).unwrap_err();
     assert_eq!(err.kind(), eloop());
-    assert!(err.to_string().contains("5 levels"), "{err}");
+    assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
     // ... or in the middle: e[5] ⊃ f hung under e[3] makes e[0] ⊃ … ⊃ e[3] ⊃ e[5] ⊃ f,
     // 3 + 1 + 1 = 5 links.
     let f = Epoll::new();

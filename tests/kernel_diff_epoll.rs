@@ -3,9 +3,9 @@
 //! Random programs over up to 4 notifiers (Counter, Semaphore, AutoReset) and up to 3 epolls
 //! (nestable: an epoll may be added into another) run twice, op by op in lockstep: once on
 //! real kernel objects (`eventfd(2)` + `epoll(7)`, every wait with timeout 0) and once on
-//! evfd. Every result must agree: return values, error kinds (errno mapped through
-//! `io::Error::from`), each event's mask and data, and the order of the events. After every
-//! `wait` (and at the end) the counters are compared too, and after every op that can change
+//! evfd. Every result must agree: return values, errors (by errno: `raw_os_error()`), each
+//! event's mask and data, and the order of the events. After every `wait` (and at the end)
+//! the counters are compared too, and after every op that can change
 //! an interest set its size (`Epoll::len` against the `tfd:` lines of the kernel's
 //! `/proc/self/fdinfo`).
 //!
@@ -180,8 +180,9 @@ struct Program {
 enum Out {
     /// The op names a closed object: not run on either side.
     Skipped,
-    Unit(Result<(), io::ErrorKind>),
-    Read(Result<u64, io::ErrorKind>),
+    /// Errors are compared by errno: every evfd error carries the kernel's.
+    Unit(Result<(), i32>),
+    Read(Result<u64, i32>),
     /// `(events, data)` in delivery order.
     Events(Vec<(u32, u64)>),
     Poll(u32),
@@ -352,8 +353,14 @@ fn program() -> impl Strategy<Value = Program> {
 // ---------------------------------------------------------------------------------------
 // The kernel side
 
-fn kind_of(e: rustix::io::Errno) -> io::ErrorKind {
-    io::Error::from(e).kind()
+fn kind_of(e: rustix::io::Errno) -> i32 {
+    e.raw_os_error()
+}
+
+/// An evfd error's errno (each one has one, as the kernel's).
+fn errno_of(e: io::Error) -> i32 {
+    e.raw_os_error()
+        .unwrap_or_else(|| panic!("evfd error without an errno: {e:?}"))
 }
 
 const ZERO: Timespec = Timespec {
@@ -755,7 +762,7 @@ impl Evfd {
     }
 
     fn run(&mut self, op: &Op) -> Out {
-        let unit = |r: io::Result<()>| Out::Unit(r.map_err(|e| e.kind()));
+        let unit = |r: io::Result<()>| Out::Unit(r.map_err(errno_of));
         match *op {
             Op::Add { ep, t, mask, data } | Op::Modify { ep, t, mask, data } => {
                 let Some(e) = self.e[ep].as_ref() else {
@@ -800,9 +807,9 @@ impl Evfd {
             Op::Write { n, v } => self.n[n]
                 .as_ref()
                 .map_or(Out::Skipped, |s| unit(s.try_write(v))),
-            Op::Read { n } => self.n[n].as_ref().map_or(Out::Skipped, |s| {
-                Out::Read(s.try_read().map_err(|e| e.kind()))
-            }),
+            Op::Read { n } => self.n[n]
+                .as_ref()
+                .map_or(Out::Skipped, |s| Out::Read(s.try_read().map_err(errno_of))),
             Op::Wait { ep, max } => {
                 let Some(e) = self.e[ep].as_ref() else {
                     return Out::Skipped;

@@ -152,8 +152,18 @@ fn k_fdinfo(fd: &OwnedFd) -> (u64, Option<bool>) {
     (count, sem)
 }
 
+/// An evfd result's error kind; the error must also carry the errno the kernel's twin
+/// returns for that kind (`errno_kind` maps the kernel's two errnos one-to-one).
 fn kind<T>(r: std::io::Result<T>) -> Result<T, ErrorKind> {
-    r.map_err(|e| e.kind())
+    r.map_err(|e| {
+        let want = match e.kind() {
+            ErrorKind::WouldBlock => Errno::AGAIN,
+            ErrorKind::InvalidInput => Errno::INVAL,
+            other => panic!("unexpected evfd error kind {other:?}: {e}"),
+        };
+        assert_eq!(e.raw_os_error(), Some(want.raw_os_error()), "{e:?}");
+        e.kind()
+    })
 }
 
 /// The notifier under test, built either through the typed builder (and driven with

@@ -33,6 +33,13 @@ use crate::wait_queue::task::{polled_after_completion, TaskWait};
 /// AutoReset notifiers reset) only in the poll that returns them. A wake it had already won
 /// is handed on to another waiter of the epoll if events are still queued.
 ///
+/// # Fork and panicking wakers
+///
+/// Polled in a child process, a future made before a `fork` completes at once with the
+/// [`Unsupported`](std::io::ErrorKind::Unsupported) fork refusal; dropping it there takes
+/// no lock. A panic from another task's waker that this future's completion wakes unwinds
+/// out of the `poll` after the completion took effect. Rules: docs/semantics.md §6.
+///
 /// # Examples
 ///
 /// ```
@@ -61,12 +68,14 @@ impl Future for EpollWaitFuture<'_> {
         if this.done {
             return Poll::Ready(Err(polled_after_completion()));
         }
+        if let Err(e) = this.ep.inner.check() {
+            this.done = true;
+            return Poll::Ready(Err(e));
+        }
         if this.buf.is_empty() {
             this.done = true;
-            return Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "the event buffer is empty (maxevents must be at least 1)",
-            )));
+            // EINVAL, as epoll_wait with maxevents 0.
+            return Poll::Ready(Err(crate::error::invalid()));
         }
         let ep = &this.ep.inner.core;
         let out = &mut *this.buf;
@@ -79,6 +88,10 @@ impl Future for EpollWaitFuture<'_> {
 impl Drop for EpollWaitFuture<'_> {
     fn drop(&mut self) {
         let ep = &self.ep.inner.core;
+        if ep.forked() {
+            // A child's copy of a pre-fork future: take no lock (see `sys::fork`).
+            return;
+        }
         let out = &mut *self.buf;
         self.wait.cancel(&ep.waiters, &mut Harvest { ep, out });
     }
@@ -116,7 +129,7 @@ impl Epoll {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` if `events` is empty.
+    /// `EINVAL` (`InvalidInput`) if `events` is empty.
     ///
     /// # Cancel safety
     ///
@@ -174,6 +187,13 @@ mod stream {
     /// Cancel-safe: an event (and an AutoReset notifier's reset) is delivered only in the poll
     /// that returns it, so dropping a pending `next()` or the stream loses nothing; a wake it had
     /// won is handed on to another waiter of the epoll if events are still queued.
+    ///
+    /// # Fork and panicking wakers
+    ///
+    /// Polled in a child process, a stream made before a `fork` yields the
+    /// [`Unsupported`](std::io::ErrorKind::Unsupported) fork refusal; dropping it there takes
+    /// no lock. A panic from another task's waker that an item's delivery wakes unwinds out
+    /// of `poll_next` after the delivery took effect. Rules: docs/semantics.md §6.
     ///
     /// # Examples
     ///
@@ -237,6 +257,9 @@ mod stream {
         fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
             let this = self.get_mut();
             let ep = &this.ep.inner.core;
+            if let Err(e) = ep.check() {
+                return Poll::Ready(Some(Err(e)));
+            }
             let mut one = [Event::default()];
             let got = this
                 .wait
@@ -256,6 +279,10 @@ mod stream {
     impl Drop for EpollStream {
         fn drop(&mut self) {
             let ep = &self.ep.inner.core;
+            if ep.forked() {
+                // A child's copy of a pre-fork stream: take no lock (see `sys::fork`).
+                return;
+            }
             self.wait
                 .cancel(&ep.waiters, &mut Harvest { ep, out: &mut [] });
         }

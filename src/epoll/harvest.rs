@@ -54,6 +54,7 @@ fn send_events(
     it: &mut Drain<'_, Arc<Item>>,
     out: &mut [Event],
     requeue: &mut Vec<Arc<Item>>,
+    batch: &mut WakeBatch,
     collect: &mut dyn FnMut(&mut [Event]) -> usize,
 ) -> Found {
     let mut n = 0;
@@ -80,7 +81,7 @@ fn send_events(
             continue;
         }
         let ev = item.events();
-        let r = item.src.poll(ev, true) & ev & !Events::PRIVATE;
+        let r = item.src.poll(ev, true, batch) & ev & !Events::PRIVATE;
         if r.is_empty() {
             // Not ready (or a disarmed ONESHOT): dropped, no slot used.
             item.set_linked(false);
@@ -109,11 +110,12 @@ fn send_events(
 
 /// `__ep_eventpoll_poll`'s loop: stop at the first ready item and keep it (consume
 /// nothing); the not-ready ones before it are dropped from the list.
-fn first_ready(it: &mut Drain<'_, Arc<Item>>) -> Found {
+fn first_ready(it: &mut Drain<'_, Arc<Item>>, batch: &mut WakeBatch) -> Found {
     let mut kernel_dropped = false;
     for item in it.by_ref() {
         let ev = item.events();
-        if !item.is_dead() && !(item.src.poll(ev, false) & ev & !Events::PRIVATE).is_empty() {
+        if !item.is_dead() && !(item.src.poll(ev, false, batch) & ev & !Events::PRIVATE).is_empty()
+        {
             return Found {
                 n: 1,
                 keep: Some(item),
@@ -166,14 +168,22 @@ impl EpInner {
     /// at (`kernel_fds`); its deferred wakes run before returning, with no lock held.
     fn with_registry<R>(&self, f: impl FnOnce(&mut Registry, &mut WakeBatch) -> R) -> R {
         let mut batch = WakeBatch::new();
-        let r = {
-            let mut reg = crate::loom::lock(&self.registry);
-            self.purge(&mut reg);
-            self.queue_nested_kernel(&mut reg, &mut batch);
-            f(&mut reg, &mut batch)
-        };
+        let r = self.with_registry_into(&mut batch, f);
         batch.run();
         r
+    }
+
+    /// As `with_registry`, with the deferred wakes put into `batch` (the caller holds an
+    /// outer epoll's registry and runs them once it has released it).
+    fn with_registry_into<R>(
+        &self,
+        batch: &mut WakeBatch,
+        f: impl FnOnce(&mut Registry, &mut WakeBatch) -> R,
+    ) -> R {
+        let mut reg = crate::loom::lock(&self.registry);
+        self.purge(&mut reg);
+        self.queue_nested_kernel(&mut reg, batch);
+        f(&mut reg, batch)
     }
 
     /// One harvest; its deferred wakes run before returning, with no lock held. Kernel
@@ -183,8 +193,8 @@ impl EpInner {
         let side = self.kernel_side();
         self.with_registry(|reg, batch| {
             let mut met = false;
-            let mut n = self.scan(reg, batch, |it, requeue, reg| {
-                send_events(it, out, requeue, &mut |o| {
+            let mut n = self.scan(reg, batch, |it, requeue, reg, batch| {
+                send_events(it, out, requeue, batch, &mut |o| {
                     met = true;
                     side.as_deref()
                         .map_or(0, |s| self.kernel_collect(reg, s, o))
@@ -219,7 +229,12 @@ impl EpInner {
         self: &Arc<Self>,
         reg: &mut Registry,
         batch: &mut WakeBatch,
-        job: impl FnOnce(&mut Drain<'_, Arc<Item>>, &mut Vec<Arc<Item>>, &Registry) -> Found,
+        job: impl FnOnce(
+            &mut Drain<'_, Arc<Item>>,
+            &mut Vec<Arc<Item>>,
+            &Registry,
+            &mut WakeBatch,
+        ) -> Found,
     ) -> usize {
         let mut tx = {
             let mut rd = crate::loom::lock(&self.ready);
@@ -234,11 +249,13 @@ impl EpInner {
         crate::loom::dekker_fence();
         let mut requeue = std::mem::take(&mut reg.requeue);
         let mut it = tx.drain(..);
+        // Wakes a delivery owes (an AutoReset reset waking blocked writers, whose wakers are
+        // foreign code) go into `batch`, to run once `registry` is released.
         let Found {
             n,
             keep,
             kernel_dropped,
-        } = job(&mut it, &mut requeue, reg);
+        } = job(&mut it, &mut requeue, reg, batch);
         let mut rd = crate::loom::lock(&self.ready);
         let any_left = keep.is_some() || it.len() > 0;
         rd.done_scan(keep.into_iter().chain(it), any_left, &mut requeue);
@@ -271,7 +288,18 @@ impl EpInner {
 
     /// Readiness as a source (`IN | RDNORM` iff a queued item re-polls ready). Never consumes.
     pub(crate) fn readiness(self: &Arc<Self>) -> Events {
-        let n = self.with_registry(|reg, batch| self.scan(reg, batch, |it, _, _| first_ready(it)));
+        let mut batch = WakeBatch::new();
+        let r = self.readiness_into(&mut batch);
+        batch.run();
+        r
+    }
+
+    /// As `readiness`, with the deferred wakes put into `batch`: an outer epoll polls a
+    /// nested one with its own registry held.
+    pub(crate) fn readiness_into(self: &Arc<Self>, batch: &mut WakeBatch) -> Events {
+        let n = self.with_registry_into(batch, |reg, batch| {
+            self.scan(reg, batch, |it, _, _, batch| first_ready(it, batch))
+        });
         // Kernel sources, whether or not the kernel item is queued: a poll of the kernel
         // epoll, which consumes nothing.
         let kernel_ready = || {

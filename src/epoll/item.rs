@@ -145,6 +145,10 @@ impl Callback for Item {
     fn detach(&self) {
         self.dead.store(true, SeqCst);
         crate::loom::lock(&self.ep.graveyard).push(self.src.id());
+        // Off the ready list now (the kernel unlinks a closed file's items at close). No
+        // lock is held here (see `WaitQueue::detach_all`), so `ready` may be taken.
+        let gone = crate::loom::lock(&self.ep.ready).forget(self);
+        drop(gone);
         self.ep.wake_views_if_emptied();
     }
 }

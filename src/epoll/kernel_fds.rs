@@ -569,6 +569,12 @@ fn probe(fd: BorrowedFd<'_>, op: impl FnOnce(BorrowedFd<'_>) -> io::Result<()>) 
 /// A `KernelNotifier` was dropped: remove its registration `token` while its fd is open.
 impl KernelFdSet for EpInner {
     fn forget_kernel_fd(&self, token: u64, fd: BorrowedFd<'_>) {
+        if self.forked() {
+            // A child's copy of a parent's epoll (`sys::fork`): its kernel epoll is shared
+            // with the parent, whose registration a DEL here would remove; and its lock may
+            // have been held at the fork. Leave both alone.
+            return;
+        }
         let mut reg = crate::loom::lock(&self.registry);
         if reg.kfds.remove(token).is_none() {
             return;

@@ -27,7 +27,7 @@
 //!   while a thread is parked still reaches it through W).
 //!
 //! A bell belongs to a thread of one process: after `fork` the child's thread makes a new
-//! one (checked by pid at each registration), so no two processes share a bell
+//! one (checked by the fork epoch at each registration, no syscall), so no two processes share a bell
 //! (`tests/kernel_sleep_fork.rs`).
 //!
 //! Every thread in a kernel sleep on one `kfd` is woken by its readiness (`poll` wakes all
@@ -49,10 +49,10 @@ use crate::wait_queue::thread::{Bell, Parked, ThreadWaiter};
 #[derive(Debug)]
 pub(crate) struct ThreadBell {
     fd: OwnedFd,
-    /// The process that made it: a `fork` child's copy of the thread-local would share the
-    /// parent thread's eventfd (and the parent could drain the child's rings), so the child
-    /// makes its own.
-    pid: u32,
+    /// The fork epoch it was made in (`sys::fork`): a `fork` child's copy of the
+    /// thread-local would share the parent thread's eventfd (and the parent could drain the
+    /// child's rings), so the child makes its own.
+    born: u32,
 }
 
 impl Bell for ThreadBell {
@@ -71,11 +71,11 @@ thread_local! {
 fn thread_bell() -> Option<Arc<ThreadBell>> {
     BELL.try_with(|b| {
         let mut b = b.borrow_mut();
-        let pid = std::process::id();
-        if b.as_ref().map_or(true, |b| b.pid != pid) {
+        if b.as_ref().map_or(true, |b| crate::sys::fork::forked(b.born)) {
+            let born = crate::sys::fork::epoch();
             *b = crate::sys::eventfd::create(0, false, true)
                 .ok()
-                .map(|fd| Arc::new(ThreadBell { fd, pid }));
+                .map(|fd| Arc::new(ThreadBell { fd, born }));
         }
         b.clone()
     })

@@ -27,10 +27,14 @@
 //!                       the middle of the source's wake walk). Chains upward only.
 //! ```
 //!
-//! Foreign code (wakers, unpark) runs only after all of these are released. Dropping a
-//! source's last handle runs `WaitQueue::detach_all` → `Item::detach`, which takes only (4),
-//! so it is safe from anywhere — plus, only while an fd view watches the epoll, (3) and then
-//! `pollers` on their own (`wake_views_if_emptied`), never with any other of its locks held.
+//! Foreign code (wakers, unpark) runs only after all of these are released; the harvest
+//! hands its `WakeBatch` down to the deliveries and nested polls it makes, so their wakes
+//! also wait until `registry` is released. Dropping a source's last handle runs
+//! `WaitQueue::detach_all` → `Item::detach`, which takes (4), then (3) on its own to take
+//! the item off the ready list (`ReadyState::forget`, as `delete` does under (1)), then,
+//! only while an fd view watches the epoll, (3) and `pollers` on their own
+//! (`wake_views_if_emptied`). It holds no other lock of this epoll meanwhile, and it runs
+//! only from a user's drop of a handle, when no evfd lock is held.
 //!
 //! An `Item` is referenced by the registry, by its entry in the source's wait queue and by
 //! the ready/overflow lists. It holds its epoll strongly; that cycle is broken by
@@ -87,6 +91,15 @@ struct Reg {
     key: Key,
 }
 
+impl Registry {
+    /// A nested epoll's item left (deleted, or the epoll closed): drop it from `nested` too,
+    /// which would otherwise hold it, and the closed epoll, until a harvest with kernel fds
+    /// below prunes it — never, for an epoll with none.
+    fn forget_nested(&mut self, item: &Arc<Item>) {
+        self.nested.retain(|i| !Arc::ptr_eq(i, item));
+    }
+}
+
 /// Guarded by `EpInner::registry`.
 #[derive(Default)]
 struct Registry {
@@ -104,6 +117,8 @@ struct Registry {
 /// The epoll's state, shared by its handles, its items and outer epolls that watch it.
 pub(crate) struct EpInner {
     pub(crate) id: u64,
+    /// The fork epoch it was made in (`sys::fork`): in a child process it is refused.
+    pub(crate) born: u32,
     /// (1) the interest set, keyed by source id.
     registry: Mutex<Registry>,
     /// (3) ready list + overflow list.
@@ -173,6 +188,12 @@ impl std::ops::Deref for EpHandle {
 
 impl Drop for EpHandle {
     fn drop(&mut self) {
+        if self.core.forked() {
+            // The child's copy of a parent's epoll: take no lock, free nothing (see
+            // `notifier::Handle`'s drop).
+            std::mem::forget(Arc::clone(&self.core));
+            return;
+        }
         self.core.close();
     }
 }
@@ -183,6 +204,31 @@ impl Drop for EpHandle {
 /// Cloning gives another handle to the same epoll. An `Epoll` does not keep its sources
 /// alive: a source whose last handle is dropped leaves the interest set silently, like a
 /// closed file.
+///
+/// # Fork
+///
+/// In-memory: a child process made by `fork` gets a private copy, not a share. In the
+/// child, an epoll made before the fork refuses every fallible call with an error of kind
+/// [`Unsupported`](std::io::ErrorKind::Unsupported) (the message says it was created
+/// before `fork()`); `poll` reports `ERR | HUP` and `len` is 0. It takes no lock (one held
+/// by another parent thread at the fork would be held forever) and touches nothing it
+/// shares with the parent (its embedded kernel epoll, its fd views' doorbells); dropping it
+/// takes no lock and frees nothing. A notifier or epoll made before the fork cannot be
+/// added to an epoll made after it either. Kernel-fd sources inherited by the child
+/// ([`KernelNotifier`](crate::KernelNotifier)s, borrowed fds) can be watched by an epoll
+/// made in the child. Rules and reasons: docs/semantics.md §6.1.
+///
+/// # Panicking wakers
+///
+/// Waiters' wakers (`wait_async`, streams) run after every lock is released, in the thread
+/// whose call made them due: a source's write, a `wait` whose harvest leaves
+/// level-triggered events queued (it wakes the next waiter), an `add`/`modify` of a ready
+/// source; an AutoReset delivery in a harvest wakes the notifier's blocked writers the
+/// same way. If one panics, the panic unwinds out of that call: a `wait`'s harvest has
+/// happened (AutoReset counts reset, `ONESHOT` items disarmed, edge-triggered events
+/// consumed) but its events are not reported (level-triggered ones are, at the next
+/// wait); every other owed wake still runs; the epoll stays consistent and usable. Rules:
+/// docs/semantics.md §6.2.
 ///
 /// # Examples
 ///
@@ -206,6 +252,9 @@ pub struct Epoll {
 
 impl fmt::Debug for Epoll {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.inner.forked() {
+            return f.write_str("Epoll { <created before fork> }");
+        }
         f.debug_struct("Epoll")
             .field(
                 "registered",
@@ -222,8 +271,10 @@ impl Default for Epoll {
     }
 }
 
-fn invalid(msg: &'static str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, msg)
+/// `EINVAL`, for the reason `_why` (kept for the reader: `io::Error` cannot carry both an
+/// errno and a message, see `crate::error`).
+fn invalid(_why: &'static str) -> io::Error {
+    crate::error::invalid()
 }
 
 // The other `impl Epoll` blocks: `wait_async` and `stream` in `future` (beside their
@@ -240,6 +291,7 @@ impl Epoll {
             inner: Arc::new(EpHandle {
                 core: Arc::new(EpInner {
                     id: next_id(),
+                    born: crate::sys::fork::epoch(),
                     registry: Mutex::new(Registry::default()),
                     ready: Mutex::new(ReadyState::default()),
                     graveyard: Mutex::new(Vec::new()),
@@ -270,6 +322,9 @@ impl Epoll {
     /// assert_eq!(ep.len(), 0);
     /// ```
     pub fn len(&self) -> usize {
+        if self.inner.forked() {
+            return 0;
+        }
         let mut reg = crate::loom::lock(&self.inner.registry);
         self.inner.purge(&mut reg);
         reg.items.len() + self.inner.kernel_len(&mut reg)
@@ -297,14 +352,23 @@ impl Epoll {
     /// Spin for up to `spin` before parking in [`wait`](Self::wait) (`None` or zero: off, the
     /// default). A blocking cross-CPU wake costs ~25 µs on small VMs; a waiter that spins
     /// briefly catches a wake that comes soon without that cost, at the price of CPU time.
+    /// The spin never outlasts a `wait`'s timeout: with a timeout shorter than the spin, the
+    /// wait spins until the timeout and returns (a `wait(.., None)` with a `Duration::MAX`
+    /// spin does spin until an event comes).
     ///
     /// ```
-    /// use std::time::Duration;
+    /// use std::time::{Duration, Instant};
     /// let ep = evfd::Epoll::new();
     /// ep.set_spin(Some(Duration::from_micros(50)));
     /// assert_eq!(ep.spin(), Some(Duration::from_micros(50)));
+    /// ep.set_spin(Some(Duration::from_secs(60)));
+    /// let t0 = Instant::now();
+    /// let mut evs = [evfd::Event::default(); 1];
+    /// assert_eq!(ep.wait(&mut evs, Some(Duration::from_millis(1)))?, 0);
+    /// assert!(t0.elapsed() < Duration::from_secs(30)); // not the 60 s spin
     /// ep.set_spin(None);
     /// assert_eq!(ep.spin(), None);
+    /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn set_spin(&self, spin: Option<Duration>) {
         let ns = spin.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
@@ -330,11 +394,12 @@ impl Epoll {
     ///
     /// # Errors
     ///
-    /// In the kernel's order: `InvalidInput` if `src` is this epoll; `InvalidInput` for
-    /// `EXCLUSIVE` on an epoll source or with any bit outside [`Events::EXCLUSIVE_OK`]
-    /// (`ONESHOT`, `PRI`, `RDHUP`, …); a `FilesystemLoop` error (the kernel's `ELOOP`) if it
-    /// would create a cycle of epolls or a chain of more than 5; `AlreadyExists` if `src` is
-    /// registered. Nothing changes on error.
+    /// The kernel's errnos, in the kernel's order: `EINVAL` (`InvalidInput`) if `src` is this
+    /// epoll, or for `EXCLUSIVE` on an epoll source or with any bit outside
+    /// [`Events::EXCLUSIVE_OK`] (`ONESHOT`, `PRI`, `RDHUP`, …); `ELOOP` (`FilesystemLoop`)
+    /// if it would create a cycle of epolls or a chain of more than 5; `EEXIST`
+    /// (`AlreadyExists`) if `src` is registered. `Unsupported` for an epoll or source made
+    /// before a `fork`, in the child. Nothing changes on error.
     ///
     /// # Examples
     ///
@@ -344,16 +409,19 @@ impl Epoll {
     /// let n = Notifier::new();
     /// ep.add(&n, Events::IN, 7)?;
     /// assert_eq!(ep.add(&n, Events::IN, 7).unwrap_err().kind(), std::io::ErrorKind::AlreadyExists);
+    /// assert_eq!(ep.add(&n, Events::IN, 7).unwrap_err().raw_os_error(), Some(libc::EEXIST));
     /// assert_eq!(ep.add(&ep, Events::IN, 0).unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
     /// # Ok::<(), std::io::Error>(())
     /// ```
     #[doc(alias = "epoll_ctl")]
     pub fn add(&self, src: &(impl Source + ?Sized), events: Events, data: u64) -> io::Result<()> {
+        self.inner.check()?;
         let sc = match src.source_ref() {
             SourceRef::Mem(MemRef(sc)) => sc,
             SourceRef::Kernel(k) => return self.inner.core.kernel_add(k, events, data),
         };
         let ep = &self.inner.core;
+        sc.check()?;
         if sc.id() == ep.id {
             return Err(invalid("an epoll cannot watch itself"));
         }
@@ -376,10 +444,7 @@ impl Epoll {
             let mut reg = crate::loom::lock(&ep.registry);
             ep.purge(&mut reg);
             if reg.items.contains_key(&sc.id()) {
-                return Err(io::Error::new(
-                    io::ErrorKind::AlreadyExists,
-                    "source is already registered in this epoll",
-                ));
+                return Err(crate::error::exists());
             }
             let ev = events | Events::ERR | Events::HUP;
             let exclusive = ev.contains(Events::EXCLUSIVE);
@@ -434,8 +499,9 @@ impl Epoll {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` if `events` has `EXCLUSIVE`; `NotFound` if `src` is not registered;
-    /// `InvalidInput` if it was added with `EXCLUSIVE`. Nothing changes on error.
+    /// `EINVAL` (`InvalidInput`) if `events` has `EXCLUSIVE`; `ENOENT` (`NotFound`) if
+    /// `src` is not registered; `EINVAL` if it was added with `EXCLUSIVE`. Nothing changes
+    /// on error.
     ///
     /// # Examples
     ///
@@ -460,11 +526,13 @@ impl Epoll {
         events: Events,
         data: u64,
     ) -> io::Result<()> {
+        self.inner.check()?;
         let sc = match src.source_ref() {
             SourceRef::Mem(MemRef(sc)) => sc,
             SourceRef::Kernel(k) => return self.inner.core.kernel_modify(k, events, data),
         };
         let ep = &self.inner.core;
+        sc.check()?;
         if sc.id() == ep.id {
             return Err(invalid("an epoll cannot watch itself"));
         }
@@ -476,10 +544,7 @@ impl Epoll {
             let mut reg = crate::loom::lock(&ep.registry);
             ep.purge(&mut reg);
             let Some(r) = reg.items.get(&sc.id()) else {
-                return Err(io::Error::new(
-                    io::ErrorKind::NotFound,
-                    "source is not registered in this epoll",
-                ));
+                return Err(crate::error::not_registered());
             };
             if r.item.events().contains(Events::EXCLUSIVE) {
                 return Err(invalid("an item added with EXCLUSIVE cannot be modified"));
@@ -505,7 +570,7 @@ impl Epoll {
     ///
     /// # Errors
     ///
-    /// `NotFound` if `src` is not registered.
+    /// `ENOENT` (`NotFound`) if `src` is not registered; `EINVAL` if `src` is this epoll.
     ///
     /// # Examples
     ///
@@ -516,14 +581,17 @@ impl Epoll {
     /// ep.add(&n, Events::IN, 0)?;
     /// ep.delete(&n)?;
     /// assert_eq!(ep.delete(&n).unwrap_err().kind(), std::io::ErrorKind::NotFound);
+    /// assert_eq!(ep.delete(&n).unwrap_err().raw_os_error(), Some(libc::ENOENT));
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn delete(&self, src: &(impl Source + ?Sized)) -> io::Result<()> {
+        self.inner.check()?;
         let sc = match src.source_ref() {
             SourceRef::Mem(MemRef(sc)) => sc,
             SourceRef::Kernel(k) => return self.inner.core.kernel_delete(k),
         };
         let ep = &self.inner.core;
+        sc.check()?;
         if sc.id() == ep.id {
             return Err(invalid("an epoll cannot watch itself"));
         }
@@ -532,17 +600,17 @@ impl Epoll {
             let mut reg = crate::loom::lock(&ep.registry);
             ep.purge(&mut reg);
             let Some(r) = reg.items.remove(&sc.id()) else {
-                return Err(io::Error::new(
-                    io::ErrorKind::NotFound,
-                    "source is not registered in this epoll",
-                ));
+                return Err(crate::error::not_registered());
             };
             r.item.dead.store(true, SeqCst);
             sc.wait_queue().remove(r.key);
             if let Some(child) = sc.as_epoll() {
                 topology::unlink(ep, child);
+                reg.forget_nested(&r.item);
             }
-            r
+            // Off the ready list now, as the kernel's EPOLL_CTL_DEL unlinks it.
+            let gone = crate::loom::lock(&ep.ready).forget(&r.item);
+            (r, gone)
         };
         drop(topo);
         drop(removed);
@@ -563,7 +631,7 @@ impl Epoll {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` if `events` is empty.
+    /// `EINVAL` (`InvalidInput`) if `events` is empty, as `epoll_wait` with `maxevents` 0.
     ///
     /// # Examples
     ///
@@ -584,6 +652,7 @@ impl Epoll {
     /// ```
     #[doc(alias = "epoll_wait")]
     pub fn wait(&self, events: &mut [Event], timeout: Option<Duration>) -> io::Result<usize> {
+        self.inner.check()?;
         if events.is_empty() {
             return Err(invalid(
                 "the event buffer is empty (maxevents must be at least 1)",
@@ -620,6 +689,9 @@ impl Epoll {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn poll(&self, interest: Events) -> Events {
+        if self.inner.forked() {
+            return Events::ERR | Events::HUP;
+        }
         self.inner.core.readiness() & (interest | Events::ERR | Events::HUP)
     }
 }
@@ -717,6 +789,18 @@ impl EpInner {
         self.waiters.wake(WAITER_KEY, 1);
     }
 
+    /// Whether this is a child process's copy of an epoll made before a fork.
+    #[inline]
+    pub(crate) fn forked(&self) -> bool {
+        crate::sys::fork::forked(self.born)
+    }
+
+    /// The fork refusal (docs: "fork" on [`Epoll`]), or `Ok`.
+    #[inline]
+    pub(crate) fn check(&self) -> io::Result<()> {
+        crate::sys::fork::check(self.born, "Epoll")
+    }
+
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(SeqCst)
     }
@@ -728,7 +812,11 @@ impl EpInner {
             // Topology links to a closed epoll are ignored by the walks (`is_closed`) and
             // pruned at the next link, so nothing here needs the topology lock.
             if reg.items.get(&id).is_some_and(|r| r.item.is_dead()) {
-                reg.items.remove(&id);
+                if let Some(r) = reg.items.remove(&id) {
+                    if r.item.src.as_epoll().is_some() {
+                        reg.forget_nested(&r.item);
+                    }
+                }
             }
         }
     }
@@ -747,7 +835,7 @@ impl EpInner {
     /// wake callback, which wakes them even then), so an outer epoll watching this one is
     /// not re-queued by it.
     fn queue_if_ready(&self, item: &Item, ev: Events, batch: &mut WakeBatch) {
-        let r = item.src.poll(ev, false) & ev & !Events::PRIVATE;
+        let r = item.src.poll(ev, false, batch) & ev & !Events::PRIVATE;
         if r.is_empty() {
             return;
         }

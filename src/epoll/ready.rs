@@ -14,7 +14,13 @@ pub(crate) struct ReadyState {
     pub(crate) ovf_active: bool,
     /// A recycled buffer for the harvester's transfer list.
     pub(crate) spare: Vec<Arc<Item>>,
+    /// How many items on `list` died (deleted, or their source closed) since the list was
+    /// last compacted or handed to a harvester: see [`ReadyState::forget`].
+    dead: usize,
 }
+
+/// Below this many dead entries, `forget` leaves them for the next harvest or compaction.
+const COMPACT_MIN: usize = 32;
 
 impl ReadyState {
     /// Queue `item` (the callback's step 4): on the overflow list while a scan is active,
@@ -46,6 +52,46 @@ impl ReadyState {
         self.ovf_active || self.list.iter().any(|it| !it.is_dead())
     }
 
+    /// `item` was just marked dead (deleted, or its source closed): take it off the ready
+    /// list now, as the kernel unlinks an item at `EPOLL_CTL_DEL` and at close, instead of
+    /// leaving it (and the source it holds) until the next harvest. The last entry is popped
+    /// at once (the add/delete cycle); others are counted, and the list is compacted when
+    /// dead entries reach half of it, so at most about as many dead entries as live ones
+    /// stay queued, at amortised O(1) per death. During a scan the harvester owns the
+    /// transfer list and skips dead items itself; a dead overflow arrival is dropped by
+    /// `done_scan`. Returns what was removed, to be dropped after `EpInner::ready` is
+    /// released. Must be called with `EpInner::ready` held.
+    pub(crate) fn forget(&mut self, item: &Item) -> Vec<Arc<Item>> {
+        debug_assert!(item.is_dead());
+        if self.ovf_active || !item.is_linked() {
+            return Vec::new();
+        }
+        if self
+            .list
+            .last()
+            .is_some_and(|l| std::ptr::eq(Arc::as_ptr(l), item))
+        {
+            item.set_linked(false);
+            return self.list.pop().into_iter().collect();
+        }
+        self.dead += 1;
+        if self.dead < COMPACT_MIN || self.dead * 2 < self.list.len() {
+            return Vec::new();
+        }
+        self.dead = 0;
+        let mut gone = Vec::new();
+        self.list.retain(|it| {
+            if it.is_dead() {
+                it.set_linked(false);
+                gone.push(Arc::clone(it));
+                false
+            } else {
+                true
+            }
+        });
+        gone
+    }
+
     /// `ep_start_scan`: hand the ready list to the harvester, turn the overflow list on.
     pub(crate) fn start_scan(&mut self) -> Vec<Arc<Item>> {
         debug_assert!(
@@ -53,6 +99,8 @@ impl ReadyState {
             "scans are serialised by EpInner::registry"
         );
         self.ovf_active = true;
+        // The harvester meets (and drops) every dead entry of the list it takes.
+        self.dead = 0;
         let spare = std::mem::take(&mut self.spare);
         std::mem::replace(&mut self.list, spare)
     }
@@ -76,7 +124,7 @@ impl ReadyState {
         self.list.extend(leftovers);
         for it in self.ovf.drain(..) {
             it.set_ovf(false);
-            if !it.is_linked() {
+            if !it.is_linked() && !it.is_dead() {
                 it.set_linked(true);
                 self.list.push(it);
             }

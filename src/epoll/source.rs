@@ -9,7 +9,7 @@ use crate::mode::Mode;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 use crate::notifier::kernel::KernelNotifier;
 use crate::notifier::{self, Notifier};
-use crate::wait_queue::WaitQueue;
+use crate::wait_queue::{WaitQueue, WakeBatch};
 
 /// The in-crate view of a source: its core, held strongly so the harvest can poll it without
 /// upgrading a `Weak` per event. Whether the source is still open is tracked separately (the
@@ -45,18 +45,32 @@ impl SourceCore {
     /// Readiness for `interest`. With `deliver`, this is the delivery of `IN` to a consumer
     /// (an AutoReset notifier resets); without, a pure check. An epoll is never consumed by
     /// being polled.
-    pub(crate) fn poll(&self, interest: Events, deliver: bool) -> Events {
+    ///
+    /// Called with the watching epoll's registry held: wakes that polling or delivering owes
+    /// (an AutoReset reset waking blocked writers, a nested epoll's cascade) go into `batch`,
+    /// to run after that lock is released.
+    pub(crate) fn poll(&self, interest: Events, deliver: bool, batch: &mut WakeBatch) -> Events {
         match self {
             SourceCore::Notifier(n) => {
                 if deliver {
-                    n.deliver(interest)
+                    n.deliver_into(interest, batch)
                 } else {
                     n.readiness()
                 }
             }
-            SourceCore::Epoll(e) => e.readiness(),
+            SourceCore::Epoll(e) => e.readiness_into(batch),
             // A readiness check (the harvest delivers the kernel item's events itself).
             SourceCore::Kernel(k) => k.readiness(),
+        }
+    }
+
+    /// The fork refusal for a source made before a fork (see `sys::fork`). The kernel
+    /// item is the epoll's own, checked with the epoll.
+    pub(crate) fn check(&self) -> std::io::Result<()> {
+        match self {
+            SourceCore::Notifier(n) => n.check(),
+            SourceCore::Epoll(e) => e.check(),
+            SourceCore::Kernel(_) => Ok(()),
         }
     }
 

@@ -19,7 +19,8 @@ use super::EpInner;
 /// The kernel's `EP_MAX_NESTS`: at most 4 epoll-in-epoll links in any chain (5 levels).
 pub(crate) const MAX_NESTS: usize = 4;
 
-pub(crate) static TOPOLOGY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// The topology lock. Defined in `sys::fork`, whose atfork handlers hold it across a fork.
+pub(crate) use crate::sys::fork::TOPOLOGY;
 
 /// An epoll's links to other epolls.
 #[derive(Default)]
@@ -59,12 +60,9 @@ fn reaches(from: &EpInner, id: u64) -> bool {
         .any(|k| reaches(k, id))
 }
 
-fn eloop(msg: &str) -> io::Error {
-    // The kernel answers ELOOP; keep its kind (FilesystemLoop) with our message.
-    io::Error::new(
-        io::Error::from_raw_os_error(rustix::io::Errno::LOOP.raw_os_error()).kind(),
-        msg.to_string(),
-    )
+/// `ELOOP`, as the kernel answers, for the reason `_why` (see `crate::error`).
+fn eloop(_why: &str) -> io::Error {
+    crate::error::too_deep()
 }
 
 /// May `child` be added to `parent`? Must be called with TOPOLOGY held.

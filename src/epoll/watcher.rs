@@ -48,6 +48,9 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 pub(crate) const LINGER: Duration = Duration::from_secs(1);
 
 struct Watcher {
+    /// The fork epoch it serves (`sys::fork`): a child process needs its own watcher (see
+    /// [`watcher`]).
+    born: u32,
     wfd: OwnedFd,
     sides: Mutex<HashMap<u64, Weak<Item>>>,
     running: Mutex<bool>,
@@ -59,18 +62,57 @@ struct Watcher {
 
 static WATCHER: OnceLock<Watcher> = OnceLock::new();
 
-fn watcher() -> io::Result<&'static Watcher> {
-    if let Some(w) = WATCHER.get() {
-        return Ok(w);
-    }
-    let wfd = crate::sys::epoll::create()?;
-    Ok(WATCHER.get_or_init(|| Watcher {
-        wfd,
+/// The watcher of a child process (after a `fork`), if it made one: see [`watcher`].
+static CHILD: Mutex<Option<&'static Watcher>> = Mutex::new(None);
+
+fn new_watcher() -> io::Result<Watcher> {
+    Ok(Watcher {
+        born: crate::sys::fork::epoch(),
+        wfd: crate::sys::epoll::create()?,
         sides: Mutex::new(HashMap::new()),
         running: Mutex::new(false),
         armed: AtomicUsize::new(0),
         started: AtomicUsize::new(0),
-    }))
+    })
+}
+
+/// This process's watcher, made by the first call.
+///
+/// After a `fork`, the watcher inherited from the parent is not this process's: its thread
+/// does not exist in the child (while `running` may still say it does) and its `wfd` is
+/// shared with the parent, whose thread would take the child's fires. So a child makes its
+/// own, once per fork generation that uses kernel sources (leaked, as the first one is
+/// static); the parent's copy is left untouched.
+fn watcher() -> io::Result<&'static Watcher> {
+    let w = match WATCHER.get() {
+        Some(w) => w,
+        None => {
+            let n = new_watcher()?;
+            WATCHER.get_or_init(|| n)
+        }
+    };
+    if !crate::sys::fork::forked(w.born) {
+        return Ok(w);
+    }
+    let mut slot = lock(&CHILD);
+    if let Some(c) = *slot {
+        if !crate::sys::fork::forked(c.born) {
+            return Ok(c);
+        }
+    }
+    let c: &'static Watcher = Box::leak(Box::new(new_watcher()?));
+    *slot = Some(c);
+    Ok(c)
+}
+
+/// This process's watcher if it exists (see [`watcher`]).
+fn current() -> Option<&'static Watcher> {
+    let w = WATCHER.get()?;
+    if !crate::sys::fork::forked(w.born) {
+        return Some(w);
+    }
+    let c = (*lock(&CHILD))?;
+    (!crate::sys::fork::forked(c.born)).then_some(c)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -122,7 +164,7 @@ fn libc_enoent() -> i32 {
 /// removes it from `wfd`; `counted`: how many arms of it are still counted (an unfired
 /// one-shot arm, an edge-triggered registration).
 pub(crate) fn forget(id: u64, counted: usize) {
-    if let Some(w) = WATCHER.get() {
+    if let Some(w) = current() {
         lock(&w.sides).remove(&id);
         w.armed.fetch_sub(counted, SeqCst);
     }
@@ -182,7 +224,7 @@ fn run(w: &'static Watcher) {
 /// Watcher threads started so far and whether one runs now (for the idle-cost figures).
 #[doc(hidden)]
 pub fn watcher_stats() -> (usize, bool) {
-    match WATCHER.get() {
+    match current() {
         None => (0, false),
         Some(w) => (w.started.load(SeqCst), *lock(&w.running)),
     }

@@ -52,6 +52,10 @@ impl ReadOp {
         if self.done {
             return Poll::Ready(Err(polled_after_completion()));
         }
+        if let Err(e) = inner.check() {
+            self.done = true;
+            return Poll::Ready(Err(e));
+        }
         let r = ready!(self.wait.poll(&inner.wq, cx, &mut Read(inner)));
         self.done = true;
         Poll::Ready(r)
@@ -83,6 +87,10 @@ impl WriteOp {
         if self.done {
             return Poll::Ready(Err(polled_after_completion()));
         }
+        if let Err(e) = inner.check() {
+            self.done = true;
+            return Poll::Ready(Err(e));
+        }
         let r = ready!(self.wait.poll(&inner.wq, cx, &mut Write(inner, self.n)));
         self.done = true;
         Poll::Ready(r)
@@ -105,6 +113,13 @@ impl WriteOp {
 /// (in Semaphore mode, a wake stands for one unit), the drop hands that wake on to the next
 /// waiting reader, so no unit is left behind a reader that went away.
 ///
+/// # Fork and panicking wakers
+///
+/// Polled in a child process, a future made before a `fork` completes at once with the
+/// [`Unsupported`](std::io::ErrorKind::Unsupported) fork refusal; dropping it there takes
+/// no lock. A panic from another task's waker that this future's completion wakes unwinds
+/// out of the `poll` after the completion took effect. Rules: docs/semantics.md §6.
+///
 /// # Examples
 ///
 /// ```
@@ -125,6 +140,13 @@ pub struct ReadFuture<'a> {
 /// # Cancel safety
 ///
 /// As [`ReadFuture`]: dropped early, it consumes nothing and hands on a wake it had won.
+///
+/// # Fork and panicking wakers
+///
+/// Polled in a child process, a future made before a `fork` completes at once with the
+/// [`Unsupported`](std::io::ErrorKind::Unsupported) fork refusal; dropping it there takes
+/// no lock. A panic from another task's waker that this future's completion wakes unwinds
+/// out of the `poll` after the completion took effect. Rules: docs/semantics.md §6.
 ///
 /// # Examples
 ///
@@ -151,6 +173,13 @@ pub struct OwnedReadFuture {
 /// Dropping it before it returned `Ready` writes nothing: the count changes only in the poll
 /// that returns `Ready(Ok(()))`.
 ///
+/// # Fork and panicking wakers
+///
+/// Polled in a child process, a future made before a `fork` completes at once with the
+/// [`Unsupported`](std::io::ErrorKind::Unsupported) fork refusal; dropping it there takes
+/// no lock. A panic from another task's waker that this future's completion wakes unwinds
+/// out of the `poll` after the completion took effect. Rules: docs/semantics.md §6.
+///
 /// # Examples
 ///
 /// ```
@@ -171,6 +200,13 @@ pub struct WriteFuture<'a> {
 /// # Cancel safety
 ///
 /// As [`WriteFuture`]: dropped early, it writes nothing.
+///
+/// # Fork and panicking wakers
+///
+/// Polled in a child process, a future made before a `fork` completes at once with the
+/// [`Unsupported`](std::io::ErrorKind::Unsupported) fork refusal; dropping it there takes
+/// no lock. A panic from another task's waker that this future's completion wakes unwinds
+/// out of the `poll` after the completion took effect. Rules: docs/semantics.md §6.
 ///
 /// # Examples
 ///
@@ -199,7 +235,10 @@ macro_rules! impl_future {
 
         impl Drop for $ty {
             fn drop(&mut self) {
-                self.op.cancel(&self.notifier.inner);
+                // A child's copy of a pre-fork future: take no lock (see `sys::fork`).
+                if !self.notifier.inner.forked() {
+                    self.op.cancel(&self.notifier.inner);
+                }
             }
         }
 

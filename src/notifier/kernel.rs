@@ -30,8 +30,23 @@ use crate::sys::{self, eventfd};
 ///   readiness ([`consume`](Self::consume), which the embedded epoll calls at delivery), so
 ///   user code never calls `read`.
 ///
-/// Errors are `io::Error`s carrying the kernel's errno (`raw_os_error()`), except for the
-/// checks this type makes before any syscall (`write(u64::MAX)` → `InvalidInput`).
+/// Errors are `io::Error`s carrying the kernel's errno (`raw_os_error()`), also for the
+/// checks this type makes before any syscall (`write(u64::MAX)` → `EINVAL`, a timed-out
+/// `read_timeout` → `ETIMEDOUT`).
+///
+/// # Fork
+///
+/// Usable in a child process: the eventfd is inherited like any fd, so parent and child
+/// share one kernel counter — what one writes the other can read, and an AutoReset
+/// delivery in either resets it for both — exactly as with a raw eventfd. An
+/// [`Epoll`](crate::Epoll) made in the child can watch it; dropping it in the child leaves
+/// its registrations in the parent's epolls alone. (In-memory objects made before the
+/// fork are refused in the child instead: docs/semantics.md §6.1.)
+///
+/// # Panicking wakers
+///
+/// Runs no waker: its blocking calls sleep in the kernel, and async use goes through your
+/// reactor (`AsyncFdNotifier` with feature `tokio`).
 ///
 /// # The fd is always `O_NONBLOCK`
 ///
@@ -541,10 +556,9 @@ impl KernelNotifier {
             if ready.is_empty() {
                 // Timed out; one last try so a write racing the timeout is not lost.
                 return match self.try_read() {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "kernel notifier read timed out",
-                    )),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        Err(crate::error::timed_out())
+                    }
                     r => r,
                 };
             }
@@ -778,6 +792,8 @@ impl From<KernelNotifier> for OwnedFd {
 /// LOCKING: `list` is a leaf mutex, taken by an epoll's kernel `add`/`delete` under that
 /// epoll's registry, and by `Drop` alone (which then takes each epoll's registry).
 pub(crate) struct Registrations {
+    /// The fork epoch it was made in (`sys::fork`): see `Drop`.
+    born: u32,
     fd: Arc<OwnedFd>,
     reset: Weak<dyn KernelDeliver>,
     list: Mutex<Vec<(Weak<dyn KernelFdSet>, u64)>>,
@@ -812,6 +828,7 @@ impl Registrations {
     /// eventfd's `read(2)`; another owner may reset in-memory state instead).
     pub(crate) fn new(fd: Arc<OwnedFd>, reset: Weak<dyn KernelDeliver>) -> Registrations {
         Registrations {
+            born: crate::sys::fork::epoch(),
             fd,
             reset,
             list: Mutex::new(Vec::new()),
@@ -838,7 +855,18 @@ impl Registrations {
 
 impl Drop for Registrations {
     fn drop(&mut self) {
-        let list = std::mem::take(&mut *crate::loom::lock(&self.list));
+        let list = if crate::sys::fork::forked(self.born) {
+            // In a child process (`sys::fork`): `list` may have been locked at the fork by a
+            // thread that does not exist here. Only a free lock is taken; epolls made before
+            // the fork ignore the call (`forget_kernel_fd`), the child's own are forgotten.
+            match self.list.try_lock() {
+                Ok(mut l) => std::mem::take(&mut *l),
+                Err(std::sync::TryLockError::Poisoned(p)) => std::mem::take(&mut *p.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => return,
+            }
+        } else {
+            std::mem::take(&mut *crate::loom::lock(&self.list))
+        };
         for (w, token) in list {
             if let Some(set) = w.upgrade() {
                 set.forget_kernel_fd(token, self.fd.as_fd());

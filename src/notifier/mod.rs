@@ -37,7 +37,7 @@ use crate::events::{next_id, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use crate::mode::{self, invalid_write, Mode, Options, WriteRefused};
 use crate::wait_queue::thread::{self, QueueSleeper};
-use crate::wait_queue::{WaitFor, WaitQueue};
+use crate::wait_queue::{WaitFor, WaitQueue, WakeBatch};
 
 /// The shared state behind every clone of a [`Notifier`]. Cache-line aligned (128: the
 /// adjacent-line prefetcher pairs lines) so that two notifiers used by two threads never
@@ -53,6 +53,8 @@ pub(crate) struct Inner {
     pub(crate) cloexec: bool,
     /// Identity for epoll interest sets (never reused).
     pub(crate) id: u64,
+    /// The fork epoch it was made in (`sys::fork`): in a child process it is refused.
+    pub(crate) born: u32,
     /// Everything that waits on this notifier.
     pub(crate) wq: WaitQueue,
 }
@@ -73,6 +75,12 @@ impl std::ops::Deref for Handle {
 
 impl Drop for Handle {
     fn drop(&mut self) {
+        if self.core.forked() {
+            // The child's copy of a parent's notifier: take no lock (one may have been held
+            // at the fork) and free nothing; the copy lives until the child exits or execs.
+            std::mem::forget(Arc::clone(&self.core));
+            return;
+        }
         // Like a closed file: leave every epoll silently.
         self.core.wq.detach_all();
     }
@@ -85,6 +93,26 @@ impl Drop for Handle {
 /// (see [`Mode`] for the three modes): counts up to [`LIMIT`](crate::LIMIT) (`0xffff_ffff_ffff_fffe`);
 /// a write that would pass it waits (or fails with `WouldBlock`); a read of zero waits (or
 /// fails with `WouldBlock`). A failed call changes nothing.
+///
+/// # Fork
+///
+/// In-memory: a child process made by `fork` gets a private copy, not a share. In the
+/// child, a notifier made before the fork refuses every fallible call with an error of
+/// kind [`Unsupported`](std::io::ErrorKind::Unsupported) (the message says it was created
+/// before `fork()`), and `poll` reports `ERR | HUP`. It takes no lock (one held by another
+/// parent thread at the fork would be held forever) and touches nothing it shares with the
+/// parent (its fd views' doorbells); dropping it takes no lock and frees nothing. Make a
+/// new one in the child, or share a [`KernelNotifier`](crate::KernelNotifier) or a
+/// [`SharedNotifier`](crate::SharedNotifier). Rules and reasons: docs/semantics.md §6.1.
+///
+/// # Panicking wakers
+///
+/// The wakers of pending futures (and of epolls watching this notifier) run after every
+/// lock is released, in the thread whose call made them due: a write wakes readers, a
+/// read or an AutoReset delivery wakes writers. If one panics, the panic unwinds out of
+/// that call after its effect (the units written, or taken and not returned); every other
+/// owed wake still runs; the notifier stays consistent and usable. Rules:
+/// docs/semantics.md §6.2.
 ///
 /// # Examples
 ///
@@ -103,6 +131,9 @@ pub struct Notifier {
 
 impl fmt::Debug for Notifier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.inner.forked() {
+            return f.write_str("Notifier { <created before fork> }");
+        }
         f.debug_struct("Notifier")
             .field("mode", &self.inner.mode)
             .field("count", &self.inner.count.load(SeqCst))
@@ -197,7 +228,7 @@ impl NotifierBuilder {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` if the initial count is above [`LIMIT`](crate::LIMIT).
+    /// `EINVAL` (`InvalidInput`) if the initial count is above [`LIMIT`](crate::LIMIT).
     ///
     /// ```
     /// let e = evfd::Notifier::builder().initial(u64::MAX).build().unwrap_err();
@@ -214,6 +245,7 @@ impl NotifierBuilder {
                     nonblock: o.nonblock,
                     cloexec: o.cloexec,
                     id: next_id(),
+                    born: crate::sys::fork::epoch(),
                     wq: WaitQueue::new(),
                 }),
             }),
@@ -221,9 +253,7 @@ impl NotifierBuilder {
     }
 }
 
-fn would_block() -> io::Error {
-    io::Error::from(io::ErrorKind::WouldBlock)
-}
+use crate::error::would_block;
 
 // The other `impl Notifier` blocks: the async API in `future` and `stream` (beside their
 // types, in this folder), and `fd_view` in `crate::fd` (it builds an `FdView`, a type of
@@ -260,8 +290,9 @@ impl Notifier {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` for an unknown bit, for `SEMAPHORE | AUTORESET` (as in the RFC), and
-    /// for an initial count above [`LIMIT`](crate::LIMIT).
+    /// `EINVAL` (`InvalidInput`) for an unknown bit (as `eventfd2`), for
+    /// `SEMAPHORE | AUTORESET` (as in the RFC), and for an initial count above
+    /// [`LIMIT`](crate::LIMIT).
     ///
     /// # Examples
     ///
@@ -342,8 +373,9 @@ impl Notifier {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` for `n == u64::MAX`; `WouldBlock` if the count would pass [`LIMIT`](crate::LIMIT).
-    /// Nothing changes on error.
+    /// As `write(2)` on a non-blocking eventfd: `EINVAL` (`InvalidInput`) for
+    /// `n == u64::MAX`; `EAGAIN` (`WouldBlock`) if the count would pass
+    /// [`LIMIT`](crate::LIMIT). Nothing changes on error.
     ///
     /// # Examples
     ///
@@ -356,6 +388,7 @@ impl Notifier {
     /// assert_eq!(n.count(), evfd::LIMIT);
     /// ```
     pub fn try_write(&self, n: u64) -> io::Result<()> {
+        self.inner.check()?;
         match self.inner.try_write(n) {
             Ok(()) => Ok(()),
             Err(WriteRefused::Invalid) => Err(invalid_write()),
@@ -368,7 +401,8 @@ impl Notifier {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` for `n == u64::MAX` (even when full); `WouldBlock` only with `NONBLOCK`.
+    /// `EINVAL` (`InvalidInput`) for `n == u64::MAX` (even when full); `EAGAIN`
+    /// (`WouldBlock`) only with `NONBLOCK`.
     ///
     /// # Examples
     ///
@@ -382,6 +416,7 @@ impl Notifier {
     /// assert_eq!(n.read().unwrap(), 5);
     /// ```
     pub fn write(&self, n: u64) -> io::Result<()> {
+        self.inner.check()?;
         if self.inner.nonblock {
             return self.try_write(n);
         }
@@ -409,7 +444,7 @@ impl Notifier {
     ///
     /// # Errors
     ///
-    /// `WouldBlock` when the count is 0.
+    /// `EAGAIN` (`WouldBlock`) when the count is 0.
     ///
     /// # Examples
     ///
@@ -418,8 +453,10 @@ impl Notifier {
     /// n.write(7).unwrap();
     /// assert_eq!(n.try_read().unwrap(), 7);
     /// assert_eq!(n.try_read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    /// assert_eq!(n.try_read().unwrap_err().raw_os_error(), Some(libc::EAGAIN));
     /// ```
     pub fn try_read(&self) -> io::Result<u64> {
+        self.inner.check()?;
         self.inner.try_read().ok_or_else(would_block)
     }
 
@@ -432,7 +469,7 @@ impl Notifier {
     ///
     /// # Errors
     ///
-    /// `WouldBlock` only with `NONBLOCK`.
+    /// `EAGAIN` (`WouldBlock`) only with `NONBLOCK`.
     ///
     /// # Examples
     ///
@@ -444,6 +481,7 @@ impl Notifier {
     /// assert_eq!(t.join().unwrap(), 2);
     /// ```
     pub fn read(&self) -> io::Result<u64> {
+        self.inner.check()?;
         if self.inner.nonblock {
             return self.try_read();
         }
@@ -454,7 +492,8 @@ impl Notifier {
     ///
     /// # Errors
     ///
-    /// `TimedOut` if the count stayed 0 for `timeout`; `WouldBlock` with `NONBLOCK`.
+    /// `ETIMEDOUT` (`TimedOut`) if the count stayed 0 for `timeout`; `EAGAIN`
+    /// (`WouldBlock`) with `NONBLOCK`.
     ///
     /// # Examples
     ///
@@ -467,6 +506,7 @@ impl Notifier {
     /// assert_eq!(n.read_timeout(Duration::from_millis(5)).unwrap(), 1);
     /// ```
     pub fn read_timeout(&self, timeout: Duration) -> io::Result<u64> {
+        self.inner.check()?;
         if self.inner.nonblock {
             return self.try_read();
         }
@@ -490,6 +530,9 @@ impl Notifier {
     /// assert_eq!(n.poll(Events::OUT), Events::empty());
     /// ```
     pub fn poll(&self, interest: Events) -> Events {
+        if self.inner.forked() {
+            return Events::ERR | Events::HUP;
+        }
         self.inner.readiness() & (interest | Events::ERR | Events::HUP)
     }
 
@@ -520,11 +563,27 @@ impl Notifier {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn consume(&self) -> Events {
+        if self.inner.forked() {
+            // A child's copy of a pre-fork notifier (see `# Fork`).
+            return Events::ERR | Events::HUP;
+        }
         self.inner.core.deliver(Events::IN)
     }
 }
 
 impl Inner {
+    /// Whether this is a child process's copy of a notifier made before a fork.
+    #[inline]
+    pub(crate) fn forked(&self) -> bool {
+        crate::sys::fork::forked(self.born)
+    }
+
+    /// The fork refusal (docs: "fork" on [`Notifier`]), or `Ok`.
+    #[inline]
+    pub(crate) fn check(&self) -> io::Result<()> {
+        crate::sys::fork::check(self.born, "Notifier")
+    }
+
     pub(crate) fn readiness(&self) -> Events {
         mode::readiness(self.count.load(SeqCst))
     }
@@ -573,6 +632,16 @@ impl Inner {
         }
     }
 
+    /// As [`wake_after_consume`](Self::wake_after_consume), into `batch`.
+    fn wake_after_consume_into(&self, left: u64, batch: &mut WakeBatch) {
+        let key = if left == 0 {
+            Events::OUT | KEY_EMPTIED
+        } else {
+            Events::OUT
+        };
+        self.wq.wake_into(key, usize::MAX, batch);
+    }
+
     /// The lock-free read. `None` when the count is 0.
     #[inline]
     pub(crate) fn try_read(&self) -> Option<u64> {
@@ -592,6 +661,16 @@ impl Inner {
     /// AutoReset swaps the count to 0. Returns the readiness seen at delivery, so that a
     /// reset and the report come from the same atomic step.
     pub(crate) fn deliver(&self, interest: Events) -> Events {
+        let mut batch = WakeBatch::new();
+        let r = self.deliver_into(interest, &mut batch);
+        batch.run();
+        r
+    }
+
+    /// As [`deliver`](Self::deliver), with the reset's wakes (blocked writers, which may be
+    /// foreign wakers) put into `batch`: the harvest delivers with the epoll's registry held
+    /// and runs them after releasing it.
+    pub(crate) fn deliver_into(&self, interest: Events, batch: &mut WakeBatch) -> Events {
         if self.mode != Mode::AutoReset || !interest.contains(Events::IN) {
             // Only AutoReset changes anything at delivery (mode::deliver).
             return self.readiness();
@@ -607,7 +686,7 @@ impl Inner {
                 Err(seen) => cur = seen,
             }
         };
-        self.wake_after_consume(left);
+        self.wake_after_consume_into(left, batch);
         // IN (and ERR) as seen before the reset, OUT as it is now.
         mode::readiness(cur) | mode::readiness(0)
     }
@@ -627,12 +706,7 @@ impl Inner {
             return r;
         }
         let mut s = QueueSleeper::new(&self.wq, W::MASK, W::EXCLUSIVE, what);
-        thread::wait(&mut s, deadline).unwrap_or_else(|| {
-            Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "notifier read timed out",
-            ))
-        })
+        thread::wait(&mut s, deadline).unwrap_or_else(|| Err(crate::error::timed_out()))
     }
 
     /// Pass an unused wake on to the next exclusive waiter, if the state still allows it.

@@ -34,6 +34,13 @@ use crate::wait_queue::task::TaskWait;
 /// while waiting, has consumed nothing beyond the items already returned, and a wake it had
 /// won is handed on to the next waiting reader.
 ///
+/// # Fork and panicking wakers
+///
+/// Polled in a child process, a stream made before a `fork` yields the
+/// [`Unsupported`](std::io::ErrorKind::Unsupported) fork refusal; dropping it there takes
+/// no lock. A panic from a writer task's waker that an item's delivery wakes unwinds out
+/// of `poll_next` after the delivery took effect. Rules: docs/semantics.md §6.
+///
 /// # Examples
 ///
 /// ```
@@ -98,6 +105,9 @@ impl Stream for NotifierStream {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         let inner = &this.notifier.inner;
+        if let Err(e) = inner.check() {
+            return Poll::Ready(Some(Err(e)));
+        }
         this.wait.poll(&inner.wq, cx, &mut Read(inner)).map(Some)
     }
 }
@@ -113,6 +123,10 @@ impl FusedStream for NotifierStream {
 impl Drop for NotifierStream {
     fn drop(&mut self) {
         let inner = &self.notifier.inner;
+        if inner.forked() {
+            // A child's copy of a pre-fork stream: take no lock (see `sys::fork`).
+            return;
+        }
         self.wait.cancel(&inner.wq, &mut Read(inner));
     }
 }

@@ -29,6 +29,7 @@
 pub(crate) mod epoll;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) mod eventfd;
+pub(crate) mod fork;
 #[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
 pub(crate) mod futex;
 #[cfg(evfd_loom)]

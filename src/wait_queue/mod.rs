@@ -249,6 +249,14 @@ impl WaitQueue {
     /// Add an entry. `front` inserts at the head (the kernel's `add_wait_queue` for
     /// non-exclusive entries, and epoll's LIFO sleepers); otherwise at the tail.
     pub(crate) fn add(&self, mask: Events, exclusive: bool, front: bool, target: Target) -> Key {
+        // An exclusive callback's stored mask carries the `EXCLUSIVE` bit (never part of a
+        // wake key, so it matches nothing): the union then tells `wake_locked` whether any
+        // is queued.
+        let mask = if exclusive && matches!(target, Target::Callback(_)) {
+            mask | Events::EXCLUSIVE
+        } else {
+            mask
+        };
         let mut l = crate::loom::lock(&self.list);
         let e = Entry { exclusive, target };
         let k = if front {
@@ -281,6 +289,13 @@ impl WaitQueue {
     /// Change a live entry's mask. Returns `false` if the entry is gone.
     pub(crate) fn set_mask(&self, key: Key, mask: Events) -> bool {
         let mut l = crate::loom::lock(&self.list);
+        // Keep an exclusive callback's marker (see `add`).
+        let mask = match l.get_mut(key) {
+            Some(e) if e.exclusive && matches!(e.target, Target::Callback(_)) => {
+                mask | Events::EXCLUSIVE
+            }
+            _ => mask,
+        };
         let ok = l.set_mask(key, mask);
         if ok {
             self.publish(&l);
@@ -311,14 +326,20 @@ impl WaitQueue {
         Ok(())
     }
 
-    /// Wake the entries whose mask intersects `key`, head to tail, stopping after
-    /// `nr_exclusive` exclusive entries accepted. At most one exclusive *callback* (an
-    /// `EXCLUSIVE` epoll item) accepts per wake, whatever `nr_exclusive` is: the kernel wakes
-    /// an eventfd's queue with `nr_exclusive = 1`, so that of several `EXCLUSIVE` epolls on
-    /// one source exactly one epoll waiter wakes per event (docs/semantics.md §4.8); evfd's
-    /// larger budgets (a Semaphore `write(n)`, a read waking every writer) exist for its own
-    /// exclusive blocked readers and must not wake a second `EXCLUSIVE` epoll. Foreign wakes
-    /// run after unlocking.
+    /// Wake the entries whose mask intersects `key`, head to tail. Two budgets, as in the
+    /// kernel where an eventfd's blocked readers wait non-exclusively:
+    ///
+    /// * threads and tasks waiting exclusively (evfd's blocked readers, which take turns
+    ///   instead of all waking): at most `nr_exclusive` are woken;
+    /// * `EXCLUSIVE` epoll items (exclusive callbacks): at most one accepts per wake,
+    ///   whatever `nr_exclusive` is (the kernel wakes an eventfd's queue with
+    ///   `nr_exclusive = 1`; docs/semantics.md §4.8).
+    ///
+    /// Neither budget is spent by the other: an `EXCLUSIVE` item never takes a blocked
+    /// reader's wake, and a reader never hides the wake from an `EXCLUSIVE` item behind it.
+    /// Non-exclusive entries are all woken. The walk stops once both budgets are spent (or
+    /// the reader budget is, and no exclusive callback is queued). Foreign wakes run after
+    /// unlocking.
     #[inline]
     pub(crate) fn wake(&self, key: Events, nr_exclusive: usize) {
         // Fast path: the SeqCst load pairs with the waiter's SeqCst store (module docs).
@@ -327,6 +348,17 @@ impl WaitQueue {
             return;
         }
         self.wake_slow(key, nr_exclusive);
+    }
+
+    /// As [`wake`](Self::wake), but the foreign wakes go into `batch` (the caller runs it
+    /// after releasing its own locks).
+    #[inline]
+    pub(crate) fn wake_into(&self, key: Events, nr_exclusive: usize, batch: &mut WakeBatch) {
+        crate::loom::dekker_fence();
+        if self.interest.load(SeqCst) & key.bits() == 0 {
+            return;
+        }
+        self.wake_locked(key, nr_exclusive, batch);
     }
 
     #[cold]
@@ -341,32 +373,39 @@ impl WaitQueue {
 
     /// The walk, collecting into `batch`. Takes and releases the lock.
     pub(crate) fn wake_locked(&self, key: Events, nr_exclusive: usize, batch: &mut WakeBatch) {
+        // The reader budget (exclusive threads and tasks).
         let mut nr = nr_exclusive;
         // An exclusive callback accepted this wake: later exclusive callbacks are skipped,
         // as if the kernel's walk had stopped there (see `wake`).
         let mut callback_taken = false;
         let mut l = crate::loom::lock(&self.list);
+        // Is any exclusive callback queued? (Its mask carries `EXCLUSIVE`, see `add`;
+        // `interest` is exact while the lock is held.)
+        let callbacks_left = self.interest().contains(Events::EXCLUSIVE);
         let mut gone: Vec<Entry> = Vec::new();
         l.walk(
             |mask, e| {
                 if !mask.intersects(key) {
                     return Visit::Keep;
                 }
-                // Threads and tasks always accept and are removed (autoremove_wake_function);
-                // a callback decides, and stays.
-                let (accepted, remove) = match &e.target {
-                    Target::Callback(_) if e.exclusive && callback_taken => return Visit::Keep,
+                // Threads and tasks are removed when woken (autoremove_wake_function); a
+                // callback decides whether it accepted, and stays.
+                let remove = match &e.target {
                     Target::Callback(cb) => {
-                        let accepted = cb.wake(key, batch);
-                        callback_taken |= e.exclusive && accepted;
-                        (accepted, false)
+                        if !(e.exclusive && callback_taken) {
+                            let accepted = cb.wake(key, batch);
+                            callback_taken |= e.exclusive && accepted;
+                        }
+                        false
                     }
-                    Target::Thread(_) | Target::Task(_) => (true, true),
+                    Target::Thread(_) | Target::Task(_) if e.exclusive => {
+                        let take = nr > 0;
+                        nr = nr.saturating_sub(1);
+                        take
+                    }
+                    Target::Thread(_) | Target::Task(_) => true,
                 };
-                let stop = e.exclusive && accepted && {
-                    nr = nr.saturating_sub(1);
-                    nr == 0
-                };
+                let stop = nr == 0 && (callback_taken || !callbacks_left);
                 match (remove, stop) {
                     (false, false) => Visit::Keep,
                     (false, true) => Visit::Stop,

@@ -206,6 +206,40 @@ fn nr_exclusive_threads_fifo_and_autoremove() {
     assert_eq!(wq.interest(), Events::empty());
 }
 
+/// An `EXCLUSIVE` callback (epoll item) and exclusive threads (blocked readers) have
+/// separate budgets: a wake with `nr_exclusive = 1` wakes one reader *and* one exclusive
+/// callback, in either queue order, and still never a second exclusive callback. (An
+/// `EXCLUSIVE` item queued before a blocked reader used to take the reader's wake.)
+#[test]
+fn exclusive_callbacks_and_exclusive_threads_have_separate_budgets() {
+    for callback_first in [true, false] {
+        let log = new_log();
+        let wq = WaitQueue::new();
+        let x = TestCallback::new(1, true, &log);
+        let y = TestCallback::new(2, true, &log);
+        let (w1, t1) = thread_entry();
+        let (w2, t2) = thread_entry();
+        if callback_first {
+            wq.add(Events::IN, true, false, callback(&x));
+            wq.add(Events::IN, true, false, t1);
+        } else {
+            wq.add(Events::IN, true, false, t1);
+            wq.add(Events::IN, true, false, callback(&x));
+        }
+        wq.add(Events::IN, true, false, callback(&y));
+        let k2 = wq.add(Events::IN, true, false, t2);
+        // The exclusive callback's stored mask carries the EXCLUSIVE marker.
+        assert!(wq.interest().contains(Events::EXCLUSIVE));
+        wq.wake(Events::IN, 1);
+        assert!(w1.is_notified(), "callback_first={callback_first}");
+        assert!(!w2.is_notified(), "one reader per unit of budget");
+        assert_eq!(ids(&log), [1], "one exclusive callback");
+        assert!(wq.remove(k2));
+        wq.detach_all();
+        assert_eq!(wq.interest(), Events::empty());
+    }
+}
+
 /// Non-exclusive thread entries are all woken, whatever `nr_exclusive` says.
 #[test]
 fn non_exclusive_threads_all_woken() {

@@ -287,12 +287,19 @@ impl ThreadWaiter {
     }
 
     /// Sleep until notified or `deadline`; first spin for up to `spin` (a cross-CPU wake that
-    /// parks costs ~25 µs on small VMs; `Duration::ZERO` = no spin). Returns whether it was
-    /// notified.
+    /// parks costs ~25 µs on small VMs; `Duration::ZERO` = no spin), never past `deadline`.
+    /// Returns whether it was notified.
     pub(crate) fn wait(&self, deadline: Option<Instant>, spin: Duration) -> bool {
         #[cfg(not(evfd_loom))]
         if !spin.is_zero() {
+            // The spin ends at `start + spin` or at the deadline, whichever is first; a spin
+            // too long to represent (`Duration::MAX`) ends at the deadline (or never, without
+            // one: that is what the caller asked for).
             let start = Instant::now();
+            let end = match (start.checked_add(spin), deadline) {
+                (Some(s), Some(d)) => Some(s.min(d)),
+                (s, d) => s.or(d),
+            };
             let mut i = 0u32;
             loop {
                 if self.is_notified() {
@@ -300,7 +307,7 @@ impl ThreadWaiter {
                 }
                 std::hint::spin_loop();
                 i = i.wrapping_add(1);
-                if i % 64 == 0 && start.elapsed() >= spin {
+                if i % 64 == 0 && end.is_some_and(|e| Instant::now() >= e) {
                     break;
                 }
             }

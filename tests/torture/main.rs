@@ -1,0 +1,21 @@
+//! The permanent attack suite (issue 10): conservation across every mode × wait style,
+//! cancellation storms, signals without `SA_RESTART`, fd exhaustion, RSS stability and a
+//! mixed soak. Every blocking call is under a watchdog; every unit is counted.
+//!
+//! Short mode (the default, what CI runs as part of `cargo test --all-features`): bounded
+//! to well under a minute on 2 cores. Long mode: `EVFD_TORTURE=long` (the soak's length in
+//! seconds from `EVFD_TORTURE_SECS`, default 300), for example
+//!
+//! ```text
+//! EVFD_TORTURE=long nice cargo test --release --all-features --test torture -- --nocapture
+//! ```
+//!
+//! The scenarios take one lock, so they run one at a time whatever `--test-threads` says.
+
+mod harness;
+
+mod cancel;
+mod conservation;
+mod fdlimit;
+mod signals;
+mod soak;
