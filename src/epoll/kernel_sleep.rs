@@ -71,7 +71,9 @@ thread_local! {
 fn thread_bell() -> Option<Arc<ThreadBell>> {
     BELL.try_with(|b| {
         let mut b = b.borrow_mut();
-        if b.as_ref().map_or(true, |b| crate::sys::fork::forked(b.born)) {
+        if b.as_ref()
+            .map_or(true, |b| crate::sys::fork::forked(b.born))
+        {
             let born = crate::sys::fork::epoch();
             *b = crate::sys::eventfd::create(0, false, true)
                 .ok()
