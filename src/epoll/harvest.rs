@@ -169,7 +169,7 @@ impl EpInner {
     /// of `WaitFor`): wake the next waiter if events are still queued.
     pub(crate) fn hand_on(&self) {
         if self.has_ready() {
-            self.waiters.wake(Events::IN, 1);
+            self.waiters.wake(super::WAITER_KEY, 1);
         }
     }
 

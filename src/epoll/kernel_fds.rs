@@ -24,7 +24,12 @@
 //!
 //! # Invariant W (no lost wake)
 //!
-//! While a waiter is registered in `waiters` or a poller is hooked on `pollers`, and `kfd`
+//! (A thread blocked in `wait` while kernel fds are registered sleeps in `poll(2)` on `kfd`
+//! itself, registered with the mask `KEY_KSLEEP`: `super::kernel_sleep`. It needs none of
+//! this, and `listened` does not count it.)
+//!
+//! While a waiter with mask `IN` (a task, a parked thread) is registered in `waiters` or a
+//! poller is hooked on `pollers`, and `kfd`
 //! holds an undelivered event, the kernel item is linked (on the ready list or a running
 //! scan's transfer list), or `kfd` is armed in the watcher, or the watcher is between
 //! clearing `armed` and queueing the item.
@@ -41,7 +46,7 @@
 //!   callback. The watcher clears `armed` and then queues, so a concurrent waiter either
 //!   sees the item linked or arms again (a redundant fire is harmless).
 //!
-//! The loom model `kernel_item_*` in `src/tests/loom_epoll.rs` checks W.
+//! The loom models `kernel_item_*` in `src/tests/loom_kernel_item.rs` check W.
 //!
 //! # Registrations follow the kernel
 //!
@@ -116,7 +121,7 @@ impl KernelPoll {
         self.et.load(SeqCst)
     }
 
-    fn has_fds(&self) -> bool {
+    pub(crate) fn has_fds(&self) -> bool {
         self.nfds.load(SeqCst) > 0
     }
 }
@@ -257,10 +262,12 @@ impl EpInner {
         }
     }
 
-    /// Whether a waiter or a poller may be waiting for this epoll. Must be called with
+    /// Whether a waiter or a poller that relies on the watcher may be waiting for this
+    /// epoll: a task or a parked thread (mask `IN`; a thread in a kernel sleep, mask
+    /// `KEY_KSLEEP`, watches `kfd` itself: `kernel_sleep`), or a poller. Must be called with
     /// `ready` held (invariant W).
     fn listened(&self) -> bool {
-        self.has_sleeper() || !self.pollers.interest().is_empty()
+        self.waiters.interest().contains(Events::IN) || !self.pollers.interest().is_empty()
     }
 
     /// After the kernel changed what `kfd` holds (an add or a modify, which poll the fd):
@@ -526,7 +533,8 @@ impl EpInner {
     pub(super) fn requeue_kernel_item(&self, side: &KernelSide, batch: &mut WakeBatch) {
         let post = {
             let mut rd = crate::loom::lock(&self.ready);
-            rd.queue(&side.item, &self.ready_hint) && self.listened()
+            rd.queue(&side.item, &self.ready_hint)
+                && (self.has_sleeper() || !self.pollers.interest().is_empty())
         };
         if post {
             batch.push_post(Arc::clone(&side.item.ep) as Arc<dyn PostWake>, Events::IN);

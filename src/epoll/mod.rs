@@ -53,6 +53,12 @@ mod kernel_fds;
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 #[path = "no_kernel_fds.rs"]
 mod kernel_fds;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod kernel_sleep;
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+mod kernel_sleep {
+    pub(crate) use super::kernel_fds::KernelSleep;
+}
 mod ready;
 pub(crate) mod source;
 mod topology;
@@ -694,6 +700,7 @@ impl Epoll {
         let mut s = EpollSleeper {
             harvest: Harvest { ep, out: events },
             entry: None,
+            kernel: None,
         };
         Ok(thread::wait(&mut s, deadline).unwrap_or(0))
     }
@@ -720,22 +727,38 @@ impl Epoll {
     }
 }
 
-/// The [`Sleeper`] of `Epoll::wait`: LIFO, exclusive, on `waiters` (parked, after the
-/// spin set by `set_spin` or learned, which comes before registering), whatever sources
-/// the epoll holds: kernel fds reach it through the kernel item, which its registration
-/// makes sure the watcher will queue (`kernel_fds`, invariant W).
+/// A wake-key-only bit (never readiness or interest; `EPOLL*` leaves bit 25 unused): the
+/// mask of a thread in `Epoll::wait` that sleeps in the kernel (`kernel_sleep`). It is
+/// woken like any waiter (every wake of `waiters` carries [`WAITER_KEY`]) but, not asking
+/// for `IN`, it does not count as a waiter that needs the watcher (`kernel_fds`).
+pub(crate) const KEY_KSLEEP: Events = Events::from_bits_retain(1 << 25);
+
+/// The key of every wake of `waiters`: parked threads and tasks (`IN`) and threads in a
+/// kernel sleep (`KEY_KSLEEP`).
+pub(crate) const WAITER_KEY: Events = Events::IN.union(KEY_KSLEEP);
+
+/// The [`Sleeper`] of `Epoll::wait`: LIFO, exclusive, on `waiters`, whatever sources the
+/// epoll holds. Without kernel fds it parks (after the spin set by `set_spin` or learned,
+/// which comes before registering); kernel fds
+/// reach a parked thread through the kernel item, which its registration makes sure the
+/// watcher will queue (`kernel_fds`, invariant W). With kernel fds it sleeps in the kernel
+/// instead, on the kernel epoll and its own bell (`kernel_sleep`): no watcher hop.
 struct EpollSleeper<'a> {
     /// The operation (and where the events go).
     harvest: Harvest<'a>,
     /// The registration.
     entry: Option<Entry>,
+    /// The kernel sleep of this registration, if the epoll held kernel fds at `register`.
+    kernel: Option<kernel_sleep::KernelSleep>,
 }
 
 impl WaitFor for EpollSleeper<'_> {
     type Output = usize;
 
+    /// A plain harvest: this thread arms the watcher (if it needs it) when it registers.
     fn try_now(&mut self) -> Option<usize> {
-        self.harvest.try_now()
+        let n = self.harvest.ep.harvest_now(self.harvest.out);
+        (n > 0).then_some(n)
     }
 
     fn hand_on(&mut self) {
@@ -753,10 +776,18 @@ impl WaitFor for EpollSleeper<'_> {
 
 impl Sleeper for EpollSleeper<'_> {
     fn register(&mut self, _again: bool) {
+        let ep = self.harvest.ep;
+        self.kernel = ep.kernel_sleep();
         // LIFO: the most recent waiter is woken first, as the kernel's epoll does.
-        self.entry = Some(Entry::add(&self.harvest.ep.waiters, Events::IN, true, true));
-        // Registered: kernel readiness now queues the kernel item (invariant W).
-        self.harvest.ep.ensure_watch();
+        self.entry = Some(match &self.kernel {
+            Some(k) => Entry::add_waiter(&ep.waiters, KEY_KSLEEP, true, true, k.waiter()),
+            None => {
+                let e = Entry::add(&ep.waiters, Events::IN, true, true);
+                // Registered: kernel readiness now queues the kernel item (invariant W).
+                ep.ensure_watch();
+                e
+            }
+        });
     }
 
     /// After publishing ourselves (SeqCst), look at the ready list under `ready`: an item
@@ -771,9 +802,11 @@ impl Sleeper for EpollSleeper<'_> {
     }
 
     fn park(&mut self, deadline: Option<Instant>) -> Parked {
-        match &self.entry {
-            Some(e) => e.park(deadline),
-            None => Parked::Woken,
+        match (&self.entry, &self.kernel) {
+            // The spin (fixed or learned) already ran before registering.
+            (Some(e), Some(k)) => k.park(e.waiter(), deadline, Duration::ZERO),
+            (Some(e), None) => e.park(deadline),
+            (None, _) => Parked::Woken,
         }
     }
 
@@ -807,17 +840,18 @@ impl EpInner {
         !self.waiters.interest().is_empty()
     }
 
-    /// Wake one waiter (LIFO) from inside a source's wake walk (`Item::wake`): the waiter's
-    /// entry is taken off `waiters` now (its lock nests under the source's: `waiters` holds
-    /// only threads and tasks, so nothing takes another lock under it) and its unpark or
-    /// waker joins `batch`, to run after every lock is released.
+    /// Wake one waiter (LIFO), parked or in a kernel sleep, from inside a source's wake walk
+    /// (`Item::wake`): the waiter's entry is taken off `waiters` now (its lock nests under
+    /// the source's: `waiters` holds only threads and tasks, so nothing takes another lock
+    /// under it) and its unpark, bell or waker joins `batch`, to run after every lock is
+    /// released.
     pub(crate) fn wake_one_waiter_locked(&self, batch: &mut WakeBatch) {
-        self.waiters.wake_locked(Events::IN, 1, batch);
+        self.waiters.wake_locked(WAITER_KEY, 1, batch);
     }
 
-    /// Wake one waiter (LIFO). Runs with no lock held.
+    /// Wake one waiter (LIFO), parked or in a kernel sleep. Runs with no lock held.
     pub(crate) fn wake_one_waiter(&self) {
-        self.waiters.wake(Events::IN, 1);
+        self.waiters.wake(WAITER_KEY, 1);
     }
 
     /// Whether this is a child process's copy of an epoll made before a fork.

@@ -84,3 +84,29 @@ impl EpInner {
 
     pub(super) fn kernel_close(&self, _: &mut Registry) {}
 }
+
+/// Never made off Linux (`EpInner::kernel_sleep` is always `None`).
+pub(crate) struct KernelSleep {
+    never: std::convert::Infallible,
+}
+
+impl KernelSleep {
+    pub(crate) fn waiter(&self) -> crate::wait_queue::thread::ThreadWaiter {
+        match self.never {}
+    }
+
+    pub(crate) fn park(
+        &self,
+        _: &crate::wait_queue::thread::ThreadWaiter,
+        _: Option<std::time::Instant>,
+        _: std::time::Duration,
+    ) -> crate::wait_queue::thread::Parked {
+        match self.never {}
+    }
+}
+
+impl EpInner {
+    pub(crate) fn kernel_sleep(&self) -> Option<KernelSleep> {
+        None
+    }
+}

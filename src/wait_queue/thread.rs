@@ -4,9 +4,9 @@
 //!
 //! What differs between callers is a [`Sleeper`]: what to try and what to hand on (its
 //! [`WaitFor`], the same one the async wait of `super::task` uses), how to publish interest
-//! (an entry in a [`WaitQueue`], or for an epoll with kernel fds a count of threads asleep
-//! in `epoll_wait`), and how to sleep (`park`/`unpark` with an optional spin, or
-//! `epoll_wait`). The protocol, also the async wait's:
+//! (an entry in a [`WaitQueue`]), and how to sleep (`park`/`unpark` with an optional spin,
+//! or, for an epoll with kernel fds, `poll(2)` on its kernel epoll and the thread's [`Bell`],
+//! which a wake rings instead of unparking). The protocol, also the async wait's:
 //!
 //! 1. Try the operation. Done if it succeeds. (The caller does this step, before it builds
 //!    its [`Sleeper`] and calls [`wait`].)
@@ -169,6 +169,29 @@ impl Entry {
         Entry { waiter, key }
     }
 
+    // --- kernel sleep (kwait): a waiter woken through a `Bell` ---
+
+    /// Queue `waiter` (a fresh one for the calling thread, perhaps with a [`Bell`]; not the
+    /// reused per-thread waiter of [`add`](Self::add)).
+    pub(crate) fn add_waiter(
+        wq: &WaitQueue,
+        mask: Events,
+        exclusive: bool,
+        front: bool,
+        waiter: ThreadWaiter,
+    ) -> Entry {
+        let waiter = Arc::new(waiter);
+        let key = wq.add(mask, exclusive, front, Target::Thread(Arc::clone(&waiter)));
+        Entry { waiter, key }
+    }
+
+    /// The queued waiter (a [`Sleeper`] that sleeps in the kernel reads its flag).
+    pub(crate) fn waiter(&self) -> &ThreadWaiter {
+        &self.waiter
+    }
+
+    // --- end kernel sleep ---
+
     /// Sleep until woken or `deadline` (the spin, if any, came before registering).
     pub(crate) fn park(&self, deadline: Option<Instant>) -> Parked {
         if self.waiter.wait(deadline) {
@@ -270,6 +293,16 @@ pub(crate) struct ThreadWaiter {
     /// could not run while the sleeper spun.
     waker_cpu: AtomicU32,
     thread: Thread,
+    /// kwait: set for a thread asleep in the kernel (`poll(2)` on its own bell and a kernel
+    /// epoll) rather than in `park`: a wake rings the bell instead of unparking.
+    bell: Option<Arc<dyn Bell>>,
+}
+
+/// How a wake reaches a thread that sleeps in the kernel instead of `park` (kwait): its own
+/// eventfd, which only that thread drains (`crate::epoll::kernel_sleep`).
+pub(crate) trait Bell: Send + Sync + std::fmt::Debug {
+    /// Wake the sleeper. Foreign to any lock, like `unpark`.
+    fn ring(&self);
 }
 
 // One waiter per thread, reused by every blocking wait of that thread: a thread is in at
@@ -295,6 +328,19 @@ impl ThreadWaiter {
             notified: AtomicBool::new(false),
             waker_cpu: AtomicU32::new(NO_CPU),
             thread: thread::current(),
+            bell: None,
+        }
+    }
+
+    /// A waiter for the calling thread, woken by ringing `bell` (kwait).
+    #[cfg_attr(
+        not(any(target_os = "linux", target_os = "android", evfd_loom)),
+        allow(dead_code)
+    )]
+    pub(crate) fn with_bell(bell: Arc<dyn Bell>) -> Self {
+        ThreadWaiter {
+            bell: Some(bell),
+            ..ThreadWaiter::new()
         }
     }
 
@@ -326,7 +372,10 @@ impl ThreadWaiter {
 
     /// Unpark the thread. Foreign to any lock: called from `WakeBatch::run`.
     pub(crate) fn unpark(&self) {
-        self.thread.unpark();
+        match &self.bell {
+            Some(b) => b.ring(),
+            None => self.thread.unpark(),
+        }
     }
 
     /// Sleep until notified or `deadline`. Returns whether it was notified.
