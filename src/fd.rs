@@ -188,6 +188,8 @@ pub(crate) trait ViewSource: Send + Sync + 'static {
     /// Whether the source is a child process's copy of one made before a fork (then the
     /// view takes no lock and reports `ERR | HUP`: see `sys::fork`).
     fn forked(&self) -> bool;
+    /// The view's entry was just added to `wait_queue` (an epoll gained a poller).
+    fn hooked(&self) {}
 }
 
 /// A notifier's user-level handle: a view keeps the notifier open (epoll items stay), as an
@@ -237,6 +239,10 @@ impl ViewSource for EpHandle {
 
     fn forked(&self) -> bool {
         self.core.forked()
+    }
+
+    fn hooked(&self) {
+        self.core.unsettle_sources();
     }
 }
 
@@ -470,6 +476,7 @@ impl FdView {
             .source
             .wait_queue()
             .add(VIEW_MASK, false, true, Target::Callback(hook));
+        core.source.hooked();
         core.sync(Events::IN);
         Ok(FdView {
             reg: Arc::new(Registration { core, key }),

@@ -63,6 +63,12 @@ impl Item {
     pub(crate) fn is_dead(&self) -> bool {
         self.dead.load(SeqCst)
     }
+
+    /// Nobody waits on this item's epoll and nobody polls it: a wake of an item already
+    /// queued would change nothing.
+    fn unobserved(&self) -> bool {
+        !self.ep.has_sleeper() && self.ep.pollers.interest().is_empty()
+    }
 }
 
 /// Whether an exclusive item "consumed" the wake, as `ep_poll_callback`'s return value
@@ -113,7 +119,7 @@ impl Callback for Item {
             } else {
                 self.linked.load(Acquire)
             };
-            if queued && !ep.has_sleeper() && ep.pollers.interest().is_empty() {
+            if queued && self.unobserved() {
                 return true;
             }
         }
@@ -149,6 +155,23 @@ impl Callback for Item {
             return true;
         }
         sleeper && exclusive_accepts(key, ev)
+    }
+
+    /// The settle test (`wait_queue`, "Settled"): the lock-free coalescing above, on the
+    /// ready list only (not during a scan), for a live, armed, non-exclusive `IN` item.
+    /// What makes it false again is always followed by a clear of the source's settled
+    /// mark: a harvest clears it before polling the source (after publishing `scanning`),
+    /// a new poller of the epoll after publishing its interest (`EpInner::unsettle_sources`),
+    /// a `modify` or a delete through the queue's own `set_mask`/`remove`. A sleeper
+    /// registers only with the ready list empty, hence after a harvest unlinked this item.
+    fn coalesces(&self) -> bool {
+        let ev = self.events();
+        ev.contains(Events::IN)
+            && !ev.contains(Events::EXCLUSIVE)
+            && !self.is_dead()
+            && !self.ep.scanning.load(SeqCst)
+            && self.linked.load(Acquire)
+            && self.unobserved()
     }
 
     /// `POLLFREE`: the source was closed. Leave silently.

@@ -504,6 +504,8 @@ impl Epoll {
                 },
             );
             if let Some(child) = sc.as_epoll() {
+                // The child gained a poller: its items may no longer coalesce.
+                child.unsettle_sources();
                 topology::link(ep, child);
                 reg.nested.push(Arc::clone(&item));
                 if child.kernel_below.load(SeqCst) {
@@ -868,6 +870,21 @@ impl EpInner {
 
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(SeqCst)
+    }
+
+    /// This epoll gained a poller (an outer epoll's item, an fd view), whose interest is
+    /// published: clear the settled mark of every source watched here, since their items'
+    /// `coalesces()` now says no (`wait_queue`, "Settled"). Takes `registry` (an outer
+    /// epoll's may be held: outer before inner, as everywhere).
+    pub(crate) fn unsettle_sources(&self) {
+        let reg = crate::loom::lock(&self.registry);
+        // In registration order, not the map's: a rare path, and loom replays need the
+        // same order every run.
+        let mut items: Vec<&Item> = reg.items.values().map(|r| &*r.item).collect();
+        items.sort_unstable_by_key(|it| it.src.id());
+        for it in items {
+            it.src.unsettle();
+        }
     }
 
     /// Drop registrations whose source closed. Must be called with `registry` held.

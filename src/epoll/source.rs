@@ -49,16 +49,23 @@ impl SourceCore {
     /// Called with the watching epoll's registry held: wakes that polling or delivering owes
     /// (an AutoReset reset waking blocked writers, a nested epoll's cascade) go into `batch`,
     /// to run after that lock is released.
+    ///
+    /// Clears the source's settled mark first (`wait_queue`, "Settled"): a harvest may
+    /// unlink the item after this poll, and a write that skipped its wake must be seen here.
     pub(crate) fn poll(&self, interest: Events, deliver: bool, batch: &mut WakeBatch) -> Events {
         match self {
             SourceCore::Notifier(n) => {
+                n.wq.unsettle();
                 if deliver {
                     n.deliver_into(interest, batch)
                 } else {
                     n.readiness()
                 }
             }
-            SourceCore::Epoll(e) => e.readiness_into(batch),
+            SourceCore::Epoll(e) => {
+                e.pollers.unsettle();
+                e.readiness_into(batch)
+            }
             // A readiness check (the harvest delivers the kernel item's events itself).
             SourceCore::Kernel(k) => k.readiness(),
         }
@@ -66,6 +73,15 @@ impl SourceCore {
 
     /// The fork refusal for a source made before a fork (see `sys::fork`). The kernel
     /// item is the epoll's own, checked with the epoll.
+    /// Clear the settled mark of the queue an item of this source hooks into.
+    pub(crate) fn unsettle(&self) {
+        match self {
+            SourceCore::Notifier(n) => n.wq.unsettle(),
+            SourceCore::Epoll(e) => e.pollers.unsettle(),
+            SourceCore::Kernel(_) => {}
+        }
+    }
+
     pub(crate) fn check(&self) -> std::io::Result<()> {
         match self {
             SourceCore::Notifier(n) => n.check(),

@@ -26,14 +26,57 @@ fn unwanted_wakes_take_no_lock() {
         n.read().unwrap();
     }
     assert_eq!(n.inner.wq.slow_wakes.load(Relaxed), 0);
-    // IN: the writes take the lock, the reads' OUT wakes still do not.
+    // IN: the first write queues the item (lock), the second finds it queued and settles
+    // the queue (lock), the rest skip the lock; the reads' OUT wakes never take it.
     ep.modify(&n, Events::IN, 0).unwrap();
+    assert!(!n.inner.wq.is_settled());
     for _ in 0..100 {
         n.write(1).unwrap();
         n.read().unwrap();
     }
-    assert_eq!(n.inner.wq.slow_wakes.load(Relaxed), 100);
+    assert_eq!(n.inner.wq.slow_wakes.load(Relaxed), 2);
+    assert!(n.inner.wq.is_settled());
     assert_eq!(wait0(&ep), vec![]); // drained by the reads: the stale entry is dropped
+    // The harvest that dropped it cleared the mark: the next write takes the lock again
+    // and is reported.
+    assert!(!n.inner.wq.is_settled());
+    n.write(1).unwrap();
+    assert_eq!(n.inner.wq.slow_wakes.load(Relaxed), 3);
+    assert_eq!(wait0(&ep), vec![(1, 0)]);
+}
+
+/// What clears the settled mark: a harvest's poll, a `modify`, another entry (a blocked
+/// reader, a second epoll), a poller of the epoll (an outer epoll, an fd view).
+#[test]
+fn settled_mark_is_cleared_by_every_change() {
+    let settle = |n: &Notifier| {
+        n.write(1).unwrap();
+        n.write(1).unwrap();
+        assert!(n.inner.wq.is_settled());
+    };
+    let ep = Epoll::new();
+    let n = Notifier::new();
+    ep.add(&n, Events::IN, 0).unwrap();
+    settle(&n);
+    ep.modify(&n, Events::IN | Events::ET, 1).unwrap();
+    assert!(!n.inner.wq.is_settled(), "modify");
+    settle(&n);
+    let other = Epoll::new();
+    other.add(&n, Events::IN | Events::ET, 2).unwrap();
+    assert!(!n.inner.wq.is_settled(), "a second epoll's item");
+    // Both items queued (the add found the count non-zero): the next write settles again.
+    n.write(1).unwrap();
+    assert!(n.inner.wq.is_settled());
+    let outer = Epoll::new();
+    outer.add(&ep, Events::IN | Events::ET, 3).unwrap();
+    assert!(!n.inner.wq.is_settled(), "an outer epoll of the watching epoll");
+    // With a poller on `ep`, a write never settles (it must reach the outer item).
+    n.write(1).unwrap();
+    assert!(!n.inner.wq.is_settled());
+    drop(outer);
+    assert_eq!(wait0(&other), vec![(1, 2)]);
+    assert_eq!(wait0(&ep), vec![(1, 1)]);
+    assert_eq!(n.read().unwrap(), 6);
 }
 
 #[test]

@@ -233,3 +233,80 @@ fn ovf_coalescing_vs_harvest() {
         assert_eq!(wait0(&ep).iter().filter(|e| e.data == 1).count(), 0);
     });
 }
+
+/// "Settled" (`wait_queue`): once an item is queued and a write found it so, later writes
+/// skip the notifier's lock. A harvest clears the mark before it polls, so a write that
+/// skipped while the harvest ran is seen by that poll or marks the item again: whenever the
+/// count is left non-zero, the edge-triggered item is reported.
+#[test]
+fn settled_skip_vs_harvest() {
+    loom::model(|| {
+        let ep = Epoll::new();
+        let n = Notifier::new();
+        ep.add(&n, Events::IN | Events::ET, 9).unwrap();
+        n.write(1).unwrap(); // queues the item
+        n.write(1).unwrap(); // finds it queued: settles
+        assert!(n.inner.wq.is_settled());
+        let n2 = n.clone();
+        let w = thread::spawn(move || n2.write(1).unwrap()); // skips, or not
+        let first = wait0(&ep);
+        assert_eq!(first.len(), 1);
+        let got = n.try_read().unwrap();
+        w.join().unwrap();
+        let left = n.count();
+        assert_eq!(got + left, 3);
+        let later = wait0(&ep);
+        assert_eq!(later.len(), usize::from(left > 0), "got {got}, left {left}");
+    });
+}
+
+/// The settle itself (set, then look again) racing a harvest that unlinks the item: a mark
+/// set while the item was being unlinked never survives, so the write after both is not
+/// skipped and its edge is reported.
+#[test]
+fn settle_vs_harvest_unlink() {
+    loom::model(|| {
+        let ep = Epoll::new();
+        let n = Notifier::new();
+        ep.add(&n, Events::IN | Events::ET, 4).unwrap();
+        n.write(1).unwrap(); // queued, not settled yet
+        let n2 = n.clone();
+        let w = thread::spawn(move || n2.write(1).unwrap()); // the settle attempt
+        let first = wait0(&ep);
+        let _ = n.try_read();
+        w.join().unwrap();
+        let _ = n.try_read();
+        let _ = wait0(&ep);
+        // Everything consumed, the item unlinked: a new write is a new edge.
+        n.write(1).unwrap();
+        assert_eq!(wait0(&ep).len(), 1, "first {first:?}");
+    });
+}
+
+/// An epoll whose item is settled gains a poller (an outer epoll, edge-triggered): the mark
+/// is cleared, so every later write re-arms the outer item as the kernel's
+/// `ep_poll_callback` → `ep_poll_safewake` does, even though the inner item stays queued.
+#[test]
+fn settled_vs_new_poller() {
+    loom::model(|| {
+        let inner = Epoll::new();
+        let outer = Epoll::new();
+        let first = Notifier::builder().initial(1).build().unwrap();
+        let n = Notifier::new();
+        // `first` ahead of `n` on the inner ready list: the outer epoll's polls of the
+        // inner one stop at `first` and never poll `n` (nor clear its mark).
+        inner.add(&first, Events::IN, 0).unwrap();
+        inner.add(&n, Events::IN, 1).unwrap();
+        n.write(1).unwrap();
+        n.write(1).unwrap(); // settled
+        assert!(n.inner.wq.is_settled());
+        let n2 = n.clone();
+        let w = thread::spawn(move || n2.write(1).unwrap());
+        outer.add(&inner, Events::IN | Events::ET, 2).unwrap();
+        assert_eq!(wait0(&outer).len(), 1); // the add found the inner ready
+        w.join().unwrap();
+        let _ = wait0(&outer); // the racing write's edge, if it came after the add
+        n.write(1).unwrap(); // the inner item is still queued: a new edge for the outer
+        assert_eq!(wait0(&outer).len(), 1);
+    });
+}

@@ -252,6 +252,19 @@ impl<T> List<T> {
         }
     }
 
+    /// The entries, head to tail, with their masks.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (Events, &T)> + '_ {
+        let mut i = self.head;
+        std::iter::from_fn(move || {
+            if i == NIL {
+                return None;
+            }
+            let n = &self.nodes[i as usize];
+            i = n.next;
+            n.val.as_ref().map(|(m, v)| (*m, v))
+        })
+    }
+
     /// Remove every entry, head first.
     pub(crate) fn drain(&mut self) -> Vec<(Events, T)> {
         let mut out = Vec::with_capacity(self.len);

@@ -44,6 +44,38 @@
 //! waker sees the new interest bit and takes the lock (and finds the entry, since the entry
 //! was linked before `interest` was published under the same lock), or the waiter's
 //! re-check sees the new state and does not sleep.
+//!
+//! # Settled: the no-op `IN` wake skipped without the lock
+//!
+//! A notifier watched by an epoll item for `IN` would take this lock on every write, only
+//! for the item's callback to find it already queued on the ready list (with nobody asleep
+//! on the epoll and nobody polling it) and do nothing, as `ep_poll_callback` does for a
+//! linked item. The `SETTLED` bit of `interest` lets such a write skip the lock: it means
+//! "a wake with key `IN` is a no-op for every entry now".
+//!
+//! ```text
+//! set:    a wake with key IN, lock held, finds every IN entry a non-exclusive callback
+//!         whose coalesces() is true (item linked, no scan, no sleeper, no poller); it
+//!         sets SETTLED (SeqCst RMW), then asks every coalesces() again; if one now says no,
+//!         it clears SETTLED and walks as usual (the walk queues what must be queued, which
+//!         covers the writes that skipped in between: their counts were written before they
+//!         read SETTLED, so before the walk's callbacks ran).
+//! clear:  (a) add() and any change of the entries (publish stores the bare union), under
+//!             the lock, before the adder re-checks the source;
+//!         (b) unsettle(), lock-free, by whoever is about to make a coalesces() false:
+//!             a harvester before it polls a source (after it published `scanning`), an
+//!             epoll that gains a poller (after it published the poller's interest).
+//! skip:   wake(IN) loads interest (SeqCst) after the caller's state change (SeqCst RMW) and
+//!         returns if SETTLED is set.
+//! ```
+//!
+//! Why no wake is lost: a skipping writer's RMW precedes its load of `SETTLED`, which
+//! precedes the clear (a) or (b) in the single `SeqCst` order; the clear precedes the
+//! clearer's re-check of the source (the adder's re-check, the harvester's poll), which
+//! therefore sees the write. A set racing a clear is caught by the setter's second look:
+//! the clearer published the state that makes `coalesces()` false (`scanning`, the poller's
+//! interest) before clearing, so a set that comes after the clear sees that state and
+//! undoes itself. loom: `tests::loom_epoll::settled_*`.
 
 pub(crate) mod list;
 pub(crate) mod task;
@@ -53,7 +85,7 @@ use std::sync::Arc;
 use std::task::Waker;
 
 use crate::events::Events;
-use crate::loom::sync::atomic::{AtomicU32, Ordering::SeqCst};
+use crate::loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use crate::loom::sync::Mutex;
 use list::{Key, List, Visit};
 use thread::ThreadWaiter;
@@ -88,6 +120,14 @@ pub(crate) trait Callback: Send + Sync {
     /// The queue is going away (the kernel's `POLLFREE`): the entry has already been
     /// removed. Called without the queue's lock.
     fn detach(&self);
+
+    /// A lock-free look (called with the queue's lock held): would a wake with key `IN`
+    /// be a no-op for this entry now, and stay one until the entry's owner says otherwise
+    /// by clearing the queue's settled mark ([`WaitQueue::unsettle`])? See "Settled" in
+    /// the module docs. `false` (the default) never settles the queue.
+    fn coalesces(&self) -> bool {
+        false
+    }
 }
 
 /// Work that must run after every lock is released.
@@ -234,6 +274,10 @@ impl Drop for WakeBatch {
     }
 }
 
+/// The bit of `WaitQueue::interest` above the masks: a wake with key `IN` is a no-op for
+/// every entry now (module docs, "Settled").
+const SETTLED: u64 = 1 << 32;
+
 /// An entry: exclusive flag + target. The mask lives in the list (it feeds `interest`).
 #[derive(Debug)]
 struct Entry {
@@ -244,9 +288,11 @@ struct Entry {
 /// The locked wait queue. See the module docs for the LOCKING rules.
 #[derive(Debug)]
 pub(crate) struct WaitQueue {
-    /// Union of every entry's mask. Written only with `list` locked (SeqCst store), read
-    /// lock-free by [`WaitQueue::wake`] (SeqCst load; pairs with the state change's SeqCst RMW).
-    interest: AtomicU32,
+    /// Union of every entry's mask (low 32 bits), written only with `list` locked (SeqCst),
+    /// and the [`SETTLED`] bit (set with `list` locked, cleared by anyone; module docs).
+    /// Read lock-free by [`WaitQueue::wake`] (SeqCst load; pairs with the state change's
+    /// SeqCst RMW).
+    interest: AtomicU64,
     /// The entries. Guarded by itself.
     list: Mutex<List<Entry>>,
     /// Test-only: how many wakes took the lock (the fast path did not answer).
@@ -263,7 +309,7 @@ impl Default for WaitQueue {
 impl WaitQueue {
     pub(crate) fn new() -> Self {
         WaitQueue {
-            interest: AtomicU32::new(0),
+            interest: AtomicU64::new(0),
             list: Mutex::new(List::new()),
             #[cfg(test)]
             slow_wakes: std::sync::atomic::AtomicUsize::new(0),
@@ -272,15 +318,53 @@ impl WaitQueue {
 
     /// The union of the entries' masks (a snapshot).
     pub(crate) fn interest(&self) -> Events {
-        Events::from_bits_retain(self.interest.load(SeqCst))
+        Events::from_bits_retain(self.interest.load(SeqCst) as u32)
     }
 
-    /// Must be called with `list` locked.
+    /// Must be called with `list` locked. Clears [`SETTLED`] (the entries changed).
     fn publish(&self, l: &List<Entry>) {
-        let u = l.union().bits();
+        let u = u64::from(l.union().bits());
         if self.interest.load(SeqCst) != u {
             self.interest.store(u, SeqCst);
         }
+    }
+
+    /// Clear the settled mark (module docs, "Settled"): called lock-free by whoever is
+    /// about to make an entry's `coalesces()` false, after publishing what makes it false.
+    #[inline]
+    pub(crate) fn unsettle(&self) {
+        if self.interest.load(SeqCst) & SETTLED != 0 {
+            self.interest.fetch_and(!SETTLED, SeqCst);
+        }
+    }
+
+    /// Whether a wake with key `IN` is known to be a no-op (tests).
+    #[cfg(test)]
+    pub(crate) fn is_settled(&self) -> bool {
+        self.interest.load(SeqCst) & SETTLED != 0
+    }
+
+    /// The settle attempt of a wake with key `IN` (module docs, "Settled"). Must be called
+    /// with `list` locked. Returns `true` if the queue is settled: the wake is a no-op.
+    fn try_settle(&self, l: &List<Entry>) -> bool {
+        let all = || {
+            l.iter()
+                .filter(|(mask, _)| mask.intersects(Events::IN))
+                .all(|(_, e)| match &e.target {
+                    Target::Callback(cb) => !e.exclusive && cb.coalesces(),
+                    Target::Thread(_) | Target::Task(_) => false,
+                })
+        };
+        if !all() {
+            return false;
+        }
+        self.interest.fetch_or(SETTLED, SeqCst);
+        crate::loom::dekker_fence();
+        if all() {
+            return true;
+        }
+        self.interest.fetch_and(!SETTLED, SeqCst);
+        false
     }
 
     /// Add an entry. `front` inserts at the head (the kernel's `add_wait_queue` for
@@ -301,8 +385,12 @@ impl WaitQueue {
         } else {
             l.push_back(mask, e)
         };
-        // SeqCst store under the lock: the waiter half of the Dekker pair (module docs).
-        self.interest.fetch_or(mask.bits(), SeqCst);
+        // SeqCst store under the lock: the waiter half of the Dekker pair (module docs). A
+        // new entry may not coalesce: the queue is not settled any more.
+        let old = self.interest.fetch_or(u64::from(mask.bits()), SeqCst);
+        if old & SETTLED != 0 {
+            self.interest.fetch_and(!SETTLED, SeqCst);
+        }
         drop(l);
         crate::loom::dekker_fence();
         k
@@ -379,9 +467,11 @@ impl WaitQueue {
     /// unlocking.
     #[inline]
     pub(crate) fn wake(&self, key: Events, nr_exclusive: usize) {
-        // Fast path: the SeqCst load pairs with the waiter's SeqCst store (module docs).
+        // Fast path: the SeqCst load pairs with the waiter's SeqCst store (module docs), and
+        // with the clears of `SETTLED` ("Settled").
         crate::loom::dekker_fence();
-        if self.interest.load(SeqCst) & key.bits() == 0 {
+        let i = self.interest.load(SeqCst);
+        if i & u64::from(key.bits()) == 0 || (key == Events::IN && i & SETTLED != 0) {
             return;
         }
         self.wake_slow(key, nr_exclusive);
@@ -392,7 +482,7 @@ impl WaitQueue {
     #[inline]
     pub(crate) fn wake_into(&self, key: Events, nr_exclusive: usize, batch: &mut WakeBatch) {
         crate::loom::dekker_fence();
-        if self.interest.load(SeqCst) & key.bits() == 0 {
+        if self.interest.load(SeqCst) & u64::from(key.bits()) == 0 {
             return;
         }
         self.wake_locked(key, nr_exclusive, batch);
@@ -416,6 +506,9 @@ impl WaitQueue {
         // as if the kernel's walk had stopped there (see `wake`).
         let mut callback_taken = false;
         let mut l = crate::loom::lock(&self.list);
+        if key == Events::IN && self.try_settle(&l) {
+            return;
+        }
         let before = l.len();
         // Is any exclusive callback queued? (Its mask carries `EXCLUSIVE`, see `add`;
         // `interest` is exact while the lock is held.)
