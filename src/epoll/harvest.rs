@@ -82,7 +82,7 @@ fn send_events(
             continue;
         }
         let ev = item.events();
-        let r = item.src.poll(ev, true, batch) & ev & !Events::PRIVATE;
+        let r = poll_to_unlink(&item, ev, true, batch);
         if r.is_empty() {
             // Not ready (or a disarmed ONESHOT): dropped, no slot used.
             item.set_linked(false);
@@ -109,13 +109,36 @@ fn send_events(
     }
 }
 
+/// Poll a transfer-list item that the harvest will unlink if it is not ready (level-
+/// triggered, `ev` without `ET`/`ONESHOT`) or whatever it finds (edge-triggered, one-shot),
+/// clearing the source's settled mark (`wait_queue`, "Settled") before the poll that
+/// decides an unlink: a write that skipped its wake because the item was queued wrote its
+/// count before that clear, so the poll sees it. A level-triggered item found ready stays
+/// queued, so its source stays settled: a producer that keeps it ready never takes the
+/// source's lock, however often the consumer harvests. Returns the events to report.
+fn poll_to_unlink(item: &Item, ev: Events, deliver: bool, batch: &mut WakeBatch) -> Events {
+    let want = ev & !Events::PRIVATE;
+    if ev.intersects(Events::ONESHOT | Events::ET) {
+        item.src.unsettle();
+        return item.src.poll(ev, deliver, batch) & want;
+    }
+    let r = item.src.poll(ev, deliver, batch) & want;
+    if !r.is_empty() {
+        return r;
+    }
+    item.src.unsettle();
+    item.src.poll(ev, deliver, batch) & want
+}
+
 /// `__ep_eventpoll_poll`'s loop: stop at the first ready item and keep it (consume
 /// nothing); the not-ready ones before it are dropped from the list.
 fn first_ready(it: &mut Drain<'_, Arc<Item>>, batch: &mut WakeBatch) -> Found {
     let mut kernel_dropped = false;
     for item in it.by_ref() {
         let ev = item.events();
-        if !item.is_dead() && !(item.src.poll(ev, false, batch) & ev & !Events::PRIVATE).is_empty()
+        // A level-triggered look: a ready item stays queued, only a dropped one is unlinked.
+        if !item.is_dead()
+            && !poll_to_unlink(&item, ev & !Events::ONESHOT & !Events::ET, false, batch).is_empty()
         {
             return Found {
                 n: 1,

@@ -64,6 +64,17 @@ impl Item {
         self.dead.load(SeqCst)
     }
 
+    /// Queued where a wake would queue it: on the overflow list while a scan runs, on the
+    /// ready list otherwise. Lock-free; see the coalescing in `Callback::wake` below for
+    /// why the two loads, in this order, give a consistent answer.
+    fn is_queued(&self) -> bool {
+        if self.ep.scanning.load(SeqCst) {
+            self.ovf.load(Acquire)
+        } else {
+            self.linked.load(Acquire)
+        }
+    }
+
     /// Nobody waits on this item's epoll and nobody polls it: a wake of an item already
     /// queued would change nothing.
     fn unobserved(&self) -> bool {
@@ -113,15 +124,8 @@ impl Callback for Item {
         // overflow list is moved to the ready list by `done_scan`; a later scan polls the
         // source after our state change, so nothing is lost. (loom:
         // `coalescing_fast_path_vs_harvest_drop`, `ovf_coalescing_vs_harvest`.)
-        if !exclusive {
-            let queued = if ep.scanning.load(SeqCst) {
-                self.ovf.load(Acquire)
-            } else {
-                self.linked.load(Acquire)
-            };
-            if queued && self.unobserved() {
-                return true;
-            }
+        if !exclusive && self.is_queued() && self.unobserved() {
+            return true;
         }
         let (sleeper, pollers) = {
             let mut rd = crate::loom::lock(&ep.ready);
@@ -157,8 +161,9 @@ impl Callback for Item {
         sleeper && exclusive_accepts(key, ev)
     }
 
-    /// The settle test (`wait_queue`, "Settled"): the lock-free coalescing above, on the
-    /// ready list only (not during a scan), for a live, armed, non-exclusive `IN` item.
+    /// The settle test (`wait_queue`, "Settled"): the lock-free coalescing above, for a
+    /// live, armed, non-exclusive `IN` item. An item queued on the overflow list is moved
+    /// to the ready list when the scan ends, so it stays queued either way.
     /// What makes it false again is always followed by a clear of the source's settled
     /// mark: a harvest clears it before polling the source (after publishing `scanning`),
     /// a new poller of the epoll after publishing its interest (`EpInner::unsettle_sources`),
@@ -169,8 +174,7 @@ impl Callback for Item {
         ev.contains(Events::IN)
             && !ev.contains(Events::EXCLUSIVE)
             && !self.is_dead()
-            && !self.ep.scanning.load(SeqCst)
-            && self.linked.load(Acquire)
+            && self.is_queued()
             && self.unobserved()
     }
 

@@ -50,22 +50,18 @@ impl SourceCore {
     /// (an AutoReset reset waking blocked writers, a nested epoll's cascade) go into `batch`,
     /// to run after that lock is released.
     ///
-    /// Clears the source's settled mark first (`wait_queue`, "Settled"): a harvest may
-    /// unlink the item after this poll, and a write that skipped its wake must be seen here.
+    /// A harvest that may unlink the item after this poll clears the source's settled mark
+    /// ([`unsettle`](Self::unsettle)) before it (`harvest`).
     pub(crate) fn poll(&self, interest: Events, deliver: bool, batch: &mut WakeBatch) -> Events {
         match self {
             SourceCore::Notifier(n) => {
-                n.wq.unsettle();
                 if deliver {
                     n.deliver_into(interest, batch)
                 } else {
                     n.readiness()
                 }
             }
-            SourceCore::Epoll(e) => {
-                e.pollers.unsettle();
-                e.readiness_into(batch)
-            }
+            SourceCore::Epoll(e) => e.readiness_into(batch),
             // A readiness check (the harvest delivers the kernel item's events itself).
             SourceCore::Kernel(k) => k.readiness(),
         }
@@ -73,7 +69,9 @@ impl SourceCore {
 
     /// The fork refusal for a source made before a fork (see `sys::fork`). The kernel
     /// item is the epoll's own, checked with the epoll.
-    /// Clear the settled mark of the queue an item of this source hooks into.
+    /// Clear the settled mark (`wait_queue`, "Settled") of the queue an item of this source
+    /// hooks into: a harvest calls it before a poll after which it may unlink the item, so
+    /// that a write which skipped its wake is seen by that poll.
     pub(crate) fn unsettle(&self) {
         match self {
             SourceCore::Notifier(n) => n.wq.unsettle(),

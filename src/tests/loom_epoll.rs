@@ -310,3 +310,51 @@ fn settled_vs_new_poller() {
         assert_eq!(wait0(&outer).len(), 1);
     });
 }
+
+/// A level-triggered item stays queued while its harvests find it ready, so its source
+/// stays settled across them; the harvest that finds it empty clears the mark and looks
+/// again before dropping it. A write that skipped its wake is seen by that second look (or
+/// takes the lock and queues the item): whenever the count is left non-zero, the item is
+/// reported.
+#[test]
+fn settled_level_triggered_drop_vs_write() {
+    loom::model(|| {
+        let ep = Epoll::new();
+        let n = Notifier::new();
+        ep.add(&n, Events::IN, 6).unwrap();
+        n.write(1).unwrap(); // queued and settled
+        assert!(n.inner.wq.is_settled());
+        let n2 = n.clone();
+        let w = thread::spawn(move || n2.write(1).unwrap()); // skips, or not
+        let got = n.try_read().unwrap_or(0);
+        let first = wait0(&ep); // finds it empty (drop) or the write's count (requeue)
+        w.join().unwrap();
+        let left = n.count();
+        assert_eq!(got + left, 2);
+        assert_eq!(wait0(&ep).len(), usize::from(left > 0), "first {first:?}");
+    });
+}
+
+/// The same for an AutoReset item, whose delivery is the reset: the second look after the
+/// clear delivers a count that a skipped write left.
+#[test]
+fn settled_autoreset_delivery_vs_write() {
+    loom::model(|| {
+        let ep = Epoll::new();
+        let n = Notifier::builder()
+            .mode(crate::mode::Mode::AutoReset)
+            .build()
+            .unwrap();
+        ep.add(&n, Events::IN, 8).unwrap();
+        n.write(1).unwrap(); // queued and settled
+        let n2 = n.clone();
+        let w = thread::spawn(move || n2.write(1).unwrap());
+        let first = wait0(&ep); // delivers 1 or 2
+        let second = wait0(&ep); // delivers the write's unit if the first did not
+        w.join().unwrap();
+        assert_eq!(first.len(), 1);
+        let left = n.count();
+        assert_eq!(wait0(&ep).len(), usize::from(left > 0), "second {second:?}");
+        assert!(second.len() + usize::from(left > 0) <= 1);
+    });
+}

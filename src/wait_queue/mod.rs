@@ -559,6 +559,10 @@ impl WaitQueue {
             // Threads or tasks were removed: their bits may leave `interest`.
             self.publish(&l);
         }
+        if key == Events::IN {
+            // The walk queued the items: the next write need not take the lock.
+            self.try_settle(&l);
+        }
     }
 
     /// Remove every entry (the source is going away) and tell callbacks so, after unlocking.
