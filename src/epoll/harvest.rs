@@ -116,18 +116,25 @@ fn send_events(
 /// count before that clear, so the poll sees it. A level-triggered item found ready stays
 /// queued, so its source stays settled: a producer that keeps it ready never takes the
 /// source's lock, however often the consumer harvests. Returns the events to report.
+#[inline(always)]
 fn poll_to_unlink(item: &Item, ev: Events, deliver: bool, batch: &mut WakeBatch) -> Events {
-    let want = ev & !Events::PRIVATE;
-    if ev.intersects(Events::ONESHOT | Events::ET) {
+    let edge = ev.intersects(Events::ONESHOT | Events::ET);
+    if edge {
         item.src.unsettle();
-        return item.src.poll(ev, deliver, batch) & want;
     }
-    let r = item.src.poll(ev, deliver, batch) & want;
-    if !r.is_empty() {
+    let r = item.src.poll(ev, deliver, batch) & ev & !Events::PRIVATE;
+    if !r.is_empty() || edge {
         return r;
     }
+    poll_again(item, ev, deliver, batch)
+}
+
+/// `poll_to_unlink`'s level-triggered item found empty: clear, look again.
+#[cold]
+#[inline(never)]
+fn poll_again(item: &Item, ev: Events, deliver: bool, batch: &mut WakeBatch) -> Events {
     item.src.unsettle();
-    item.src.poll(ev, deliver, batch) & want
+    item.src.poll(ev, deliver, batch) & ev & !Events::PRIVATE
 }
 
 /// `__ep_eventpoll_poll`'s loop: stop at the first ready item and keep it (consume
