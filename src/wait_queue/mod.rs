@@ -347,13 +347,20 @@ impl WaitQueue {
     /// The settle attempt of a wake with key `IN` (module docs, "Settled"). Must be called
     /// with `list` locked. Returns `true` if the queue is settled: the wake is a no-op.
     fn try_settle(&self, l: &List<Entry>) -> bool {
+        // Every `IN` entry coalesces, and there is at least one (an empty queue needs no
+        // mark: its fast path already skips the lock).
         let all = || {
-            l.iter()
-                .filter(|(mask, _)| mask.intersects(Events::IN))
-                .all(|(_, e)| match &e.target {
-                    Target::Callback(cb) => !e.exclusive && cb.coalesces(),
-                    Target::Thread(_) | Target::Task(_) => false,
-                })
+            let mut any = false;
+            for (mask, e) in l.iter() {
+                if !mask.intersects(Events::IN) {
+                    continue;
+                }
+                match &e.target {
+                    Target::Callback(cb) if !e.exclusive && cb.coalesces() => any = true,
+                    _ => return false,
+                }
+            }
+            any
         };
         if !all() {
             return false;
