@@ -249,6 +249,21 @@ fn notify_mode(n: u64) {
     rt.shutdown_timeout(Duration::from_secs(1));
 }
 
+/// Not a hand-off: the producer's path while its consumer's epoll item is queued (seed_in's
+/// shape). An epoll holds the notifier for `IN`, level-triggered, and nobody harvests; each
+/// "round trip" is two `write` + `read` pairs, so the per-hand-off figures of
+/// `scripts/handoff_count.py` are per pair.
+fn queued_mode(n: u64) {
+    let ep = Epoll::new();
+    let a = Notifier::new();
+    ep.add(&a, Events::IN, 0).expect("add");
+    for _ in 0..2 * n {
+        a.write(1).expect("write");
+        a.read().expect("read");
+    }
+    drop(ep);
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_else(|| "epoll".into());
@@ -273,9 +288,10 @@ fn main() {
         "kepoll" => kepoll_mode(n),
         "kread" => kread_mode(n),
         "notify" => notify_mode(n),
+        "queued" => queued_mode(n),
         other => {
             eprintln!(
-                "unknown mode {other:?}: epoll, epoll_auto, read, async, kepoll, kread, notify"
+                "unknown mode {other:?}: epoll, epoll_auto, read, async, kepoll, kread, notify, queued"
             );
             std::process::exit(2);
         }
