@@ -25,7 +25,7 @@ import sys
 import tempfile
 
 BIN = os.path.join(os.path.dirname(__file__), '..', 'target', 'release', 'examples', 'handoff')
-MODES = ['epoll', 'epoll_auto', 'read', 'async', 'kepoll', 'kread', 'notify',
+MODES = ['epoll', 'epoll_auto', 'read', 'async', 'kepoll', 'kread', 'notify', 'queued',
          'epoll:parked', 'read:parked', 'kepoll:parked', 'kread:parked',
          'epoll:cross', 'read:cross', 'kepoll:cross']
 N_CG = 2000      # round trips under callgrind
