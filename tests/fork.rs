@@ -351,3 +351,62 @@ fn child_dropping_a_kernel_notifier_leaves_the_parents_epoll_intact() {
     );
     assert_eq!(ep.len(), 1);
 }
+
+/// Threads keep adding a shared `KernelNotifier` to epolls and deleting it (its
+/// registrations lock busy) while the main thread forks: every child can register the
+/// notifier in an epoll of its own, be woken through it, delete it and drop its handle —
+/// the registrations lock is never inherited held (`sys::fork::guard`).
+#[test]
+fn fork_while_threads_register_a_kernel_notifier_never_deadlocks_the_child() {
+    let k = Arc::new(KernelNotifier::new(Mode::Counter).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let busy: Vec<_> = (0..3)
+        .map(|t| {
+            let (k, stop) = (Arc::clone(&k), Arc::clone(&stop));
+            thread::spawn(move || {
+                let ep = Epoll::new();
+                let mut rounds = 0u64;
+                while !stop.load(SeqCst) {
+                    ep.add(&*k, Events::IN, t).unwrap();
+                    ep.delete(&*k).unwrap();
+                    // An epoll that goes away with the registration in it (`Drop` path).
+                    let other = Epoll::new();
+                    other.add(&*k, Events::IN, t).unwrap();
+                    drop(other);
+                    rounds += 1;
+                }
+                rounds
+            })
+        })
+        .collect();
+    for i in 0..40 {
+        let k = Arc::clone(&k);
+        in_child(&format!("fork {i} while registering"), move || {
+            let ep = Epoll::new();
+            ep.add(&*k, Events::IN, 9).map_err(|e| e.to_string())?;
+            k.write(1).map_err(|e| e.to_string())?;
+            let mut evs = [Event::default(); 4];
+            let n = ep
+                .wait(&mut evs, Some(Duration::from_secs(5)))
+                .map_err(|e| e.to_string())?;
+            check(
+                n == 1 && evs[0].data == 9,
+                "the child's epoll saw the write",
+            )?;
+            ep.delete(&*k).map_err(|e| e.to_string())?;
+            check(ep.is_empty(), "deleted in the child")?;
+            let again = Epoll::new();
+            again.add(&*k, Events::IN, 10).map_err(|e| e.to_string())?;
+            drop(again);
+            drop(k);
+            Ok(())
+        });
+        thread::sleep(Duration::from_millis(2));
+    }
+    stop.store(true, SeqCst);
+    for b in busy {
+        assert!(b.join().unwrap() > 0, "a registering thread never ran");
+    }
+    // The parent's notifier is intact: the children's writes are there to read.
+    assert!(k.try_read().is_ok());
+}

@@ -790,7 +790,9 @@ impl From<KernelNotifier> for OwnedFd {
 /// eventfd, and its number is free for the next `add` at once.
 ///
 /// LOCKING: `list` is a leaf mutex, taken by an epoll's kernel `add`/`delete` under that
-/// epoll's registry, and by `Drop` alone (which then takes each epoll's registry).
+/// epoll's registry, and by `Drop` alone (which then takes each epoll's registry). Always
+/// inside a fork guard (`sys::fork::guard`), so a child never inherits it held: a child
+/// that adds a `KernelNotifier` shared with its parent to its own epoll cannot deadlock.
 pub(crate) struct Registrations {
     /// The fork epoch it was made in (`sys::fork`): see `Drop`.
     born: u32,
@@ -842,6 +844,7 @@ impl Registrations {
 
     /// Registered in `ep` as `token`.
     pub(crate) fn record(&self, set: Weak<dyn KernelFdSet>, token: u64) {
+        let _fork = crate::sys::fork::guard();
         let mut l = crate::loom::lock(&self.list);
         l.retain(|(w, _)| w.strong_count() > 0);
         l.push((set, token));
@@ -849,6 +852,7 @@ impl Registrations {
 
     /// `token` left its set (deleted). Tokens are unique process-wide.
     pub(crate) fn forget(&self, token: u64) {
+        let _fork = crate::sys::fork::guard();
         crate::loom::lock(&self.list).retain(|(_, t)| *t != token);
     }
 }
@@ -865,6 +869,7 @@ impl Drop for Registrations {
                 Err(std::sync::TryLockError::WouldBlock) => return,
             }
         } else {
+            let _fork = crate::sys::fork::guard();
             std::mem::take(&mut *crate::loom::lock(&self.list))
         };
         for (w, token) in list {

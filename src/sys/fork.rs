@@ -17,6 +17,17 @@
 //! `Epoll` made in the child can nest epolls even if a parent thread was nesting at the
 //! fork.
 //!
+//! Other locks that a child may still need on an object it legitimately shares with the
+//! parent (a `KernelNotifier`'s registrations; the kernel-fd watcher's slots) are taken
+//! inside a [`guard`]: a read lock of a process-wide `RwLock` whose write half the
+//! `prepare` handler takes, so no such section is running when the process forks, and the
+//! child never inherits one of those locks held.
+//!
+//! LOCKING (the handlers' order): `prepare` takes `FORK_GUARD` (write) and then `TOPOLOGY`.
+//! A guarded section takes neither `TOPOLOGY` nor a second guard (a write-preferring
+//! `RwLock` would deadlock a nested read behind the waiting `prepare`), and never runs
+//! foreign code.
+//!
 //! `fork(2)` through libc (what `libc::fork`, `nix::unistd::fork` and `std::process::Command`
 //! call) runs the handlers; a raw `clone(2)` syscall does not, and is not detected.
 //!
@@ -26,14 +37,27 @@
 #![allow(unsafe_code)]
 
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-use std::sync::Mutex;
 #[cfg(not(any(miri, evfd_loom)))]
 use std::sync::Once;
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
 /// The crate's one process-wide lock: the epoll topology lock (`crate::epoll::topology`,
 /// which re-exports it). It lives here, in the OS layer, so that the fork handlers can hold
 /// it across a fork without this layer importing from above.
 pub(crate) static TOPOLOGY: Mutex<()> = Mutex::new(());
+
+/// Held (read) by the short sections of [`guard`]; held (write) by the forking thread
+/// from `prepare` to `parent`/`child`.
+static FORK_GUARD: RwLock<()> = RwLock::new(());
+
+/// A section that must not be cut by a `fork`: the forking thread waits for it to end, so a
+/// lock taken inside it is never inherited held by a child (module docs, LOCKING).
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+pub(crate) fn guard() -> RwLockReadGuard<'static, ()> {
+    FORK_GUARD
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// Bumped in every child by the atfork handler. Not the loom shim's atomic: written only by
 /// the handler, never part of a modelled protocol.
@@ -44,34 +68,47 @@ static EPOCH: AtomicU32 = AtomicU32::new(0);
 mod handlers {
     use std::cell::RefCell;
     use std::sync::atomic::Ordering::Relaxed;
-    use std::sync::MutexGuard;
+    use std::sync::{MutexGuard, RwLockWriteGuard};
 
-    use super::{EPOCH, TOPOLOGY};
+    use super::{EPOCH, FORK_GUARD, TOPOLOGY};
+
+    /// What the forking thread holds from `prepare` to `parent`/`child`: the fork guard
+    /// (write) and the topology lock, released in the reverse order.
+    type Held = (RwLockWriteGuard<'static, ()>, MutexGuard<'static, ()>);
 
     thread_local! {
-        /// The topology lock, held by the forking thread from `prepare` to `parent`/`child`.
-        static HELD: RefCell<Option<MutexGuard<'static, ()>>> = const { RefCell::new(None) };
+        static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
     }
 
     extern "C" fn prepare() {
-        let g = TOPOLOGY
+        let f = FORK_GUARD
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let t = TOPOLOGY
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        HELD.with(|h| *h.borrow_mut() = Some(g));
+        HELD.with(|h| *h.borrow_mut() = Some((f, t)));
+    }
+
+    fn release() {
+        if let Some((f, t)) = HELD.with(|h| h.borrow_mut().take()) {
+            drop(t);
+            drop(f);
+        }
     }
 
     extern "C" fn parent() {
-        HELD.with(|h| drop(h.borrow_mut().take()));
+        release();
     }
 
     extern "C" fn child() {
         EPOCH.fetch_add(1, Relaxed);
-        HELD.with(|h| drop(h.borrow_mut().take()));
+        release();
     }
 
     pub(super) fn register() {
         // SAFETY: the three handlers are plain `extern "C" fn()`s that never unwind (they
-        // only lock/unlock a mutex and touch an atomic and a thread-local); registering them
+        // only lock/unlock two locks and touch an atomic and a thread-local); registering them
         // has no other precondition. A failure (ENOMEM) leaves fork undetected, which is
         // what the crate did before; nothing else depends on it.
         let _ = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
