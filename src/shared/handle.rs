@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::asyncio::{self, WriteShared};
+use super::asyncio;
 use super::protocol::{self, Futex, Os, Protocol, Woke, Words, REGION_SIZE};
 use crate::epoll::Epoll;
 use crate::mode::{Mode, Options};
@@ -62,7 +62,8 @@ pub struct SharedStats {
     pub futex_wakes: u64,
     /// `FUTEX_WAIT` calls (blocking reads and writes that slept).
     pub futex_waits: u64,
-    /// Doorbell writes (a 0 → non-zero edge while a doorbell consumer is registered).
+    /// Doorbell writes (a 0 → non-zero edge while a doorbell consumer is registered, or a
+    /// consumption while a [`write_async`](SharedNotifier::write_async) waits for room).
     pub rings: u64,
     /// Doorbell reads (a non-zero → 0 edge while a doorbell consumer is registered).
     pub drains: u64,
@@ -110,6 +111,13 @@ impl Os for SysOs {
         self.drains.fetch_add(1, Relaxed);
         // EAGAIN: already 0.
         let _ = eventfd::read(self.bell.as_fd());
+    }
+
+    fn pulse(&self) {
+        self.rings.fetch_add(1, Relaxed);
+        // A write of 0 wakes the doorbell's watchers and changes nothing; it cannot fail on
+        // an eventfd (not EAGAIN: it adds nothing).
+        let _ = eventfd::write(self.bell.as_fd(), 0);
     }
 
     fn backoff(&self, deadline: Option<Instant>) {
@@ -811,10 +819,22 @@ impl SharedNotifier {
     }
 
     /// Add `n` to the count, waiting for room while it would pass [`LIMIT`](crate::LIMIT),
-    /// as a future. Cancel-safe: dropped early, it added nothing.
+    /// as a future (any executor).
     ///
-    /// Room is rare to wait for; a pending write future has a helper thread sleeping on the
-    /// shared futex of blocked writers.
+    /// A write that fits is memory only. A future that has to wait costs no thread of its
+    /// own: it watches the doorbell in an [`Epoll`](crate::Epoll) of its own
+    /// (edge-triggered) and registers in the region as a writer waiting for room; while it
+    /// is registered, every read or AutoReset delivery (in either process) pulses the
+    /// doorbell with one `write(2)` of 0, which wakes the future without changing the
+    /// doorbell's readability. The wake reaches the task through the epoll's kernel-fd
+    /// machinery (its watcher thread, one per process, shared with every other wait).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it completes adds nothing, unregisters it from the
+    /// region and closes its epoll. It never takes a wake that another waiter needs: every
+    /// consumption wakes every waiting writer (blocked or async, in either process), so a
+    /// dropped future's pending wake was also delivered to the others.
     ///
     /// # Errors
     ///
@@ -832,8 +852,10 @@ impl SharedNotifier {
     /// assert_eq!(s.count(), 2);
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
+    #[allow(clippy::manual_async_fn)]
     pub fn write_async(&self, n: u64) -> impl Future<Output = io::Result<()>> + Send + '_ {
-        WriteShared::new(self, n)
+        asyncio::write(self, n)
     }
 
     pub(super) fn arm_bell_here(&self) {
@@ -854,8 +876,16 @@ impl SharedNotifier {
         Ok(self.inner.reader_ep.get().expect("set just above"))
     }
 
-    pub(super) fn wait_room(&self, n: u64, deadline: Instant) -> bool {
-        self.inner.proto.wait_room(n, deadline)
+    pub(super) fn arm_room_here(&self) {
+        self.inner.proto.arm_room();
+    }
+
+    pub(super) fn disarm_room_here(&self) {
+        self.inner.proto.disarm_room();
+    }
+
+    pub(super) fn bell_fd(&self) -> BorrowedFd<'_> {
+        self.inner.proto.os.bell.as_fd()
     }
 
     /// The epoll registrations of the doorbell.

@@ -47,6 +47,32 @@
 //! consumption. A reader that was woken and leaves the count non-zero (Semaphore) hands the
 //! wake on to the next sleeper.
 //!
+//! # Async writers (room, without a thread)
+//!
+//! A `write_async` that finds no room waits on the doorbell instead of a futex, so that the
+//! executor's own machinery (an epoll) hears the wake and no thread sleeps for it:
+//!
+//! ```text
+//! async writer                                consumer (any process)
+//!   watch the doorbell IN|OUT|ET                count: CAS / swap old -> new (new < old)
+//!   sleepers += WRITER      (arm_room)          fence
+//!   fence                                       if sleepers.writers > 0:
+//!   if try_write(n) succeeds: done                  wseq += 1; futex_wake(wseq, all)
+//!   await a doorbell event; retry                   pulse()   (eventfd write of 0)
+//! ```
+//!
+//! The same Dekker pair as the futex path: either the writer's re-check sees the room, or
+//! the consumer sees the writer's registration and pulses after it. A pulse is an eventfd
+//! write of 0: the doorbell's value (so its readability, the doorbell path's invariant below)
+//! does not change, but every edge-triggered watcher whose interest includes `OUT` gets an
+//! event (the kernel wakes the eventfd's wait queue on every write, and an eventfd is always
+//! writable, so the edge-triggered item is reported). The writer registered its watch before
+//! `arm_room`, so a pulse after the registration is kept in that epoll's ready list until
+//! the writer waits. Each waiting writer has its own watch, and every consumption pulses
+//! all of them (writers need different amounts of room, so all must look): a dropped
+//! future that had an event pending takes nobody else's. Rings and drains of the doorbell
+//! also reach the watch; they are spurious wakes, answered by the re-check.
+//!
 //! # Doorbell path (epoll, fd views)
 //!
 //! While a doorbell consumer is registered (`sleepers.bells > 0`), the doorbell eventfd
@@ -208,6 +234,9 @@ pub(crate) trait Os: Send + Sync + 'static {
     fn ring(&self);
     /// Make the doorbell not readable.
     fn drain(&self);
+    /// Wake every edge-triggered watcher of the doorbell (a `write_async` waiting for room)
+    /// without changing whether it is readable: an eventfd write of 0.
+    fn pulse(&self);
     /// Sleep a little (a futex that keeps failing at once). Never longer than `deadline`.
     fn backoff(&self, deadline: Option<Instant>);
 }
@@ -396,7 +425,10 @@ impl<W: Words, O: Os> Protocol<W, O> {
             return;
         }
         if (s >> FIELD_BITS) & FIELD != 0 {
+            // Every waiting writer, blocked (futex) or async (doorbell pulse): each needs
+            // its own amount of room, so each must look.
             self.wake(Futex::Writers, u32::MAX);
+            self.os.pulse();
         }
         if new == 0 && old != 0 && (s >> (2 * FIELD_BITS)) & FIELD != 0 {
             self.sync_bell(false);
@@ -522,12 +554,17 @@ impl<W: Words, O: Os> Protocol<W, O> {
         })
     }
 
-    /// Sleep as a blocked writer until a write of `n` would fit or `deadline` passes,
-    /// without writing. Whether it fits (an invalid `n` "fits": the write will say why).
-    pub(crate) fn wait_room(&self, n: u64, deadline: Instant) -> bool {
-        let fits = || !matches!(mode::write(self.count(), n), Err(WriteRefused::Full));
-        self.block(Futex::Writers, Some(deadline), || Ok(fits().then_some(())))
-            .is_ok()
+    /// Register an async writer waiting for room: from now on every consumption pulses the
+    /// doorbell ([`Os::pulse`]). The caller watches the doorbell edge-triggered *before*
+    /// this (so that a pulse after it is kept), then re-checks with `try_write`.
+    pub(crate) fn arm_room(&self) {
+        self.words.sleepers().fetch_add(WRITER, SeqCst);
+        crate::loom::dekker_fence();
+    }
+
+    /// Unregister an async writer ([`arm_room`](Self::arm_room)).
+    pub(crate) fn disarm_room(&self) {
+        self.words.sleepers().fetch_sub(WRITER, SeqCst);
     }
 
     /// The raw sleepers word (for tests and `Debug`): (readers, writers, bells).
@@ -607,6 +644,9 @@ pub(crate) mod heap {
         pub(crate) rings: AtomicU64,
         pub(crate) drains: AtomicU64,
         pub(crate) wakes: AtomicU64,
+        /// Doorbell pulses so far: an edge-triggered watch keeps each one it was registered
+        /// for ([`CondOs::wait_pulse`]).
+        pub(crate) pulses: AtomicU64,
     }
 
     impl CondOs {
@@ -620,6 +660,7 @@ pub(crate) mod heap {
                 rings: AtomicU64::new(0),
                 drains: AtomicU64::new(0),
                 wakes: AtomicU64::new(0),
+                pulses: AtomicU64::new(0),
             }
         }
 
@@ -635,6 +676,21 @@ pub(crate) mod heap {
         pub(crate) fn wait_bell(&self) {
             let mut g = crate::loom::lock(&self.lock);
             while !self.bell.load(SeqCst) {
+                g = self.bell_cv.wait(g).unwrap();
+            }
+        }
+
+        /// Sleep until a pulse after `seen` (the pulse count when the watch was registered,
+        /// or at its last event): an async writer's edge-triggered epoll wait. The pulse
+        /// count now.
+        #[cfg_attr(not(evfd_loom), allow(dead_code))]
+        pub(crate) fn wait_pulse(&self, seen: u64) -> u64 {
+            let mut g = crate::loom::lock(&self.lock);
+            loop {
+                let now = self.pulses.load(SeqCst);
+                if now != seen {
+                    return now;
+                }
                 g = self.bell_cv.wait(g).unwrap();
             }
         }
@@ -693,6 +749,12 @@ pub(crate) mod heap {
             self.drains.fetch_add(1, SeqCst);
             let _g = crate::loom::lock(&self.lock);
             self.bell.store(false, SeqCst);
+        }
+
+        fn pulse(&self) {
+            let _g = crate::loom::lock(&self.lock);
+            self.pulses.fetch_add(1, SeqCst);
+            self.bell_cv.notify_all();
         }
 
         fn backoff(&self, _deadline: Option<Instant>) {
@@ -873,7 +935,7 @@ mod tests {
 #[cfg(all(test, evfd_loom))]
 mod tests {
     mod loom {
-        use super::super::heap::pair;
+        use super::super::heap::{pair, HeapProtocol};
         use super::super::*;
         use crate::LIMIT;
         use ::loom::thread;
@@ -935,6 +997,58 @@ mod tests {
                 assert_eq!(b.try_read().unwrap(), LIMIT);
                 w.join().unwrap();
                 assert_eq!(a.count(), 1);
+            });
+        }
+
+        /// An async writer waiting for room (an edge-triggered watch of the doorbell, no
+        /// futex, no thread) in one process, a reader in the other: the writer is pulsed and
+        /// its write lands.
+        #[test]
+        fn shared_async_writer_pulsed() {
+            ::loom::model(|| {
+                let (a, b) = pair(Mode::Counter, LIMIT);
+                let a = Arc::new(a);
+                let a2 = Arc::clone(&a);
+                let w = thread::spawn(move || {
+                    // The watch first, then the registration, then the re-check.
+                    let mut seen = a2.os.pulses.load(SeqCst);
+                    a2.arm_room();
+                    while a2.try_write(1).is_err() {
+                        seen = a2.os.wait_pulse(seen);
+                    }
+                    a2.disarm_room();
+                });
+                assert_eq!(b.try_read().unwrap(), LIMIT);
+                w.join().unwrap();
+                assert_eq!(a.count(), 1);
+                assert_eq!(a.sleepers(), (0, 0, 0));
+            });
+        }
+
+        /// Two async writers, one consumption: it pulses every registered writer, so both
+        /// writes land (one wake per waiter would leave one of them asleep).
+        #[test]
+        fn shared_async_two_writers_pulsed() {
+            ::loom::model(|| {
+                let (a, b) = pair(Mode::Counter, LIMIT);
+                let a = Arc::new(a);
+                let spawn_writer = |p: Arc<HeapProtocol>| {
+                    thread::spawn(move || {
+                        let mut seen = p.os.pulses.load(SeqCst);
+                        p.arm_room();
+                        while p.try_write(1).is_err() {
+                            seen = p.os.wait_pulse(seen);
+                        }
+                        p.disarm_room();
+                    })
+                };
+                let w1 = spawn_writer(Arc::clone(&a));
+                let w2 = spawn_writer(Arc::clone(&a));
+                assert_eq!(b.try_read().unwrap(), LIMIT);
+                w1.join().unwrap();
+                w2.join().unwrap();
+                assert_eq!(a.count(), 2);
+                assert_eq!(a.sleepers(), (0, 0, 0));
             });
         }
 

@@ -312,6 +312,31 @@ pub fn peer_main() {
                 let (r, w, b) = s.sleepers();
                 format!("ok {r} {w} {b}")
             }
+            "reads" => {
+                // Read until `a[1]` units were taken (each read under a `a[2]` ms timeout,
+                // yielding every `a[3]` reads); reply with the units taken.
+                let s = shared.as_ref().unwrap();
+                let (want, ms, every) = (arg(&a, 1), arg(&a, 2), arg(&a, 3));
+                let (mut got, mut i) = (0u64, 0u64);
+                let mut err = None;
+                while got < want {
+                    match s.read_timeout(Duration::from_millis(ms)) {
+                        Ok(v) => got += v,
+                        Err(e) => {
+                            err = Some(e);
+                            break;
+                        }
+                    }
+                    i += 1;
+                    if i % every == 0 {
+                        std::thread::sleep(Duration::from_micros(100));
+                    }
+                }
+                match err {
+                    None => format!("ok {got}"),
+                    Some(e) => format!("err {:?} after {got}", e.kind()),
+                }
+            }
             "burst" => {
                 // `a[1]` writes of 1, yielding every `a[2]`.
                 let s = shared.as_ref().unwrap();
