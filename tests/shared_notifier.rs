@@ -209,6 +209,41 @@ fn malformed_messages_are_refused() {
     assert_eq!(memfd_presence("evfd-good"), (1, false));
 }
 
+/// A region that arrives read-only (the sender reopened its memfd `O_RDONLY` through
+/// /proc: same seals, same header, but `mmap(PROT_WRITE)` would fail with `EACCES`) is
+/// refused before mapping, as `InvalidData` saying so, not as a raw mmap errno.
+#[test]
+fn read_only_region_is_refused_with_a_clear_message() {
+    let bell = eventfd();
+    let r = region("evfd-ro", MAGIC, meta(1, 0, SIZE), SIZE, good_seals());
+    let ro = rustix::fs::open(
+        format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&r)),
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    drop(r); // only the read-only open is left (the refusal check counts our fds)
+    refused("evfd-ro", PAYLOAD, &[&ro, &bell], ErrorKind::InvalidData);
+    let (a, b) = UnixStream::pair().unwrap();
+    shared_util::send_fds(&a, PAYLOAD, &[ro.as_fd(), bell.as_fd()]);
+    let e = SharedNotifier::recv(&b).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidData);
+    assert_eq!(e.raw_os_error(), None, "not a raw mmap errno: {e}");
+    let msg = e.to_string();
+    assert!(msg.contains("read-only") && msg.contains("memfd"), "{msg}");
+    // The same memfd opened read-write again is accepted.
+    let rw = rustix::fs::open(
+        format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&ro)),
+        rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    shared_util::send_fds(&a, PAYLOAD, &[rw.as_fd(), bell.as_fd()]);
+    let s = SharedNotifier::recv(&b).unwrap();
+    s.write(3).unwrap();
+    assert_eq!(s.read().unwrap(), 3);
+}
+
 #[test]
 fn closed_socket_is_unexpected_eof() {
     let (a, b) = UnixStream::pair().unwrap();

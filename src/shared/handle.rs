@@ -421,8 +421,8 @@ impl SharedNotifier {
     /// Receive a notifier that the other end of `sock` [`send`](Self::send)s.
     ///
     /// The whole message is validated before anything is mapped: exactly two fds; the first
-    /// a memfd sealed against shrinking, growing and further sealing (and not against
-    /// writes), of exactly the region's size, whose header has the right magic, layout
+    /// a memfd open read-write, sealed against shrinking, growing and further sealing (and
+    /// not against writes), of exactly the region's size, whose header has the right magic, layout
     /// version and a known mode; the second an eventfd. Anything else is refused and every
     /// fd that came with the message is closed.
     ///
@@ -430,9 +430,11 @@ impl SharedNotifier {
     ///
     /// # Errors
     ///
-    /// `InvalidData` for a malformed message (saying what is wrong); `UnexpectedEof` if the
-    /// socket was closed; the OS error from `recvmsg` (with the socket's own timeout, if
-    /// set, as `WouldBlock`).
+    /// `InvalidData` for a malformed message (saying what is wrong, including a memfd sent
+    /// read-only, which could not be mapped writable); `UnexpectedEof` if the socket was
+    /// closed; the OS error from `recvmsg` (with the socket's own timeout, if set, as
+    /// `WouldBlock`); if the mapping itself still fails (out of memory or address space),
+    /// the kernel's error kind with a message saying the mapping failed.
     ///
     /// ```
     /// # use std::os::unix::net::UnixStream;
