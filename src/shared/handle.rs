@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::asyncio;
 use super::protocol::{self, Futex, Os, Protocol, Woke, Words, REGION_SIZE};
 use crate::epoll::Epoll;
-use crate::mode::{Mode, Options};
+use crate::mode::Mode;
 use crate::notifier::kernel::{KernelDeliver, Registrations};
 use crate::sys::{self, eventfd, futex, scm, shm};
 use crate::Events;
@@ -223,75 +223,27 @@ pub struct SharedNotifier {
     inner: Arc<Inner>,
 }
 
-/// Builds a [`SharedNotifier`] with a chosen [`Mode`], initial count and blocking behaviour.
-///
-/// # Examples
-///
-/// ```
-/// use evfd::{Mode, SharedNotifier};
-/// let s = SharedNotifier::builder().mode(Mode::AutoReset).initial(5).build()?;
-/// assert_eq!(s.read()?, 5);
-/// assert!(SharedNotifier::builder().initial(u64::MAX).build().is_err());
-/// # Ok::<(), std::io::Error>(())
-/// ```
-#[derive(Clone)]
-#[must_use = "a builder does nothing until .build()"]
-pub struct SharedNotifierBuilder {
-    opts: Options,
-}
-
-impl Default for SharedNotifierBuilder {
-    fn default() -> Self {
-        // Close-on-exec by default, as a `KernelNotifier` and every fd `std` opens.
-        SharedNotifierBuilder {
-            opts: Options::new(true),
-        }
-    }
-}
-
-impl fmt::Debug for SharedNotifierBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.opts.debug_as("SharedNotifierBuilder", f)
-    }
-}
-
-impl SharedNotifierBuilder {
-    /// The counting mode (default [`Mode::Counter`]).
+crate::mode::builder! {
+    /// Builds a [`SharedNotifier`] with a chosen [`Mode`], initial count and blocking behaviour.
+    ///
+    /// # Examples
     ///
     /// ```
-    /// let s = evfd::SharedNotifier::builder().mode(evfd::Mode::Semaphore).build()?;
-    /// assert_eq!(s.mode(), evfd::Mode::Semaphore);
+    /// use evfd::{Mode, SharedNotifier};
+    /// let s = SharedNotifier::builder().mode(Mode::AutoReset).initial(5).build()?;
+    /// assert_eq!(s.read()?, 5);
+    /// assert!(SharedNotifier::builder().initial(u64::MAX).build().is_err());
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn mode(mut self, mode: Mode) -> Self {
-        self.opts.mode = mode;
-        self
-    }
-
-    /// The initial count (default 0; at most [`LIMIT`](crate::LIMIT)).
+    // Close-on-exec by default, as a `KernelNotifier` and every fd `std` opens.
+    pub struct SharedNotifierBuilder => SharedNotifier { cloexec: true }
+    fn initial;
     ///
-    /// ```
-    /// let s = evfd::SharedNotifier::builder().initial(2).build()?;
-    /// assert_eq!(s.count(), 2);
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn initial(mut self, initial: u64) -> Self {
-        self.opts.initial = initial;
-        self
-    }
-
-    /// Make `read`/`write` behave as `try_read`/`try_write` in this process (`EFD_NONBLOCK`).
+    /// In this process only: a peer's handle has its own setting ([`recv`] gives a
+    /// blocking one).
     ///
-    /// ```
-    /// let s = evfd::SharedNotifier::builder().nonblocking(true).build()?;
-    /// assert_eq!(s.read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn nonblocking(mut self, yes: bool) -> Self {
-        self.opts.nonblock = yes;
-        self
-    }
-
+    /// [`recv`]: SharedNotifier::recv
+    fn nonblocking;
     /// Whether the region and doorbell fds of this process are close-on-exec (default: yes).
     ///
     /// ```
@@ -299,11 +251,10 @@ impl SharedNotifierBuilder {
     /// assert!(!s.is_cloexec());
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn cloexec(mut self, yes: bool) -> Self {
-        self.opts.cloexec = yes;
-        self
-    }
+    fn cloexec;
+}
 
+impl SharedNotifierBuilder {
     /// Create the region and the doorbell.
     ///
     /// # Errors

@@ -1000,6 +1000,19 @@ mod tests {
             });
         }
 
+        /// A `write_async(1)` in a thread of its own: the watch first (the pulse count it
+        /// has seen), then the registration, then the re-check; waits on pulses only.
+        fn async_writer(p: Arc<HeapProtocol>) -> thread::JoinHandle<()> {
+            thread::spawn(move || {
+                let mut seen = p.os.pulses.load(SeqCst);
+                p.arm_room();
+                while p.try_write(1).is_err() {
+                    seen = p.os.wait_pulse(seen);
+                }
+                p.disarm_room();
+            })
+        }
+
         /// An async writer waiting for room (an edge-triggered watch of the doorbell, no
         /// futex, no thread) in one process, a reader in the other: the writer is pulsed and
         /// its write lands.
@@ -1008,16 +1021,7 @@ mod tests {
             ::loom::model(|| {
                 let (a, b) = pair(Mode::Counter, LIMIT);
                 let a = Arc::new(a);
-                let a2 = Arc::clone(&a);
-                let w = thread::spawn(move || {
-                    // The watch first, then the registration, then the re-check.
-                    let mut seen = a2.os.pulses.load(SeqCst);
-                    a2.arm_room();
-                    while a2.try_write(1).is_err() {
-                        seen = a2.os.wait_pulse(seen);
-                    }
-                    a2.disarm_room();
-                });
+                let w = async_writer(Arc::clone(&a));
                 assert_eq!(b.try_read().unwrap(), LIMIT);
                 w.join().unwrap();
                 assert_eq!(a.count(), 1);
@@ -1032,18 +1036,8 @@ mod tests {
             ::loom::model(|| {
                 let (a, b) = pair(Mode::Counter, LIMIT);
                 let a = Arc::new(a);
-                let spawn_writer = |p: Arc<HeapProtocol>| {
-                    thread::spawn(move || {
-                        let mut seen = p.os.pulses.load(SeqCst);
-                        p.arm_room();
-                        while p.try_write(1).is_err() {
-                            seen = p.os.wait_pulse(seen);
-                        }
-                        p.disarm_room();
-                    })
-                };
-                let w1 = spawn_writer(Arc::clone(&a));
-                let w2 = spawn_writer(Arc::clone(&a));
+                let w1 = async_writer(Arc::clone(&a));
+                let w2 = async_writer(Arc::clone(&a));
                 assert_eq!(b.try_read().unwrap(), LIMIT);
                 w1.join().unwrap();
                 w2.join().unwrap();
