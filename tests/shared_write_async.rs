@@ -263,3 +263,32 @@ fn write_async_stress_against_a_peer_reader_counts_every_unit() {
     assert_eq!(s.count(), start);
     assert_eq!(s.sleepers(), (0, 0, 0));
 }
+
+/// A peer killed while its `write_async` waits for room leaves its registration in the
+/// region; it costs this side at most one pulse (and no futex wake), not one per read.
+#[test]
+fn peer_killed_with_a_pending_write_async_costs_at_most_one_pulse() {
+    let (s, mut p) = connected(Mode::Counter, LIMIT);
+    assert_eq!(p.cmd("write_async_bg 1"), "ok");
+    // Registered, and (after its first re-check) asking for a pulse.
+    assert_eq!(p.cmd("wait_sleepers 0 1 0"), "ok 0 1 0");
+    std::thread::sleep(Duration::from_millis(20));
+    p.kill();
+    assert_eq!(s.sleepers().1, 1, "the dead writer's count stays");
+    let before = s.stats();
+    for _ in 0..200 {
+        assert_eq!(s.try_read().unwrap(), LIMIT); // a consumption, a "writer" registered
+        s.try_write(LIMIT).unwrap();
+    }
+    let after = s.stats();
+    assert!(
+        after.rings - before.rings <= 1,
+        "{} pulses for 200 reads after the writer died",
+        after.rings - before.rings
+    );
+    assert_eq!(
+        after.futex_wakes, before.futex_wakes,
+        "no blocked writer: no futex wake"
+    );
+    assert_eq!(s.count(), LIMIT, "the dead writer added nothing");
+}

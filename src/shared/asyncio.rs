@@ -11,8 +11,9 @@
 //!   in whichever process the count was written.
 //! - **Writers** waiting for room (a count near [`LIMIT`](crate::LIMIT): rare) each watch
 //!   the doorbell edge-triggered in an epoll of their own and register in the region as
-//!   waiting writers; every consumption then pulses the doorbell (an eventfd write of 0),
-//!   which reports an event to each such watch (protocol docs, "Async writers").
+//!   waiting writers, and ask for a pulse before each re-check; the next consumption then
+//!   pulses the doorbell (an eventfd write of 0), which reports an event to each such watch
+//!   (protocol docs, "Async writers").
 //!
 //! Both futures are cancel-safe: they consume or add only in the poll that returns
 //! `Ready`, and a dropped one unregisters (its `Drop` guard).
@@ -87,15 +88,17 @@ pub(super) async fn write(s: &SharedNotifier, n: u64) -> io::Result<()> {
     let mut wait: Option<RoomWait<'_>> = None;
     let mut evs = [Event::default(); 1];
     loop {
+        if wait.is_some() {
+            // Before each re-check: the next consumption pulses (and clears the request).
+            s.want_pulse_here();
+        }
         match s.try_write(n) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             r => return r,
         }
         match &wait {
-            None => {
-                wait = Some(RoomWait::arm(s)?);
-                // Re-check: every consumption from now on pulses the doorbell.
-            }
+            // Register, then ask for a pulse and re-check (the next round).
+            None => wait = Some(RoomWait::arm(s)?),
             Some(w) => {
                 w.ep.wait_async(&mut evs).await?;
             }

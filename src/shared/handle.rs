@@ -833,6 +833,10 @@ impl SharedNotifier {
         self.inner.proto.arm_room();
     }
 
+    pub(super) fn want_pulse_here(&self) {
+        self.inner.proto.want_pulse();
+    }
+
     pub(super) fn disarm_room_here(&self) {
         self.inner.proto.disarm_room();
     }

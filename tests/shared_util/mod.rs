@@ -312,6 +312,14 @@ pub fn peer_main() {
                 let (r, w, b) = s.sleepers();
                 format!("ok {r} {w} {b}")
             }
+            "write_async_bg" => {
+                // A thread of the peer awaits `write_async(a[1])` (until it completes or the
+                // peer is killed); the reply comes at once.
+                let s = shared.as_ref().unwrap().clone();
+                let n = arg(&a, 1);
+                std::thread::spawn(move || futures::executor::block_on(s.write_async(n)));
+                "ok".to_string()
+            }
             "reads" => {
                 // Read until `a[1]` units were taken (each read under a `a[2]` ms timeout,
                 // yielding every `a[3]` reads); reply with the units taken.
