@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use evfd::{Mode, SharedNotifier, LIMIT};
-use shared_util::connected;
+use shared_util::{connected, rt};
 
 /// Every wait in these tests gives up after this.
 const LONG: Duration = Duration::from_secs(10);
@@ -19,13 +19,6 @@ const LONG: Duration = Duration::from_secs(10);
 #[test]
 fn peer_entry() {
     shared_util::peer_main();
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap()
 }
 
 /// Until the region shows `n` waiting writers (panics after `LONG`).

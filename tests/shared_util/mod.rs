@@ -432,3 +432,27 @@ pub fn readable(fd: impl AsFd) -> bool {
     .unwrap()
         == 1
 }
+
+/// A current-thread tokio runtime with timers (for `tokio::time::timeout` around futures).
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
+/// Fork; the child runs `f` and `_exit`s with its result. The parent gets the child's pid.
+pub fn fork_child(f: impl FnOnce() -> i32) -> libc::pid_t {
+    // SAFETY: fork has no preconditions of its own; the child below runs only `f`, which
+    // the callers keep to atomics and raw syscalls (no allocation, no lock another thread
+    // could have held at the fork), and leaves with `_exit` (no destructors, no atexit
+    // handlers).
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let code = f();
+        // SAFETY: `_exit` is async-signal-safe and ends the child at once.
+        unsafe { libc::_exit(code) };
+    }
+    pid
+}
