@@ -780,7 +780,8 @@ impl SharedNotifier {
     /// is registered, every read or AutoReset delivery (in either process) pulses the
     /// doorbell with one `write(2)` of 0, which wakes the future without changing the
     /// doorbell's readability. The wake reaches the task through the epoll's kernel-fd
-    /// machinery (its watcher thread, one per process, shared with every other wait).
+    /// machinery (its watcher thread, one per process, shared with every other wait). A
+    /// waiting future holds one kernel epoll fd, closed when it completes or is dropped.
     ///
     /// # Cancel safety
     ///
