@@ -5,7 +5,9 @@
 //! keeping it pure lets it be tested exhaustively at the boundaries (0, 1, `LIMIT - 1`,
 //! `LIMIT`). [`Options`] is parsed and checked here once, so that
 //! [`Notifier`](crate::Notifier) and [`KernelNotifier`](crate::KernelNotifier) accept and
-//! refuse exactly the same flags with the same messages.
+//! refuse exactly the same flags with the same messages; the [`builder`] macro gives the
+//! three builders (those two and [`SharedNotifier`](crate::SharedNotifier)'s) their shared
+//! setters once.
 
 use std::io;
 
@@ -50,7 +52,7 @@ pub enum Mode {
     AutoReset,
 }
 
-/// What a notifier is created with: the settings of both builders, and what
+/// What a notifier is created with: the settings of every builder, and what
 /// `eventfd2(initial, flags)` flags parse into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Options {
@@ -124,6 +126,108 @@ impl Options {
         Ok(())
     }
 }
+
+/// Defines a notifier builder: the struct (over [`Options`]), its `Default` and `Debug`, and
+/// the setters every builder shares (`mode`, `initial`, `nonblocking`, `cloexec`), each
+/// with a doc example parameterised by the notifier type. The caller adds what differs:
+/// the struct's docs and attributes, extra docs per setter (appended to the common text;
+/// `cloexec`'s are all the caller's, as its meaning differs per type), and `build` in an
+/// `impl` of its own.
+///
+/// ```text
+/// builder! {
+///     /// Builds a [`X`] ...
+///     pub struct XBuilder => X { cloexec: <default> }
+///     /// extra docs ...
+///     fn initial;
+///     fn nonblocking;
+///     /// the docs ...
+///     fn cloexec;
+/// }
+/// ```
+macro_rules! builder {
+    (
+        $(#[$meta:meta])*
+        pub struct $builder:ident => $target:ident { cloexec: $cloexec:expr }
+        $(#[$initial_doc:meta])*
+        fn initial;
+        $(#[$nonblocking_doc:meta])*
+        fn nonblocking;
+        $(#[$cloexec_doc:meta])*
+        fn cloexec;
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone)]
+        #[must_use = "a builder does nothing until .build()"]
+        pub struct $builder {
+            opts: $crate::mode::Options,
+        }
+
+        impl ::std::default::Default for $builder {
+            fn default() -> Self {
+                $builder {
+                    opts: $crate::mode::Options::new($cloexec),
+                }
+            }
+        }
+
+        impl ::std::fmt::Debug for $builder {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                self.opts.debug_as(stringify!($builder), f)
+            }
+        }
+
+        impl $builder {
+            /// The counting mode (default [`Mode::Counter`](crate::Mode::Counter)).
+            ///
+            /// ```
+            #[doc = concat!(
+                "let x = evfd::", stringify!($target),
+                "::builder().mode(evfd::Mode::Semaphore).build()?;"
+            )]
+            /// assert_eq!(x.mode(), evfd::Mode::Semaphore);
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
+            pub fn mode(mut self, mode: $crate::Mode) -> Self {
+                self.opts.mode = mode;
+                self
+            }
+
+            /// The initial count (default 0; at most [`LIMIT`](crate::LIMIT)).
+            ///
+            /// ```
+            #[doc = concat!("let x = evfd::", stringify!($target), "::builder().initial(2).build()?;")]
+            /// assert_eq!(x.read()?, 2);
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
+            $(#[$initial_doc])*
+            pub fn initial(mut self, initial: u64) -> Self {
+                self.opts.initial = initial;
+                self
+            }
+
+            /// Make `read`/`write` behave as `try_read`/`try_write` (`EFD_NONBLOCK`).
+            ///
+            /// ```
+            #[doc = concat!("let x = evfd::", stringify!($target), "::builder().nonblocking(true).build()?;")]
+            /// assert_eq!(x.read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
+            $(#[$nonblocking_doc])*
+            pub fn nonblocking(mut self, yes: bool) -> Self {
+                self.opts.nonblock = yes;
+                self
+            }
+
+            $(#[$cloexec_doc])*
+            pub fn cloexec(mut self, yes: bool) -> Self {
+                self.opts.cloexec = yes;
+                self
+            }
+        }
+    };
+}
+pub(crate) use builder;
 
 /// The error for a write of `u64::MAX` (0xffffffffffffffff; the largest count is
 /// 0xfffffffffffffffe), for both notifiers and every write form: `EINVAL`, as the kernel's.

@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use evfd::{Mode, SharedNotifier, LIMIT};
-use shared_util::connected;
+use shared_util::{connected, rt};
 
 const LONG: Duration = Duration::from_secs(10);
 
@@ -17,13 +17,6 @@ const LONG: Duration = Duration::from_secs(10);
 #[test]
 fn peer_entry() {
     shared_util::peer_main();
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap()
 }
 
 #[test]

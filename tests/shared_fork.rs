@@ -4,23 +4,12 @@
 //! One test per file: the child of a fork runs only code that neither allocates nor
 //! takes locks on its success path (atomics, futex, `_exit`).
 
+mod shared_util;
+
 use std::time::Duration;
 
 use evfd::{Mode, SharedNotifier};
-
-fn fork_child(f: impl FnOnce() -> i32) -> libc::pid_t {
-    // SAFETY: fork has no preconditions of its own; the child below runs only `f`, which
-    // uses atomics and raw syscalls (no allocation, no lock another thread could have held
-    // at the fork), and leaves with `_exit` (no destructors, no atexit handlers).
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork failed");
-    if pid == 0 {
-        let code = f();
-        // SAFETY: `_exit` is async-signal-safe and ends the child at once.
-        unsafe { libc::_exit(code) };
-    }
-    pid
-}
+use shared_util::fork_child;
 
 fn wait_child(pid: libc::pid_t) -> i32 {
     let mut status = 0;

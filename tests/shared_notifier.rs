@@ -86,7 +86,7 @@ const PAYLOAD: &[u8] = b"EVFDMSG1";
 
 #[test]
 fn malformed_messages_are_refused() {
-    let good_meta = meta(1, 0, SIZE);
+    let good_meta = meta(2, 0, SIZE);
     let bell = eventfd();
 
     refused("evfd-none", PAYLOAD, &[], ErrorKind::InvalidData);
@@ -146,10 +146,10 @@ fn malformed_messages_are_refused() {
     );
     refused("evfd-wseal", PAYLOAD, &[&r, &bell], ErrorKind::InvalidData);
 
-    let r = region("evfd-big", MAGIC, meta(1, 0, 8192), 8192, good_seals());
+    let r = region("evfd-big", MAGIC, meta(2, 0, 8192), 8192, good_seals());
     refused("evfd-big", PAYLOAD, &[&r, &bell], ErrorKind::InvalidData);
 
-    let r = region("evfd-size-lie", MAGIC, meta(1, 0, 8192), SIZE, good_seals());
+    let r = region("evfd-size-lie", MAGIC, meta(2, 0, 8192), SIZE, good_seals());
     refused(
         "evfd-size-lie",
         PAYLOAD,
@@ -160,7 +160,7 @@ fn malformed_messages_are_refused() {
     let r = region("evfd-magic", MAGIC ^ 1, good_meta, SIZE, good_seals());
     refused("evfd-magic", PAYLOAD, &[&r, &bell], ErrorKind::InvalidData);
 
-    let r = region("evfd-version", MAGIC, meta(2, 0, SIZE), SIZE, good_seals());
+    let r = region("evfd-version", MAGIC, meta(1, 0, SIZE), SIZE, good_seals());
     refused(
         "evfd-version",
         PAYLOAD,
@@ -168,7 +168,7 @@ fn malformed_messages_are_refused() {
         ErrorKind::InvalidData,
     );
 
-    let r = region("evfd-mode", MAGIC, meta(1, 7, SIZE), SIZE, good_seals());
+    let r = region("evfd-mode", MAGIC, meta(2, 7, SIZE), SIZE, good_seals());
     refused("evfd-mode", PAYLOAD, &[&r, &bell], ErrorKind::InvalidData);
 
     let r = region("evfd-bell-pipe", MAGIC, good_meta, SIZE, good_seals());
@@ -197,7 +197,7 @@ fn malformed_messages_are_refused() {
     );
 
     // The well-formed message, for contrast, is accepted (and maps the region).
-    let r = region("evfd-good", MAGIC, meta(1, 1, SIZE), SIZE, good_seals());
+    let r = region("evfd-good", MAGIC, meta(2, 1, SIZE), SIZE, good_seals());
     let (a, b) = UnixStream::pair().unwrap();
     shared_util::send_fds(&a, PAYLOAD, &[r.as_fd(), bell.as_fd()]);
     let s = SharedNotifier::recv(&b).unwrap();
@@ -207,6 +207,41 @@ fn malformed_messages_are_refused() {
     assert_eq!(s.read().unwrap(), 1);
     drop(s);
     assert_eq!(memfd_presence("evfd-good"), (1, false));
+}
+
+/// A region that arrives read-only (the sender reopened its memfd `O_RDONLY` through
+/// /proc: same seals, same header, but `mmap(PROT_WRITE)` would fail with `EACCES`) is
+/// refused before mapping, as `InvalidData` saying so, not as a raw mmap errno.
+#[test]
+fn read_only_region_is_refused_with_a_clear_message() {
+    let bell = eventfd();
+    let r = region("evfd-ro", MAGIC, meta(2, 0, SIZE), SIZE, good_seals());
+    let ro = rustix::fs::open(
+        format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&r)),
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    drop(r); // only the read-only open is left (the refusal check counts our fds)
+    refused("evfd-ro", PAYLOAD, &[&ro, &bell], ErrorKind::InvalidData);
+    let (a, b) = UnixStream::pair().unwrap();
+    shared_util::send_fds(&a, PAYLOAD, &[ro.as_fd(), bell.as_fd()]);
+    let e = SharedNotifier::recv(&b).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidData);
+    assert_eq!(e.raw_os_error(), None, "not a raw mmap errno: {e}");
+    let msg = e.to_string();
+    assert!(msg.contains("read-only") && msg.contains("memfd"), "{msg}");
+    // The same memfd opened read-write again is accepted.
+    let rw = rustix::fs::open(
+        format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&ro)),
+        rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    shared_util::send_fds(&a, PAYLOAD, &[rw.as_fd(), bell.as_fd()]);
+    let s = SharedNotifier::recv(&b).unwrap();
+    s.write(3).unwrap();
+    assert_eq!(s.read().unwrap(), 3);
 }
 
 #[test]

@@ -96,76 +96,30 @@ pub struct KernelNotifier {
     nonblock: bool,
 }
 
-/// Builds a [`KernelNotifier`] on a new eventfd.
-///
-/// # Examples
-///
-/// ```
-/// use evfd::{KernelNotifier, Mode};
-/// let k = KernelNotifier::builder().mode(Mode::AutoReset).initial(3).build()?;
-/// assert_eq!(k.mode(), Mode::AutoReset);
-/// assert_eq!(k.read()?, 3);
-/// # Ok::<(), std::io::Error>(())
-/// ```
-#[derive(Clone)]
-#[must_use = "a builder does nothing until .build()"]
-#[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
-pub struct KernelNotifierBuilder {
-    opts: Options,
-}
-
-impl fmt::Debug for KernelNotifierBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.opts.debug_as("KernelNotifierBuilder", f)
-    }
-}
-
-impl Default for KernelNotifierBuilder {
-    fn default() -> Self {
-        KernelNotifierBuilder {
-            opts: Options::new(true),
-        }
-    }
-}
-
-impl KernelNotifierBuilder {
-    /// The counting mode (default [`Mode::Counter`]).
+crate::mode::builder! {
+    /// Builds a [`KernelNotifier`] on a new eventfd.
+    ///
+    /// # Examples
     ///
     /// ```
-    /// let k = evfd::KernelNotifier::builder().mode(evfd::Mode::Semaphore).build()?;
-    /// assert_eq!(k.mode(), evfd::Mode::Semaphore);
+    /// use evfd::{KernelNotifier, Mode};
+    /// let k = KernelNotifier::builder().mode(Mode::AutoReset).initial(3).build()?;
+    /// assert_eq!(k.mode(), Mode::AutoReset);
+    /// assert_eq!(k.read()?, 3);
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn mode(mut self, mode: Mode) -> Self {
-        self.opts.mode = mode;
-        self
-    }
-
-    /// The initial count (default 0; at most [`LIMIT`](crate::LIMIT)). The syscall takes 32 bits; a
-    /// larger initial count is written right after creation.
+    #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
+    pub struct KernelNotifierBuilder => KernelNotifier { cloexec: true }
+    ///
+    /// The syscall takes 32 bits; a larger initial count is written right after creation.
     ///
     /// ```
     /// let k = evfd::KernelNotifier::builder().initial(1 << 40).build()?;
     /// assert_eq!(k.read()?, 1 << 40);
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn initial(mut self, initial: u64) -> Self {
-        self.opts.initial = initial;
-        self
-    }
-
-    /// Make `read`/`write` behave as `try_read`/`try_write` (`EFD_NONBLOCK`).
-    ///
-    /// ```
-    /// let k = evfd::KernelNotifier::builder().nonblocking(true).build()?;
-    /// assert_eq!(k.read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn nonblocking(mut self, yes: bool) -> Self {
-        self.opts.nonblock = yes;
-        self
-    }
-
+    fn initial;
+    fn nonblocking;
     /// Whether the fd is close-on-exec (`EFD_CLOEXEC`). Default `true`, as for every fd
     /// Rust's standard library opens; pass `false` to hand the fd to a child across `exec`.
     ///
@@ -174,11 +128,10 @@ impl KernelNotifierBuilder {
     /// assert!(!k.is_cloexec()?);
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn cloexec(mut self, yes: bool) -> Self {
-        self.opts.cloexec = yes;
-        self
-    }
+    fn cloexec;
+}
 
+impl KernelNotifierBuilder {
     /// Create the eventfd.
     ///
     /// # Errors

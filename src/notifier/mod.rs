@@ -151,81 +151,31 @@ impl Default for Notifier {
     }
 }
 
-/// Builds a [`Notifier`] with a chosen [`Mode`], initial count and blocking behaviour.
-///
-/// # Examples
-///
-/// ```
-/// use evfd::{Mode, Notifier};
-/// let n = Notifier::builder().mode(Mode::AutoReset).initial(5).build().unwrap();
-/// assert_eq!(n.read().unwrap(), 5);
-/// assert!(Notifier::builder().initial(u64::MAX).build().is_err());
-/// ```
-#[derive(Clone)]
-#[must_use = "a builder does nothing until .build()"]
-pub struct NotifierBuilder {
-    opts: Options,
-}
-
-impl fmt::Debug for NotifierBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.opts.debug_as("NotifierBuilder", f)
-    }
-}
-
-impl Default for NotifierBuilder {
-    fn default() -> Self {
-        NotifierBuilder {
-            opts: Options::new(false),
-        }
-    }
-}
-
-impl NotifierBuilder {
-    /// The counting mode (default [`Mode::Counter`]).
+crate::mode::builder! {
+    /// Builds a [`Notifier`] with a chosen [`Mode`], initial count and blocking behaviour.
+    ///
+    /// # Examples
     ///
     /// ```
-    /// let n = evfd::Notifier::builder().mode(evfd::Mode::Semaphore).build().unwrap();
-    /// assert_eq!(n.mode(), evfd::Mode::Semaphore);
+    /// use evfd::{Mode, Notifier};
+    /// let n = Notifier::builder().mode(Mode::AutoReset).initial(5).build().unwrap();
+    /// assert_eq!(n.read().unwrap(), 5);
+    /// assert!(Notifier::builder().initial(u64::MAX).build().is_err());
     /// ```
-    pub fn mode(mut self, mode: Mode) -> Self {
-        self.opts.mode = mode;
-        self
-    }
-
-    /// The initial count (default 0; at most [`LIMIT`](crate::LIMIT)).
-    ///
-    /// ```
-    /// let n = evfd::Notifier::builder().initial(2).build().unwrap();
-    /// assert_eq!(n.count(), 2);
-    /// ```
-    pub fn initial(mut self, initial: u64) -> Self {
-        self.opts.initial = initial;
-        self
-    }
-
-    /// Make `read`/`write` behave as `try_read`/`try_write` (`EFD_NONBLOCK`).
-    ///
-    /// ```
-    /// let n = evfd::Notifier::builder().nonblocking(true).build().unwrap();
-    /// assert_eq!(n.read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
-    /// ```
-    pub fn nonblocking(mut self, yes: bool) -> Self {
-        self.opts.nonblock = yes;
-        self
-    }
-
-    /// Mark every fd this notifier later hands out close-on-exec (`EFD_CLOEXEC`).
+    pub struct NotifierBuilder => Notifier { cloexec: false }
+    fn initial;
+    fn nonblocking;
+    /// Mark every fd this notifier later hands out close-on-exec (`EFD_CLOEXEC`; default
+    /// off, as in `eventfd2`).
     ///
     /// ```
     /// let n = evfd::Notifier::builder().cloexec(true).build().unwrap();
     /// assert!(n.is_cloexec());
     /// ```
-    pub fn cloexec(mut self, yes: bool) -> Self {
-        self.opts.cloexec = yes;
-        self
-    }
+    fn cloexec;
+}
 
+impl NotifierBuilder {
     /// Build the notifier.
     ///
     /// # Errors

@@ -1,42 +1,28 @@
 //! `read_async` / `write_async` of a [`SharedNotifier`], for any executor.
 //!
-//! A wake from another process arrives through the kernel (the doorbell or the futex), so
-//! some thread of this process has to be in the kernel to hear it:
+//! A wake from another process arrives through the kernel (the doorbell), so the future
+//! waits in an [`Epoll`] that watches the doorbell as a kernel fd (`Epoll::wait_async`,
+//! whose kernel side the crate's watcher thread listens to, one per process). No future
+//! has a thread of its own.
 //!
-//! - **Readers** wait in an [`Epoll`] of their own that watches the notifier's doorbell as
-//!   a kernel fd (`Epoll::wait_async`, whose kernel side the crate's watcher thread listens
-//!   to). While a read future is pending the notifier is registered as a doorbell consumer,
-//!   so the doorbell mirrors `count > 0` and the epoll reports it readable exactly then, in
-//!   whichever process the count was written.
-//! - **Writers** waiting for room (a count near [`LIMIT`](crate::LIMIT): rare) get a helper
-//!   thread each, which sleeps on the shared futex for blocked writers and wakes the future
-//!   when a write of `n` fits (or the future is dropped).
+//! - **Readers**: while a read future is pending the notifier is registered as a doorbell
+//!   consumer, so the doorbell mirrors `count > 0` and the notifier's reader epoll
+//!   (level-triggered `IN`, shared by its read futures) reports it readable exactly then,
+//!   in whichever process the count was written.
+//! - **Writers** waiting for room (a count near [`LIMIT`](crate::LIMIT): rare) each watch
+//!   the doorbell edge-triggered in an epoll of their own and register in the region as
+//!   waiting writers, and ask for a pulse before each re-check; the next consumption then
+//!   pulses the doorbell (an eventfd write of 0), which reports an event to each such watch
+//!   (protocol docs, "Async writers").
 //!
-//! Both futures are cancel-safe: they consume or add only in the poll that returns `Ready`.
-//!
-//! # LOCKING
-//!
-//! ```text
-//! Room::waker      Mutex<Option<Waker>>  — a write future's current waker, shared with its
-//!                  helper thread. A leaf; `wake` runs after it is released.
-//! ```
+//! Both futures are cancel-safe: they consume or add only in the poll that returns
+//! `Ready`, and a dropped one unregisters (its `Drop` guard).
 
-use std::future::Future;
 use std::io;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
 
 use super::handle::SharedNotifier;
 use crate::epoll::Epoll;
 use crate::events::{Event, Events};
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // No code of ours panics under this lock; a poisoned one still guards valid data.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// This process's registration as a doorbell consumer while a read future is pending.
 struct BellArm<'a>(&'a SharedNotifier);
@@ -72,83 +58,50 @@ pub(super) fn reader_epoll(bell: std::os::fd::BorrowedFd<'_>) -> io::Result<Epol
     Ok(ep)
 }
 
-/// A write future's helper thread and what it shares with the future.
-struct Room {
-    waker: Mutex<Option<Waker>>,
-    cancelled: AtomicBool,
-    /// The helper saw room and left: a later `Pending` needs a new helper.
-    done: AtomicBool,
-}
-
-/// The future of [`SharedNotifier::write_async`].
-#[must_use = "futures do nothing unless polled"]
-pub(super) struct WriteShared<'a> {
+/// This future's registration as a writer waiting for room, and the epoll in which it
+/// watches the doorbell. Dropped (completed or cancelled): unregistered, epoll closed.
+struct RoomWait<'a> {
     s: &'a SharedNotifier,
-    n: u64,
-    room: Option<Arc<Room>>,
+    ep: Epoll,
 }
 
-impl<'a> WriteShared<'a> {
-    pub(super) fn new(s: &'a SharedNotifier, n: u64) -> Self {
-        WriteShared { s, n, room: None }
-    }
-
-    fn attempt(&self) -> Option<io::Result<()>> {
-        match self.s.try_write(self.n) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
-            r => Some(r),
-        }
+impl<'a> RoomWait<'a> {
+    /// Watch first (edge-triggered, `OUT` included: a pulse is a write of 0, which leaves
+    /// the doorbell's readability alone), then register: a pulse after the registration
+    /// is kept in the epoll's ready list until the future waits.
+    fn arm(s: &'a SharedNotifier) -> io::Result<Self> {
+        let ep = Epoll::new();
+        ep.add(&s.bell_fd(), Events::IN | Events::OUT | Events::ET, 0)?;
+        s.arm_room_here();
+        Ok(RoomWait { s, ep })
     }
 }
 
-impl Future for WriteShared<'_> {
-    type Output = io::Result<()>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = &mut *self;
-        if let Some(r) = this.attempt() {
-            return Poll::Ready(r);
-        }
-        match &this.room {
-            Some(room) if !room.done.load(SeqCst) => *lock(&room.waker) = Some(cx.waker().clone()),
-            _ => {
-                let room = Arc::new(Room {
-                    waker: Mutex::new(Some(cx.waker().clone())),
-                    cancelled: AtomicBool::new(false),
-                    done: AtomicBool::new(false),
-                });
-                let (s, n, r) = (this.s.clone(), this.n, Arc::clone(&room));
-                std::thread::Builder::new()
-                    .name("evfd-shared-room".into())
-                    .spawn(move || {
-                        while !r.cancelled.load(SeqCst) {
-                            // Sleep on the writers' futex until a write of `n` fits (at most
-                            // 50 ms at a time, to notice a dropped future).
-                            let d = Instant::now() + Duration::from_millis(50);
-                            if s.wait_room(n, d) {
-                                break;
-                            }
-                        }
-                        r.done.store(true, SeqCst);
-                        let w = lock(&r.waker).take();
-                        if let Some(w) = w {
-                            w.wake();
-                        }
-                    })?;
-                this.room = Some(room);
-            }
-        }
-        if let Some(r) = this.attempt() {
-            return Poll::Ready(r);
-        }
-        Poll::Pending
-    }
-}
-
-impl Drop for WriteShared<'_> {
+impl Drop for RoomWait<'_> {
     fn drop(&mut self) {
-        if let Some(r) = &self.room {
-            r.cancelled.store(true, SeqCst);
+        self.s.disarm_room_here();
+    }
+}
+
+/// `SharedNotifier::write_async`.
+pub(super) async fn write(s: &SharedNotifier, n: u64) -> io::Result<()> {
+    let mut wait: Option<RoomWait<'_>> = None;
+    let mut evs = [Event::default(); 1];
+    loop {
+        if wait.is_some() {
+            // Before each re-check: the next consumption pulses (and clears the request).
+            s.want_pulse_here();
+        }
+        match s.try_write(n) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            r => return r,
+        }
+        match &wait {
+            // Register, then ask for a pulse and re-check (the next round).
+            None => wait = Some(RoomWait::arm(s)?),
+            Some(w) => {
+                w.ep.wait_async(&mut evs).await?;
+            }
         }
     }
 }

@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::asyncio::{self, WriteShared};
+use super::asyncio;
 use super::protocol::{self, Futex, Os, Protocol, Woke, Words, REGION_SIZE};
 use crate::epoll::Epoll;
-use crate::mode::{Mode, Options};
+use crate::mode::Mode;
 use crate::notifier::kernel::{KernelDeliver, Registrations};
 use crate::sys::{self, eventfd, futex, scm, shm};
 use crate::Events;
@@ -62,7 +62,8 @@ pub struct SharedStats {
     pub futex_wakes: u64,
     /// `FUTEX_WAIT` calls (blocking reads and writes that slept).
     pub futex_waits: u64,
-    /// Doorbell writes (a 0 → non-zero edge while a doorbell consumer is registered).
+    /// Doorbell writes (a 0 → non-zero edge while a doorbell consumer is registered, or a
+    /// consumption while a [`write_async`](SharedNotifier::write_async) waits for room).
     pub rings: u64,
     /// Doorbell reads (a non-zero → 0 edge while a doorbell consumer is registered).
     pub drains: u64,
@@ -110,6 +111,13 @@ impl Os for SysOs {
         self.drains.fetch_add(1, Relaxed);
         // EAGAIN: already 0.
         let _ = eventfd::read(self.bell.as_fd());
+    }
+
+    fn pulse(&self) {
+        self.rings.fetch_add(1, Relaxed);
+        // A write of 0 wakes the doorbell's watchers and changes nothing; it cannot fail on
+        // an eventfd (not EAGAIN: it adds nothing).
+        let _ = eventfd::write(self.bell.as_fd(), 0);
     }
 
     fn backoff(&self, deadline: Option<Instant>) {
@@ -215,75 +223,27 @@ pub struct SharedNotifier {
     inner: Arc<Inner>,
 }
 
-/// Builds a [`SharedNotifier`] with a chosen [`Mode`], initial count and blocking behaviour.
-///
-/// # Examples
-///
-/// ```
-/// use evfd::{Mode, SharedNotifier};
-/// let s = SharedNotifier::builder().mode(Mode::AutoReset).initial(5).build()?;
-/// assert_eq!(s.read()?, 5);
-/// assert!(SharedNotifier::builder().initial(u64::MAX).build().is_err());
-/// # Ok::<(), std::io::Error>(())
-/// ```
-#[derive(Clone)]
-#[must_use = "a builder does nothing until .build()"]
-pub struct SharedNotifierBuilder {
-    opts: Options,
-}
-
-impl Default for SharedNotifierBuilder {
-    fn default() -> Self {
-        // Close-on-exec by default, as a `KernelNotifier` and every fd `std` opens.
-        SharedNotifierBuilder {
-            opts: Options::new(true),
-        }
-    }
-}
-
-impl fmt::Debug for SharedNotifierBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.opts.debug_as("SharedNotifierBuilder", f)
-    }
-}
-
-impl SharedNotifierBuilder {
-    /// The counting mode (default [`Mode::Counter`]).
+crate::mode::builder! {
+    /// Builds a [`SharedNotifier`] with a chosen [`Mode`], initial count and blocking behaviour.
+    ///
+    /// # Examples
     ///
     /// ```
-    /// let s = evfd::SharedNotifier::builder().mode(evfd::Mode::Semaphore).build()?;
-    /// assert_eq!(s.mode(), evfd::Mode::Semaphore);
+    /// use evfd::{Mode, SharedNotifier};
+    /// let s = SharedNotifier::builder().mode(Mode::AutoReset).initial(5).build()?;
+    /// assert_eq!(s.read()?, 5);
+    /// assert!(SharedNotifier::builder().initial(u64::MAX).build().is_err());
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn mode(mut self, mode: Mode) -> Self {
-        self.opts.mode = mode;
-        self
-    }
-
-    /// The initial count (default 0; at most [`LIMIT`](crate::LIMIT)).
+    // Close-on-exec by default, as a `KernelNotifier` and every fd `std` opens.
+    pub struct SharedNotifierBuilder => SharedNotifier { cloexec: true }
+    fn initial;
     ///
-    /// ```
-    /// let s = evfd::SharedNotifier::builder().initial(2).build()?;
-    /// assert_eq!(s.count(), 2);
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn initial(mut self, initial: u64) -> Self {
-        self.opts.initial = initial;
-        self
-    }
-
-    /// Make `read`/`write` behave as `try_read`/`try_write` in this process (`EFD_NONBLOCK`).
+    /// In this process only: a peer's handle has its own setting ([`recv`] gives a
+    /// blocking one).
     ///
-    /// ```
-    /// let s = evfd::SharedNotifier::builder().nonblocking(true).build()?;
-    /// assert_eq!(s.read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn nonblocking(mut self, yes: bool) -> Self {
-        self.opts.nonblock = yes;
-        self
-    }
-
+    /// [`recv`]: SharedNotifier::recv
+    fn nonblocking;
     /// Whether the region and doorbell fds of this process are close-on-exec (default: yes).
     ///
     /// ```
@@ -291,11 +251,10 @@ impl SharedNotifierBuilder {
     /// assert!(!s.is_cloexec());
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn cloexec(mut self, yes: bool) -> Self {
-        self.opts.cloexec = yes;
-        self
-    }
+    fn cloexec;
+}
 
+impl SharedNotifierBuilder {
     /// Create the region and the doorbell.
     ///
     /// # Errors
@@ -413,8 +372,8 @@ impl SharedNotifier {
     /// Receive a notifier that the other end of `sock` [`send`](Self::send)s.
     ///
     /// The whole message is validated before anything is mapped: exactly two fds; the first
-    /// a memfd sealed against shrinking, growing and further sealing (and not against
-    /// writes), of exactly the region's size, whose header has the right magic, layout
+    /// a memfd open read-write, sealed against shrinking, growing and further sealing (and
+    /// not against writes), of exactly the region's size, whose header has the right magic, layout
     /// version and a known mode; the second an eventfd. Anything else is refused and every
     /// fd that came with the message is closed.
     ///
@@ -422,9 +381,11 @@ impl SharedNotifier {
     ///
     /// # Errors
     ///
-    /// `InvalidData` for a malformed message (saying what is wrong); `UnexpectedEof` if the
-    /// socket was closed; the OS error from `recvmsg` (with the socket's own timeout, if
-    /// set, as `WouldBlock`).
+    /// `InvalidData` for a malformed message (saying what is wrong, including a memfd sent
+    /// read-only, which could not be mapped writable); `UnexpectedEof` if the socket was
+    /// closed; the OS error from `recvmsg` (with the socket's own timeout, if set, as
+    /// `WouldBlock`); if the mapping itself still fails (out of memory or address space),
+    /// the kernel's error kind with a message saying the mapping failed.
     ///
     /// ```
     /// # use std::os::unix::net::UnixStream;
@@ -811,10 +772,23 @@ impl SharedNotifier {
     }
 
     /// Add `n` to the count, waiting for room while it would pass [`LIMIT`](crate::LIMIT),
-    /// as a future. Cancel-safe: dropped early, it added nothing.
+    /// as a future (any executor).
     ///
-    /// Room is rare to wait for; a pending write future has a helper thread sleeping on the
-    /// shared futex of blocked writers.
+    /// A write that fits is memory only. A future that has to wait costs no thread of its
+    /// own: it watches the doorbell in an [`Epoll`](crate::Epoll) of its own
+    /// (edge-triggered) and registers in the region as a writer waiting for room; while it
+    /// is registered, every read or AutoReset delivery (in either process) pulses the
+    /// doorbell with one `write(2)` of 0, which wakes the future without changing the
+    /// doorbell's readability. The wake reaches the task through the epoll's kernel-fd
+    /// machinery (its watcher thread, one per process, shared with every other wait). A
+    /// waiting future holds one kernel epoll fd, closed when it completes or is dropped.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it completes adds nothing, unregisters it from the
+    /// region and closes its epoll. It never takes a wake that another waiter needs: every
+    /// consumption wakes every waiting writer (blocked or async, in either process), so a
+    /// dropped future's pending wake was also delivered to the others.
     ///
     /// # Errors
     ///
@@ -832,8 +806,10 @@ impl SharedNotifier {
     /// assert_eq!(s.count(), 2);
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
+    #[allow(clippy::manual_async_fn)]
     pub fn write_async(&self, n: u64) -> impl Future<Output = io::Result<()>> + Send + '_ {
-        WriteShared::new(self, n)
+        asyncio::write(self, n)
     }
 
     pub(super) fn arm_bell_here(&self) {
@@ -854,8 +830,20 @@ impl SharedNotifier {
         Ok(self.inner.reader_ep.get().expect("set just above"))
     }
 
-    pub(super) fn wait_room(&self, n: u64, deadline: Instant) -> bool {
-        self.inner.proto.wait_room(n, deadline)
+    pub(super) fn arm_room_here(&self) {
+        self.inner.proto.arm_room();
+    }
+
+    pub(super) fn want_pulse_here(&self) {
+        self.inner.proto.want_pulse();
+    }
+
+    pub(super) fn disarm_room_here(&self) {
+        self.inner.proto.disarm_room();
+    }
+
+    pub(super) fn bell_fd(&self) -> BorrowedFd<'_> {
+        self.inner.proto.os.bell.as_fd()
     }
 
     /// The epoll registrations of the doorbell.

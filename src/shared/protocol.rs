@@ -15,8 +15,8 @@
 //!  64     count     u64        the eventfd counter
 //!  72     sleepers  u64        three 21-bit counts: blocked readers | blocked writers << 21
 //!                              | doorbell consumers << 42
-//! 128     rseq      u32        futex word for blocked readers
-//! 132     wseq      u32        futex word for blocked writers
+//! 128     rseq      u32        futex word for blocked readers: sequence << 2 | WAIT
+//! 132     wseq      u32        futex word for blocked writers: sequence << 2 | PULSE | WAIT
 //! ```
 //!
 //! `count` and `sleepers` share a cache line, so a write that finds nobody asleep touches
@@ -29,8 +29,10 @@
 //!   s = rseq.load                               count: CAS old -> new (new > 0)
 //!   sleepers += READER                          fence
 //!   fence                                       if old == 0 && sleepers.readers > 0:
-//!   if count > 0: sleepers -= READER; retry         rseq += 1
-//!   futex_wait(rseq, s, deadline)                   futex_wake(rseq, 1 or n)
+//!   if count > 0: sleepers -= READER; retry         one CAS: f = rseq's flags,
+//!   v = set WAIT in rseq (CAS; if the                 rseq = (seq + 1) << 2, no flags
+//!       sequence moved: retry)                      if f has WAIT: futex_wake(rseq, all)
+//!   futex_wait(rseq, v, deadline)
 //!   sleepers -= READER; retry
 //! ```
 //!
@@ -38,14 +40,64 @@
 //! (an RMW) and then loads `sleepers`. All `SeqCst`: one total order, so either the waiter's
 //! re-check sees the new count, or the waker sees the waiter. In the second case the waker
 //! bumps `rseq` after the waiter loaded `s` (that load precedes the waiter's publication),
-//! so `futex_wait` either finds `rseq != s` and returns at once, or the kernel has queued the
-//! waiter before the wake looks (FUTEX_WAIT checks the word and queues atomically). No wake
+//! so the waiter's CAS that sets `WAIT` fails (the sequence moved: it looks again), or it
+//! came before the waker's CAS, which then sees `WAIT` and wakes after its bump, so
+//! `futex_wait` either finds `rseq != v` and returns at once or the kernel has queued the
+//! waiter before the wake looks (FUTEX_WAIT checks the word and queues atomically). The
+//! waker clears the flags and bumps the sequence in one CAS: with two RMWs a waiter could
+//! set `WAIT` between them and enter `FUTEX_WAIT` before the bump, on a value nobody wakes
+//! (the futex loom models below fail on that variant with `LOOM_MAX_PREEMPTIONS=3`). No wake
 //! is lost. Only the write that takes the count from 0 looks: a reader sleeps only after its
 //! re-check saw 0, so the first write after that re-check is such an edge; writes while the
 //! count is positive coalesce (a woken reader takes the whole count, or, in Semaphore mode,
-//! hands the wake on while units remain). Blocked writers are the mirror image on `wseq`, woken (all of them) by every
-//! consumption. A reader that was woken and leaves the count non-zero (Semaphore) hands the
-//! wake on to the next sleeper.
+//! hands the wake on while units remain). A wake clears `WAIT`, so it wakes every thread in
+//! `FUTEX_WAIT` on the word (as a kernel eventfd wakes all its blocked readers): one left
+//! asleep would not be woken by the next edge. Blocked writers are the mirror image on
+//! `wseq`, woken by every consumption. A reader that was woken and leaves the count
+//! non-zero (Semaphore) hands the wake on.
+//!
+//! # Dead sleepers
+//!
+//! A peer killed while registered leaves its count in `sleepers` for ever: a live sleeper
+//! between its registration and its `FUTEX_WAIT` looks the same from here, so the count
+//! cannot be corrected without risking a lost wake. The flags make the leftover cheap
+//! instead: a waker pays a syscall only if a flag says someone is (about to be) in the
+//! kernel, and clears it; a dead sleeper set its flag at most once, so after one wasted
+//! `FUTEX_WAKE` (or pulse) its leftover count costs two atomics on the futex word per
+//! wake, no syscall. Live sleepers set the flag again before each sleep.
+//! A dead doorbell consumer (`sleepers.bells`) still costs a ring and a drain per
+//! 0 ↔ positive cycle: a doorbell consumer polls the fd whenever it likes, so no flag can
+//! say when it listens.
+//!
+//! # Async writers (room, without a thread)
+//!
+//! A `write_async` that finds no room waits on the doorbell instead of a futex, so that the
+//! executor's own machinery (an epoll) hears the wake and no thread sleeps for it:
+//!
+//! ```text
+//! async writer                                consumer (any process)
+//!   watch the doorbell IN|OUT|ET                count: CAS / swap old -> new (new < old)
+//!   sleepers += WRITER      (arm_room)          fence
+//!   fence                                       if sleepers.writers > 0:
+//!   loop:                                           one CAS: f = wseq's flags,
+//!     wseq |= PULSE         (want_pulse)              wseq = (seq + 1) << 2, no flags
+//!     if try_write(n) succeeds: done                if f has WAIT: futex_wake(wseq, all)
+//!     await a doorbell event                        if f has PULSE: pulse()
+//! ```
+//!
+//! The same Dekker pair as the futex path: either the writer's re-check sees the room, or
+//! the consumer sees the writer's registration; then the writer's `PULSE` (an RMW before
+//! its re-check) and the consumer's CAS (an RMW after its count change) are
+//! ordered: the consumer sees `PULSE` and pulses, or the re-check sees the room. A pulse is an eventfd
+//! write of 0: the doorbell's value (so its readability, the doorbell path's invariant below)
+//! does not change, but every edge-triggered watcher whose interest includes `OUT` gets an
+//! event (the kernel wakes the eventfd's wait queue on every write, and an eventfd is always
+//! writable, so the edge-triggered item is reported). The writer registered its watch before
+//! `arm_room`, so a pulse after the registration is kept in that epoll's ready list until
+//! the writer waits. Each waiting writer has its own watch, and every consumption pulses
+//! all of them (writers need different amounts of room, so all must look): a dropped
+//! future that had an event pending takes nobody else's. Rings and drains of the doorbell
+//! also reach the watch; they are spurious wakes, answered by the re-check.
 //!
 //! # Doorbell path (epoll, fd views)
 //!
@@ -97,8 +149,8 @@ use crate::Events;
 pub(crate) const REGION_SIZE: usize = 4096;
 /// `"EVFDSHR1"`, little-endian.
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"EVFDSHR1");
-/// The layout version.
-pub(crate) const VERSION: u16 = 1;
+/// The layout and protocol version (2: the futex words carry the wait and pulse flags).
+pub(crate) const VERSION: u16 = 2;
 pub(crate) const OFF_MAGIC: usize = 0;
 pub(crate) const OFF_META: usize = 8;
 pub(crate) const OFF_COUNT: usize = 64;
@@ -117,6 +169,16 @@ const BELL: u64 = 1 << (2 * FIELD_BITS);
 pub(crate) const MAX_CAS: u32 = 1 << 16;
 /// Doorbell corrections per `sync_bell` (module docs).
 const BELL_ROUNDS: u32 = 16;
+/// Flag in a futex word (`rseq`, `wseq`): a thread may be in `FUTEX_WAIT` on the word's
+/// current value. Set by the sleeper just before it sleeps, cleared by the waker, which
+/// calls `FUTEX_WAKE` only when it was set (module docs, "Dead sleepers").
+const WAIT_FLAG: u32 = 1;
+/// Flag in `wseq`: an async writer waits for a doorbell pulse. Set by the writer before each
+/// re-check, cleared by the consumer, which pulses only when it was set.
+const PULSE_FLAG: u32 = 2;
+/// The flags of a futex word; the rest is its sequence, bumped by [`SEQ_STEP`].
+const FLAGS: u32 = WAIT_FLAG | PULSE_FLAG;
+const SEQ_STEP: u32 = 4;
 /// Futex returns without progress before a waiter backs off (sleeps 1 ms per round).
 const SPURIOUS_BEFORE_BACKOFF: u32 = 1024;
 
@@ -208,6 +270,9 @@ pub(crate) trait Os: Send + Sync + 'static {
     fn ring(&self);
     /// Make the doorbell not readable.
     fn drain(&self);
+    /// Wake every edge-triggered watcher of the doorbell (a `write_async` waiting for room)
+    /// without changing whether it is readable: an eventfd write of 0.
+    fn pulse(&self);
     /// Sleep a little (a futex that keeps failing at once). Never longer than `deadline`.
     fn backoff(&self, deadline: Option<Instant>);
 }
@@ -296,7 +361,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
         self.check_header()?;
         match self.update(|c| mode::write(c, n)) {
             Ok((old, new)) => {
-                self.after_write(old, new, n);
+                self.after_write(old, new);
                 Ok(true)
             }
             Err(Step::Refused(WriteRefused::Invalid)) => Err(mode::invalid_write()),
@@ -362,7 +427,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
     /// After a write took the count from `old` to `new`: wake sleeping readers, ring the
     /// doorbell on the 0 → positive edge.
     #[inline]
-    fn after_write(&self, old: u64, new: u64, n: u64) {
+    fn after_write(&self, old: u64, new: u64) {
         if new == old || new == 0 {
             return; // write(0): nothing anyone could be waiting for changed
         }
@@ -375,11 +440,9 @@ impl<W: Words, O: Os> Protocol<W, O> {
         // docs), so the edge's write is the one that finds it; later writes coalesce, and a
         // woken Semaphore reader that leaves units hands the wake on.
         if old == 0 && s & FIELD != 0 {
-            let nr = match self.mode {
-                Mode::Semaphore => u32::try_from(n).unwrap_or(u32::MAX),
-                Mode::Counter | Mode::AutoReset => 1,
-            };
-            self.wake(Futex::Readers, nr);
+            // Every reader in FUTEX_WAIT (as a kernel eventfd wakes all its blocked readers):
+            // the wait flag is cleared here, so one left asleep would hear no later edge.
+            self.wake(Futex::Readers);
         }
         if old == 0 && (s >> (2 * FIELD_BITS)) & FIELD != 0 {
             self.sync_bell(true);
@@ -396,20 +459,67 @@ impl<W: Words, O: Os> Protocol<W, O> {
             return;
         }
         if (s >> FIELD_BITS) & FIELD != 0 {
-            self.wake(Futex::Writers, u32::MAX);
+            // Every waiting writer, blocked (futex) or async (doorbell pulse): each needs
+            // its own amount of room, so each must look.
+            self.wake(Futex::Writers);
         }
         if new == 0 && old != 0 && (s >> (2 * FIELD_BITS)) & FIELD != 0 {
             self.sync_bell(false);
         }
     }
 
-    fn wake(&self, which: Futex, n: u32) {
+    /// Wake the sleepers of `which`: clear the word's flags and bump its sequence (one
+    /// CAS), then
+    /// `FUTEX_WAKE` every thread in `FUTEX_WAIT` on it if the wait flag was set, and pulse
+    /// the doorbell if an async writer asked for it (module docs, "Dead sleepers"). A
+    /// registered sleeper that never set a flag (a dead peer's leftover count) costs two
+    /// atomics here, no syscall.
+    fn wake(&self, which: Futex) {
         let word = match which {
             Futex::Readers => self.words.rseq(),
             Futex::Writers => self.words.wseq(),
         };
-        word.fetch_add(1, SeqCst);
-        self.os.futex_wake(which, word, n);
+        // Clear and bump in one RMW: a sleeper's flag is set either before it (we see it)
+        // or not at all (its CAS finds the sequence moved and it looks again). Two RMWs
+        // would let a sleeper set WAIT in between and enter FUTEX_WAIT before the bump,
+        // on a value no one wakes (the futex loom models find that with 3 preemptions).
+        let mut cur = word.load(SeqCst);
+        let mut flags = FLAGS; // a peer hammering the word: wake and pulse anyway
+        for _ in 0..MAX_CAS {
+            let next = (cur & !FLAGS).wrapping_add(SEQ_STEP);
+            match word.compare_exchange(cur, next, SeqCst, SeqCst) {
+                Ok(_) => {
+                    flags = cur & FLAGS;
+                    break;
+                }
+                Err(seen) => cur = seen,
+            }
+        }
+        if flags & WAIT_FLAG != 0 {
+            self.os.futex_wake(which, word, u32::MAX);
+        }
+        if which == Futex::Writers && flags & PULSE_FLAG != 0 {
+            self.os.pulse();
+        }
+    }
+
+    /// Set `flag` in `word`, whose sequence was `seq`: `Some(value)` (the word's value with
+    /// the flag, to sleep on), or `None` if the sequence moved (a wake came: look again).
+    fn announce(word: &AtomicU32, seq: u32, flag: u32) -> Option<u32> {
+        let mut cur = word.load(SeqCst);
+        for _ in 0..MAX_CAS {
+            if cur & !FLAGS != seq & !FLAGS {
+                return None;
+            }
+            if cur & flag != 0 {
+                return Some(cur);
+            }
+            match word.compare_exchange(cur, cur | flag, SeqCst, SeqCst) {
+                Ok(_) => return Some(cur | flag),
+                Err(seen) => cur = seen,
+            }
+        }
+        None
     }
 
     /// Make the doorbell agree with `count > 0`, starting with `ring` (module docs).
@@ -470,7 +580,10 @@ impl<W: Words, O: Os> Protocol<W, O> {
             self.words.sleepers().fetch_add(me, SeqCst);
             crate::loom::dekker_fence();
             let r = match step() {
-                Ok(None) => self.os.futex_wait(which, word, seq, deadline),
+                Ok(None) => match Self::announce(word, seq, WAIT_FLAG) {
+                    Some(value) => self.os.futex_wait(which, word, value, deadline),
+                    None => Ok(Woke::Maybe),
+                },
                 other => {
                     self.words.sleepers().fetch_sub(me, SeqCst);
                     if let Ok(Some(_)) = other {
@@ -505,7 +618,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
         if which == Futex::Readers && self.count() > 0 {
             crate::loom::dekker_fence();
             if self.words.sleepers().load(SeqCst) & FIELD != 0 {
-                self.wake(Futex::Readers, 1);
+                self.wake(Futex::Readers);
             }
         }
     }
@@ -522,12 +635,23 @@ impl<W: Words, O: Os> Protocol<W, O> {
         })
     }
 
-    /// Sleep as a blocked writer until a write of `n` would fit or `deadline` passes,
-    /// without writing. Whether it fits (an invalid `n` "fits": the write will say why).
-    pub(crate) fn wait_room(&self, n: u64, deadline: Instant) -> bool {
-        let fits = || !matches!(mode::write(self.count(), n), Err(WriteRefused::Full));
-        self.block(Futex::Writers, Some(deadline), || Ok(fits().then_some(())))
-            .is_ok()
+    /// Register an async writer waiting for room: from now on every consumption pulses the
+    /// doorbell ([`Os::pulse`]). The caller watches the doorbell edge-triggered *before*
+    /// this (so that a pulse after it is kept), then re-checks with `try_write`.
+    pub(crate) fn arm_room(&self) {
+        self.words.sleepers().fetch_add(WRITER, SeqCst);
+        crate::loom::dekker_fence();
+    }
+
+    /// Before each re-check of a registered async writer: ask the next consumption for a
+    /// doorbell pulse (the flag is cleared by the consumption that pulses).
+    pub(crate) fn want_pulse(&self) {
+        self.words.wseq().fetch_or(PULSE_FLAG, SeqCst);
+    }
+
+    /// Unregister an async writer ([`arm_room`](Self::arm_room)).
+    pub(crate) fn disarm_room(&self) {
+        self.words.sleepers().fetch_sub(WRITER, SeqCst);
     }
 
     /// The raw sleepers word (for tests and `Debug`): (readers, writers, bells).
@@ -607,6 +731,9 @@ pub(crate) mod heap {
         pub(crate) rings: AtomicU64,
         pub(crate) drains: AtomicU64,
         pub(crate) wakes: AtomicU64,
+        /// Doorbell pulses so far: an edge-triggered watch keeps each one it was registered
+        /// for ([`CondOs::wait_pulse`]).
+        pub(crate) pulses: AtomicU64,
     }
 
     impl CondOs {
@@ -620,6 +747,7 @@ pub(crate) mod heap {
                 rings: AtomicU64::new(0),
                 drains: AtomicU64::new(0),
                 wakes: AtomicU64::new(0),
+                pulses: AtomicU64::new(0),
             }
         }
 
@@ -635,6 +763,21 @@ pub(crate) mod heap {
         pub(crate) fn wait_bell(&self) {
             let mut g = crate::loom::lock(&self.lock);
             while !self.bell.load(SeqCst) {
+                g = self.bell_cv.wait(g).unwrap();
+            }
+        }
+
+        /// Sleep until a pulse after `seen` (the pulse count when the watch was registered,
+        /// or at its last event): an async writer's edge-triggered epoll wait. The pulse
+        /// count now.
+        #[cfg_attr(not(evfd_loom), allow(dead_code))]
+        pub(crate) fn wait_pulse(&self, seen: u64) -> u64 {
+            let mut g = crate::loom::lock(&self.lock);
+            loop {
+                let now = self.pulses.load(SeqCst);
+                if now != seen {
+                    return now;
+                }
                 g = self.bell_cv.wait(g).unwrap();
             }
         }
@@ -693,6 +836,12 @@ pub(crate) mod heap {
             self.drains.fetch_add(1, SeqCst);
             let _g = crate::loom::lock(&self.lock);
             self.bell.store(false, SeqCst);
+        }
+
+        fn pulse(&self) {
+            let _g = crate::loom::lock(&self.lock);
+            self.pulses.fetch_add(1, SeqCst);
+            self.bell_cv.notify_all();
         }
 
         fn backoff(&self, _deadline: Option<Instant>) {
@@ -846,6 +995,39 @@ mod tests {
         assert!(!a.os.bell.load(SeqCst), "no consumer: no ring");
     }
 
+    /// A sleeper that died registered (its count and its flag left in the region) costs
+    /// one wake, then none: the flag is cleared by that wake and never set again.
+    #[test]
+    fn dead_sleepers_cost_one_wake_then_none() {
+        let (a, b) = pair(Mode::Counter, 0);
+        // A reader and a blocked writer that announced themselves and died in FUTEX_WAIT,
+        // and an async writer that asked for a pulse and died.
+        b.words.sleepers.fetch_add(READER | WRITER, SeqCst);
+        b.words.rseq.fetch_or(WAIT_FLAG, SeqCst);
+        b.words.wseq.fetch_or(WAIT_FLAG | PULSE_FLAG, SeqCst);
+        for _ in 0..100 {
+            a.try_write(1).unwrap(); // an edge with a "reader" registered
+            assert_eq!(a.try_read().unwrap(), 1); // a consumption with a "writer"
+        }
+        assert_eq!(a.os.wakes.load(SeqCst), 2, "one FUTEX_WAKE per word, once");
+        assert_eq!(a.os.pulses.load(SeqCst), 1, "one pulse, once");
+        assert_eq!(
+            a.sleepers(),
+            (1, 1, 0),
+            "the counts stay (they cannot be told apart)"
+        );
+        // A live reader still sleeps and is still woken.
+        let a = Arc::new(a);
+        let a2 = Arc::clone(&a);
+        let t = std::thread::spawn(move || a2.read(Some(Instant::now() + Duration::from_secs(10))));
+        while a.sleepers().0 < 2 {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        b.try_write(3).unwrap();
+        assert_eq!(t.join().unwrap().unwrap(), 3);
+    }
+
     #[test]
     fn garbage_gives_invalid_data_or_legal_values() {
         let (a, b) = pair(Mode::Counter, 0);
@@ -873,7 +1055,7 @@ mod tests {
 #[cfg(all(test, evfd_loom))]
 mod tests {
     mod loom {
-        use super::super::heap::pair;
+        use super::super::heap::{pair, HeapProtocol};
         use super::super::*;
         use crate::LIMIT;
         use ::loom::thread;
@@ -924,6 +1106,31 @@ mod tests {
             });
         }
 
+        /// A reader that died registered (its count and `WAIT` left in the region) and a
+        /// live reader taking two writes: the dead one's flag is cleared by the first wake,
+        /// the live one sets its own before each sleep, so it is woken every time.
+        #[test]
+        fn shared_futex_dead_and_live_reader() {
+            ::loom::model(|| {
+                let (a, b) = pair(Mode::Counter, 0);
+                b.words.sleepers.fetch_add(READER, SeqCst);
+                b.words.rseq.fetch_or(WAIT_FLAG, SeqCst);
+                let a = Arc::new(a);
+                let a2 = Arc::clone(&a);
+                let r = thread::spawn(move || {
+                    let mut got = 0;
+                    while got < 2 {
+                        got += a2.read(None).unwrap();
+                    }
+                    got
+                });
+                b.try_write(1).unwrap();
+                b.try_write(1).unwrap();
+                assert_eq!(r.join().unwrap(), 2);
+                assert_eq!(a.sleepers(), (1, 0, 0));
+            });
+        }
+
         /// A writer blocked on a full counter in one process, a reader in the other.
         #[test]
         fn shared_futex_writer_woken() {
@@ -935,6 +1142,56 @@ mod tests {
                 assert_eq!(b.try_read().unwrap(), LIMIT);
                 w.join().unwrap();
                 assert_eq!(a.count(), 1);
+            });
+        }
+
+        /// A `write_async(1)` in a thread of its own: the watch first (the pulse count it
+        /// has seen), then the registration, then the re-check; waits on pulses only.
+        fn async_writer(p: Arc<HeapProtocol>) -> thread::JoinHandle<()> {
+            thread::spawn(move || {
+                let mut seen = p.os.pulses.load(SeqCst);
+                p.arm_room();
+                loop {
+                    p.want_pulse();
+                    if p.try_write(1).is_ok() {
+                        break;
+                    }
+                    seen = p.os.wait_pulse(seen);
+                }
+                p.disarm_room();
+            })
+        }
+
+        /// An async writer waiting for room (an edge-triggered watch of the doorbell, no
+        /// futex, no thread) in one process, a reader in the other: the writer is pulsed and
+        /// its write lands.
+        #[test]
+        fn shared_async_writer_pulsed() {
+            ::loom::model(|| {
+                let (a, b) = pair(Mode::Counter, LIMIT);
+                let a = Arc::new(a);
+                let w = async_writer(Arc::clone(&a));
+                assert_eq!(b.try_read().unwrap(), LIMIT);
+                w.join().unwrap();
+                assert_eq!(a.count(), 1);
+                assert_eq!(a.sleepers(), (0, 0, 0));
+            });
+        }
+
+        /// Two async writers, one consumption: it pulses every registered writer, so both
+        /// writes land (one wake per waiter would leave one of them asleep).
+        #[test]
+        fn shared_async_two_writers_pulsed() {
+            ::loom::model(|| {
+                let (a, b) = pair(Mode::Counter, LIMIT);
+                let a = Arc::new(a);
+                let w1 = async_writer(Arc::clone(&a));
+                let w2 = async_writer(Arc::clone(&a));
+                assert_eq!(b.try_read().unwrap(), LIMIT);
+                w1.join().unwrap();
+                w2.join().unwrap();
+                assert_eq!(a.count(), 2);
+                assert_eq!(a.sleepers(), (0, 0, 0));
             });
         }
 

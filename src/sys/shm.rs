@@ -46,7 +46,8 @@ pub(crate) fn create(name: &str, size: usize, cloexec: bool) -> io::Result<Owned
 }
 
 /// Check that `fd` is a memfd of exactly `size` bytes carrying [`REQUIRED_SEALS`] and no
-/// write seal. `InvalidData` (saying what is wrong) otherwise.
+/// write seal, opened read-write (the mapping is `PROT_WRITE`). `InvalidData` (saying what
+/// is wrong) otherwise.
 pub(crate) fn check_sealed(fd: BorrowedFd<'_>, size: usize) -> io::Result<()> {
     let st = rustix::fs::fstat(fd)?;
     if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
@@ -71,6 +72,19 @@ pub(crate) fn check_sealed(fd: BorrowedFd<'_>, size: usize) -> io::Result<()> {
         return Err(invalid(
             "shared region: the memfd is sealed against writes".into(),
         ));
+    }
+    // A read-only open of the memfd (e.g. through /proc/<pid>/fd/N with O_RDONLY) carries
+    // the same seals but cannot be mapped writable (mmap: EACCES).
+    let access = rustix::fs::fcntl_getfl(fd)? & rustix::fs::OFlags::RWMODE;
+    if access != rustix::fs::OFlags::RDWR {
+        let how = if access == rustix::fs::OFlags::WRONLY {
+            "write-only"
+        } else {
+            "read-only"
+        };
+        return Err(invalid(format!(
+            "shared region: the memfd was opened {how}; it must be open read-write to be mapped"
+        )));
     }
     if u64::try_from(st.st_size).ok() != Some(size as u64) {
         return Err(invalid(format!(
@@ -133,8 +147,17 @@ impl Mapping {
                 MapFlags::SHARED,
                 fd,
                 0,
-            )?
-        };
+            )
+        }
+        .map_err(|e| {
+            // Keep the kernel's kind (EACCES: PermissionDenied, ENOMEM: OutOfMemory, ...)
+            // and say what failed.
+            let e = io::Error::from(e);
+            io::Error::new(
+                e.kind(),
+                format!("shared region: mapping the {len}-byte memfd read-write failed: {e}"),
+            )
+        })?;
         let ptr =
             NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
         Ok(Mapping {
@@ -283,5 +306,25 @@ mod tests {
             io::ErrorKind::InvalidData
         );
         assert!(Mapping::map(r.as_fd(), 4096).is_err());
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
+    fn read_only_open_of_a_sealed_memfd_is_refused_before_mapping() {
+        let fd = create("evfd-ro", 4096, true).unwrap();
+        let ro = rustix::fs::open(
+            format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd)),
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        for e in [
+            check_sealed(ro.as_fd(), 4096).unwrap_err(),
+            Mapping::map(ro.as_fd(), 4096).unwrap_err(),
+        ] {
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+            assert!(e.to_string().contains("read-only"), "{e}");
+        }
+        check_sealed(fd.as_fd(), 4096).unwrap();
     }
 }

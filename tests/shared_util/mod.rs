@@ -312,6 +312,39 @@ pub fn peer_main() {
                 let (r, w, b) = s.sleepers();
                 format!("ok {r} {w} {b}")
             }
+            "write_async_bg" => {
+                // A thread of the peer awaits `write_async(a[1])` (until it completes or the
+                // peer is killed); the reply comes at once.
+                let s = shared.as_ref().unwrap().clone();
+                let n = arg(&a, 1);
+                std::thread::spawn(move || futures::executor::block_on(s.write_async(n)));
+                "ok".to_string()
+            }
+            "reads" => {
+                // Read until `a[1]` units were taken (each read under a `a[2]` ms timeout,
+                // yielding every `a[3]` reads); reply with the units taken.
+                let s = shared.as_ref().unwrap();
+                let (want, ms, every) = (arg(&a, 1), arg(&a, 2), arg(&a, 3));
+                let (mut got, mut i) = (0u64, 0u64);
+                let mut err = None;
+                while got < want {
+                    match s.read_timeout(Duration::from_millis(ms)) {
+                        Ok(v) => got += v,
+                        Err(e) => {
+                            err = Some(e);
+                            break;
+                        }
+                    }
+                    i += 1;
+                    if i % every == 0 {
+                        std::thread::sleep(Duration::from_micros(100));
+                    }
+                }
+                match err {
+                    None => format!("ok {got}"),
+                    Some(e) => format!("err {:?} after {got}", e.kind()),
+                }
+            }
             "burst" => {
                 // `a[1]` writes of 1, yielding every `a[2]`.
                 let s = shared.as_ref().unwrap();
@@ -398,4 +431,28 @@ pub fn readable(fd: impl AsFd) -> bool {
     )
     .unwrap()
         == 1
+}
+
+/// A current-thread tokio runtime with timers (for `tokio::time::timeout` around futures).
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
+/// Fork; the child runs `f` and `_exit`s with its result. The parent gets the child's pid.
+pub fn fork_child(f: impl FnOnce() -> i32) -> libc::pid_t {
+    // SAFETY: fork has no preconditions of its own; the child below runs only `f`, which
+    // the callers keep to atomics and raw syscalls (no allocation, no lock another thread
+    // could have held at the fork), and leaves with `_exit` (no destructors, no atexit
+    // handlers).
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let code = f();
+        // SAFETY: `_exit` is async-signal-safe and ends the child at once.
+        unsafe { libc::_exit(code) };
+    }
+    pid
 }
