@@ -143,6 +143,7 @@ use std::time::Instant;
 
 use crate::loom::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 use crate::mode::{self, Mode, WriteRefused};
+use crate::wait_queue::thread::{Spin, SpinGauge, SpinPlan, WaitEnd, NO_CPU};
 use crate::Events;
 
 /// The size of a region: one page.
@@ -282,6 +283,9 @@ pub(crate) struct Protocol<W, O> {
     pub(crate) words: W,
     pub(crate) os: O,
     pub(crate) mode: Mode,
+    /// How long this process's blocking calls spin before they register as sleepers,
+    /// learned from their recent waits (`wait_queue::thread::SpinGauge`; process-local).
+    pub(crate) spin: SpinGauge,
 }
 
 /// Why an atomic step over the count did not happen.
@@ -310,12 +314,22 @@ impl<W: Words, O: Os> Protocol<W, O> {
         words.count().store(initial, SeqCst);
         words.meta().store(meta(mode), SeqCst);
         words.magic().store(MAGIC, SeqCst);
-        Protocol { words, os, mode }
+        Protocol {
+            words,
+            os,
+            mode,
+            spin: SpinGauge::new(),
+        }
     }
 
     /// Use a region whose header was validated as naming `mode`.
     pub(crate) fn attach(words: W, os: O, mode: Mode) -> Self {
-        Protocol { words, os, mode }
+        Protocol {
+            words,
+            os,
+            mode,
+            spin: SpinGauge::new(),
+        }
     }
 
     /// `InvalidData` if the peer overwrote the header since it was validated.
@@ -569,10 +583,33 @@ impl<W: Words, O: Os> Protocol<W, O> {
         };
         let mut woken = false;
         let mut idle_rounds = 0u32;
+        // Spin first, unregistered, on a load of the count (the in-process wait's rule,
+        // `wait_queue::thread`): a peer that answers within the learned budget costs
+        // neither process a syscall. The waker's CPU is not known across processes, so
+        // the gauge's "woken from my own CPU" rule cannot fire here; its yield check and
+        // its misses still turn the spin off when the two processes share a CPU.
+        let mut spin = Spin::new(SpinPlan::Adaptive(self.spin.budget_ns()));
+        let probe = || {
+            let c = self.count();
+            match which {
+                Futex::Readers => c != 0,
+                Futex::Writers => c < mode::LIMIT,
+            }
+        };
+        while spin.spin(deadline, probe) {
+            if let Some(r) = step()? {
+                self.spin.learn(spin.spun());
+                return Ok(r);
+            }
+        }
+        let mut parked = false;
         loop {
             if let Some(r) = step()? {
                 if woken {
                     self.hand_on(which);
+                }
+                if parked {
+                    self.spin.learn(spin.parked(true, NO_CPU));
                 }
                 return Ok(r);
             }
@@ -581,7 +618,13 @@ impl<W: Words, O: Os> Protocol<W, O> {
             crate::loom::dekker_fence();
             let r = match step() {
                 Ok(None) => match Self::announce(word, seq, WAIT_FLAG) {
-                    Some(value) => self.os.futex_wait(which, word, value, deadline),
+                    Some(value) => {
+                        if !parked {
+                            spin.before_park();
+                            parked = true;
+                        }
+                        self.os.futex_wait(which, word, value, deadline)
+                    }
                     None => Ok(Woke::Maybe),
                 },
                 other => {
@@ -597,10 +640,11 @@ impl<W: Words, O: Os> Protocol<W, O> {
             self.words.sleepers().fetch_sub(me, SeqCst);
             match r? {
                 Woke::TimedOut => {
+                    self.spin.learn(WaitEnd::TimedOut);
                     return match step()? {
                         Some(r) => Ok(r),
                         None => Err(timed_out()),
-                    }
+                    };
                 }
                 Woke::Maybe => {
                     woken = true;
