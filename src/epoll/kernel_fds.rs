@@ -85,6 +85,8 @@ use crate::events::{Event, Events};
 use crate::loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use crate::notifier::kernel::{KernelDeliver, KernelFdSet};
 use crate::sys;
+#[cfg(feature = "tokio")]
+use crate::tokio_fd::KernelReactor;
 use crate::wait_queue::{PostWake, WakeBatch};
 
 /// The kernel epoll of an `Epoll`: the source of its kernel item.
@@ -139,6 +141,74 @@ impl Drop for KernelPoll {
 pub(crate) struct KernelSide {
     pub(crate) poll: Arc<KernelPoll>,
     pub(crate) item: Arc<Item>,
+    /// The kernel epoll in one tokio runtime's reactor (see "Kernel readiness through the
+    /// tokio reactor"): the runtime it was tried for, and the registration, `None` if it
+    /// could not be made there (no I/O driver). Leaf lock; tokio is never called under it.
+    #[cfg(feature = "tokio")]
+    reactor: crate::loom::sync::Mutex<Option<(tokio::runtime::Id, Option<Arc<KernelReactor>>)>>,
+}
+
+#[cfg(feature = "tokio")]
+impl KernelSide {
+    /// This kernel epoll in the reactor of runtime `rt` (the current one), registered by
+    /// the first call from that runtime (one `dup` and one `epoll_ctl`); `None` if it
+    /// cannot be (the caller falls back to the watcher). One registration is kept, for
+    /// the runtime that asked last: waits in other runtimes hold their own `Arc`.
+    pub(crate) fn reactor(&self, rt: tokio::runtime::Id) -> Option<Arc<KernelReactor>> {
+        if let Some((id, r)) = &*crate::loom::lock(&self.reactor) {
+            if *id == rt {
+                return r.clone();
+            }
+        }
+        // Registered with no lock held (tokio code).
+        let made = KernelReactor::new(self.poll.kfd.as_fd(), rt).map(Arc::new);
+        let old = {
+            let mut slot = crate::loom::lock(&self.reactor);
+            match &*slot {
+                // Another wait of this runtime was quicker: use its registration.
+                Some((id, r)) if *id == rt => return r.clone(),
+                _ => slot.replace((rt, made.clone())),
+            }
+        };
+        // An older runtime's registration goes (tokio code) after the unlock.
+        drop(old);
+        made
+    }
+
+    /// `r` failed (its runtime shut down): forget it, so that the next wait of a live
+    /// runtime registers again. Drops it after the unlock.
+    pub(crate) fn forget_reactor(&self, r: &Arc<KernelReactor>) {
+        let old = {
+            let mut slot = crate::loom::lock(&self.reactor);
+            match &*slot {
+                Some((_, Some(cur))) if Arc::ptr_eq(cur, r) => slot.take(),
+                _ => None,
+            }
+        };
+        drop(old);
+    }
+
+    /// Take the reactor registration out, to be dropped by the caller once it holds no
+    /// lock (`close`).
+    pub(crate) fn take_reactor(&self) -> Option<Arc<KernelReactor>> {
+        crate::loom::lock(&self.reactor).take().and_then(|(_, r)| r)
+    }
+}
+
+/// A closed epoll's kernel side, dropped by `close` after it released `registry`: its
+/// reactor registration (feature `tokio`) is taken out and dropped then, whoever else still
+/// holds the side, because dropping it runs tokio code (the deregistration).
+pub(crate) struct KernelLeft(
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))] Option<Arc<KernelSide>>,
+);
+
+impl Drop for KernelLeft {
+    fn drop(&mut self) {
+        #[cfg(feature = "tokio")]
+        if let Some(side) = &self.0 {
+            drop(side.take_reactor());
+        }
+    }
 }
 
 /// A registered kernel fd.
@@ -224,7 +294,12 @@ impl EpInner {
             ovf: AtomicBool::new(false),
             dead: AtomicBool::new(false),
         });
-        Ok(KernelSide { poll, item })
+        Ok(KernelSide {
+            poll,
+            item,
+            #[cfg(feature = "tokio")]
+            reactor: crate::loom::sync::Mutex::new(None),
+        })
     }
 
     /// Someone may wait (a waiter that just registered, a new poller): make sure the kernel
@@ -542,12 +617,15 @@ impl EpInner {
     }
 
     /// `close`: forget the kernel side (its kernel epoll closes with the last reference).
-    pub(super) fn kernel_close(&self, reg: &mut Registry) {
+    /// Returns it, for the caller to drop once `registry` is released (see [`KernelLeft`]).
+    pub(super) fn kernel_close(&self, reg: &mut Registry) -> KernelLeft {
         reg.kfds = KernelFds::default();
         self.has_kernel.store(false, SeqCst);
-        if let Some(side) = crate::loom::lock(&self.kernel).take() {
+        let side = crate::loom::lock(&self.kernel).take();
+        if let Some(side) = &side {
             side.item.dead.store(true, SeqCst);
         }
+        KernelLeft(side)
     }
 }
 

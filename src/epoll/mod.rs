@@ -948,7 +948,7 @@ impl EpInner {
     /// epoll silently.
     fn close(&self) {
         self.closed.store(true, SeqCst);
-        let regs: Vec<Reg> = {
+        let (regs, kernel_left) = {
             let mut reg = crate::loom::lock(&self.registry);
             let regs: Vec<Reg> = reg.items.drain().map(|(_, r)| r).collect();
             for r in &regs {
@@ -956,10 +956,12 @@ impl EpInner {
                 r.item.src.wait_queue().remove(r.key);
             }
             reg.requeue.clear();
-            self.kernel_close(&mut reg);
+            let left = self.kernel_close(&mut reg);
             reg.nested.clear();
-            regs
+            (regs, left)
         };
+        // Dropped with no lock held (it may deregister from a tokio reactor).
+        drop(kernel_left);
         if regs.iter().any(|r| r.item.src.as_epoll().is_some()) {
             let _t = topology::lock();
             for r in &regs {
