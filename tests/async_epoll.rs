@@ -189,7 +189,9 @@ fn tokio_runtime_without_io_still_wakes() {
         let k = Arc::new(KernelNotifier::new(Mode::Counter).unwrap());
         let ep = Epoll::new();
         ep.add(&*k, Events::IN, 2).unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         for _ in 0..3 {
             let k2 = Arc::clone(&k);
             let t = std::thread::spawn(move || {
@@ -232,7 +234,10 @@ fn block_on_after_the_runtime_is_gone() {
         t.join().unwrap();
         drop(rt);
         let t = fire(&k);
-        assert_eq!(futures::executor::block_on(ep.wait_async(&mut evs)).unwrap(), 1);
+        assert_eq!(
+            futures::executor::block_on(ep.wait_async(&mut evs)).unwrap(),
+            1
+        );
         t.join().unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)

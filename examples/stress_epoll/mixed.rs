@@ -4,9 +4,11 @@
 //! the idle cost of `wait_async` with no kernel source: threads added to the process and
 //! read/write-family syscalls per second while tasks are pending.
 //!
-//! evfd's path: the write makes the epoll's kernel epoll readable; the process-wide watcher
-//! thread (armed by the pending wait) queues the epoll's kernel item, which wakes the task;
-//! the task's harvest collects the event. `AsyncFd`'s: tokio's reactor wakes the task.
+//! evfd's path, built with feature `tokio` (`--features tokio`): the write makes the epoll's
+//! kernel epoll readable, which the runtime's reactor watches (the wait registered it), so
+//! the reactor wakes the task; the task's harvest collects the event. Built without it, the
+//! process-wide watcher thread (armed by the pending wait) queues the epoll's kernel item,
+//! which wakes the task: one more thread hop. `AsyncFd`'s: tokio's reactor wakes the task.
 
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
@@ -301,9 +303,15 @@ pub fn run(cfg: &Cfg, out: &mut Out) {
         (&rw.0, &rw.1),
     );
     let (started, running) = evfd::watcher_stats();
+    let path = if cfg!(feature = "tokio") {
+        "through the runtime's reactor (feature tokio)"
+    } else {
+        "through the watcher thread (built without feature tokio; --features tokio for the reactor)"
+    };
     out.notes.push(format!(
-        "mixed: watcher threads started in this run: {started} (running now: {running}); \
-         idle rows: 4 tasks pending on wait_async of in-memory-only epolls vs 4 on AsyncFd::readable"
+        "mixed: wait_async hears the kernel fd {path}; watcher threads started in this run: \
+         {started} (running now: {running}); idle rows: 4 tasks pending on wait_async of \
+         in-memory-only epolls vs 4 on AsyncFd::readable"
     ));
 }
 

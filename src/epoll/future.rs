@@ -38,8 +38,10 @@ use crate::wait_queue::WaitFor;
 /// Resolves to what [`Epoll::wait`] with no timeout would return: the number of events
 /// written to the buffer (at least 1), or `InvalidInput` for an empty buffer. A pending
 /// future is a task entry in the epoll's waiter queue; no thread blocks. With only in-memory
-/// sources no syscall is made; with kernel fds, a pending wait arms the watcher (one
-/// `epoll_ctl`), which wakes it when one of them is ready.
+/// sources no syscall is made. With kernel fds, polled inside a tokio runtime (feature
+/// `tokio`, Linux), the runtime's reactor wakes it when one of them is ready (the epoll's
+/// kernel epoll is registered with that reactor by the first wait that needs it); anywhere
+/// else a pending wait arms the watcher thread (one `epoll_ctl`), which wakes it.
 ///
 /// # Cancel safety
 ///
@@ -133,10 +135,14 @@ impl Epoll {
     /// ONESHOT, AutoReset reset by the delivery.
     ///
     /// Every kind of source wakes it: in-memory notifiers and nested epolls directly (a
-    /// task entry in the epoll's waiter queue, no syscall), kernel fds (`BorrowedFd`,
-    /// [`KernelNotifier`](crate::KernelNotifier)) through a process-wide watcher thread
-    /// that is started only while some wait on an epoll with kernel fds is pending (one
-    /// `epoll_ctl` per such wait; see the crate's `docs/design.md`).
+    /// task entry in the epoll's waiter queue, no syscall); kernel fds (`BorrowedFd`,
+    /// [`KernelNotifier`](crate::KernelNotifier)) held by this epoll, when it is polled
+    /// inside a tokio runtime with feature `tokio`, through that runtime's reactor (as
+    /// tokio's `AsyncFd` is woken: the epoll's kernel epoll is registered with the reactor
+    /// once per runtime); on any other executor (or a runtime without I/O), and for kernel
+    /// fds of nested epolls, through a process-wide watcher thread that is started only
+    /// while some such wait is pending (one `epoll_ctl` per wait; see the crate's
+    /// `docs/design.md`).
     ///
     /// # Errors
     ///

@@ -25,8 +25,9 @@
 //! # Invariant W (no lost wake)
 //!
 //! (A thread blocked in `wait` while kernel fds are registered sleeps in `poll(2)` on `kfd`
-//! itself, registered with the mask `KEY_KSLEEP`: `super::kernel_sleep`. It needs none of
-//! this, and `listened` does not count it.)
+//! itself, registered with the mask `KEY_KSLEEP`: `super::kernel_sleep`. A task polled in a
+//! tokio runtime watches `kfd` through the reactor, also with `KEY_KSLEEP`: below. Neither
+//! needs this, and `listened` counts neither.)
 //!
 //! While a waiter with mask `IN` (a task, a parked thread) is registered in `waiters` or a
 //! poller is hooked on `pollers`, and `kfd`
@@ -46,7 +47,24 @@
 //!   callback. The watcher clears `armed` and then queues, so a concurrent waiter either
 //!   sees the item linked or arms again (a redundant fire is harmless).
 //!
-//! The loom models `kernel_item_*` in `src/tests/loom_kernel_item.rs` check W.
+//! The loom models `kernel_item_*` in `src/tests/loom_kernel_item.rs` check W. (Their
+//! harvest, when the item is not linked, collects without requeueing it: the case of
+//! `requeue_kernel_item` when nobody listens.)
+//!
+//! # Kernel readiness through the tokio reactor
+//!
+//! With feature `tokio`, an async wait (`super::future`) polled inside a tokio runtime
+//! registers `kfd` with that runtime's reactor ([`KernelSide::reactor`]: a duplicate of
+//! `kfd` in a `tokio::io::unix::AsyncFd`, one per epoll and runtime) and is woken by it, not
+//! by the watcher. Its entry on `waiters` has the mask `KEY_KSLEEP`, so it arms nothing.
+//! The no-lost-wake argument for it (W's counterpart, not modelled in loom, which cannot run
+//! tokio): each try takes the reactor's readiness tick *before* its harvest and clears it
+//! only if that harvest delivered nothing (so it collected from `kfd` with every slot free
+//! and found it empty); then it waits in tokio's list of readiness waiters. Every later
+//! kernel event is a wake of `kfd`, hence an edge in the reactor's edge-triggered epoll,
+//! recorded with a new tick: before the clear (the clear's tick is stale: nothing is
+//! cleared), or after it (the readiness is set again: the waiter's registration sees it or
+//! is woken by it). docs/design.md has the whole design.
 //!
 //! # Registrations follow the kernel
 //!
@@ -68,6 +86,9 @@
 //! EpInner::kernel    leaf Mutex<Option<Arc<KernelSide>>>: written with registry held (the
 //!                    first kernel add, close), read anywhere (clone the Arc and go).
 //! KernelPoll::armed  AtomicBool, see invariant W.
+//! KernelSide::reactor leaf Mutex (feature tokio): the reactor registration of `kfd`. No
+//!                    tokio code runs under it: a registration is made before it is taken,
+//!                    and one it replaces is dropped after it is released.
 //! ```
 //! `epoll_ctl` and non-blocking `epoll_wait` on `kfd` run with `registry` held (they never
 //! block). A `KernelNotifier`'s registration list is a leaf taken under `registry`.
@@ -338,9 +359,9 @@ impl EpInner {
     }
 
     /// Whether a waiter or a poller that relies on the watcher may be waiting for this
-    /// epoll: a task or a parked thread (mask `IN`; a thread in a kernel sleep, mask
-    /// `KEY_KSLEEP`, watches `kfd` itself: `kernel_sleep`), or a poller. Must be called with
-    /// `ready` held (invariant W).
+    /// epoll: a task or a parked thread (mask `IN`; a thread in a kernel sleep and a task
+    /// woken by a tokio reactor, mask `KEY_KSLEEP`, watch `kfd` themselves), or a poller.
+    /// Must be called with `ready` held (invariant W).
     fn listened(&self) -> bool {
         self.waiters.interest().contains(Events::IN) || !self.pollers.interest().is_empty()
     }
@@ -604,10 +625,20 @@ impl EpInner {
     }
 
     /// The kernel item after a harvest that did not meet it collected `k` events at its end:
-    /// queue it (level-triggered: more may be ready), waking as a callback would.
+    /// queue it (level-triggered: more may be ready), waking as a callback would — if
+    /// someone relies on it ([`listened`](Self::listened)). Waiters that watch `kfd`
+    /// themselves (threads in a kernel sleep, tasks through a reactor) do not: `kfd` stays
+    /// readable while it holds events (a kernel sleep returns at once), a reactor's
+    /// readiness is cleared only by a harvest that found `kfd` empty, and every harvest
+    /// collects from `kfd` at its end whether or not the item is queued. Skipping it then
+    /// spares the harvester a wake of its own entry (and the next harvest a lap of the list).
     pub(super) fn requeue_kernel_item(&self, side: &KernelSide, batch: &mut WakeBatch) {
         let post = {
             let mut rd = crate::loom::lock(&self.ready);
+            // Under `ready`: a waiter or poller that registers later arms (invariant W).
+            if !self.listened() {
+                return;
+            }
             rd.queue(&side.item, &self.ready_hint)
                 && (self.has_sleeper() || !self.pollers.interest().is_empty())
         };
