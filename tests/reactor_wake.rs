@@ -458,3 +458,12 @@ fn a_cancelled_wait_does_not_take_a_pending_tasks_wake() {
         no_watcher("cancelled wait");
     });
 }
+
+/// The reactor state keeps the futures `Send + Sync + Unpin`, as they were.
+#[test]
+fn futures_stay_send_sync_unpin() {
+    fn check<T: Send + Sync + Unpin>() {}
+    check::<evfd::EpollWaitFuture<'static>>();
+    #[cfg(feature = "futures")]
+    check::<evfd::EpollStream>();
+}

@@ -104,6 +104,7 @@ impl Drop for EpollWaitFuture<'_> {
         let ep = &self.ep.inner.core;
         if ep.forked() {
             // A child's copy of a pre-fork future: take no lock (see `sys::fork`).
+            self.wait.forget_in_child();
             return;
         }
         self.wait.cancel(ep);
@@ -295,6 +296,7 @@ mod stream {
             let ep = &self.ep.inner.core;
             if ep.forked() {
                 // A child's copy of a pre-fork stream: take no lock (see `sys::fork`).
+                self.wait.forget_in_child();
                 return;
             }
             self.wait.cancel(ep);
@@ -404,6 +406,14 @@ impl KernelWake {
                 cx: &mut rcx,
             },
         )
+    }
+
+    /// A child process's copy of a pre-fork wait goes away: leak its reactor side. Dropping
+    /// it would take tokio's locks (which another parent thread may have held at the fork)
+    /// and could deregister the parent's registration from the reactor's epoll, which the
+    /// child shares with the parent.
+    pub(crate) fn forget_in_child(&mut self) {
+        std::mem::forget(std::mem::take(&mut self.reactor));
     }
 
     /// The owner goes away: leave the queue (handing on a wake won and not used); a
