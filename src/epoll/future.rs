@@ -536,7 +536,7 @@ mod reactor {
             out: &mut [Event],
             cx: &mut Context<'_>,
         ) -> Option<usize> {
-            let fd = Arc::clone(self.fd.as_ref()?);
+            let fd = self.fd.as_ref()?;
             for _ in 0..ROUNDS {
                 // A harvest that delivers nothing has collected from the kernel epoll with
                 // every slot free and got nothing: it was empty then (`harvest_now`).
