@@ -554,7 +554,7 @@ mod reactor {
                 }
                 let armed = self
                     .armed
-                    .get_or_insert_with(|| Box::pin(Arc::clone(&fd).readable()));
+                    .get_or_insert_with(|| Box::pin(Arc::clone(fd).readable()));
                 match armed.as_mut().poll(cx) {
                     Poll::Pending => return None,
                     // An edge since the clear (or the clear lost to a newer one): look again.
