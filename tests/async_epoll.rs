@@ -179,6 +179,16 @@ fn block_on_kernel_rounds_lose_no_wake() {
     });
 }
 
+/// `k.write(1)` from another thread after 10 ms (the waiter is pending by then).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn kick_later(k: &Arc<evfd::KernelNotifier>) -> std::thread::JoinHandle<()> {
+    let k2 = Arc::clone(k);
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(10));
+        k2.write(1).unwrap();
+    })
+}
+
 /// A tokio runtime built without I/O has no reactor to register with: the wait falls back
 /// to the watcher (tokio's "IO is disabled" panic is caught inside, with `panic = "unwind"`).
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -193,11 +203,7 @@ fn tokio_runtime_without_io_still_wakes() {
             .build()
             .unwrap();
         for _ in 0..3 {
-            let k2 = Arc::clone(&k);
-            let t = std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(10));
-                k2.write(1).unwrap();
-            });
+            let t = kick_later(&k);
             let mut evs = [Event::default(); 2];
             let n = rt.block_on(ep.wait_async(&mut evs)).unwrap();
             assert_eq!((n, evs[0].data), (1, 2));
@@ -217,13 +223,7 @@ fn block_on_after_the_runtime_is_gone() {
         let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
         let ep = Epoll::new();
         ep.add(&*k, Events::IN, 3).unwrap();
-        let fire = |k: &Arc<KernelNotifier>| {
-            let k2 = Arc::clone(k);
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(10));
-                k2.notify().unwrap();
-            })
-        };
+        let fire = kick_later;
         let mut evs = [Event::default(); 2];
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -118,6 +118,14 @@ fn asyncfd_wakes(rt: &tokio::runtime::Runtime, n: usize) -> Vec<f64> {
     )
 }
 
+/// A kernel epoll watching `fd` for `IN` (level-triggered).
+fn kernel_epoll_of(fd: &std::os::fd::OwnedFd) -> std::os::fd::OwnedFd {
+    use rustix::event::epoll;
+    let ep = epoll::create(epoll::CreateFlags::CLOEXEC).expect("epoll_create");
+    epoll::add(&ep, fd, epoll::EventData::new_u64(1), epoll::EventFlags::IN).expect("add");
+    ep
+}
+
 /// The nesting floor of evfd's reactor path: tokio `AsyncFd` on a kernel epoll that holds
 /// the eventfd, the task making one `epoll_wait(0)` on it and one `read(2)` after each
 /// wake — what any design that puts a kernel epoll of the sources into the reactor pays,
@@ -126,14 +134,7 @@ fn nested_floor_wakes(rt: &tokio::runtime::Runtime, n: usize) -> Vec<f64> {
     use rustix::event::epoll;
     use tokio::io::{unix::AsyncFd, Interest};
     let fd = Arc::new(crate::twin::kfd());
-    let ep = epoll::create(epoll::CreateFlags::CLOEXEC).expect("epoll_create");
-    epoll::add(
-        &ep,
-        &*fd,
-        epoll::EventData::new_u64(1),
-        epoll::EventFlags::IN,
-    )
-    .expect("add");
+    let ep = kernel_epoll_of(&fd);
     let afd = rt.block_on(async {
         // SAFETY: an `OwnedFd` owns its fd: it stays open, and `as_raw_fd` returns that same
         // fd, until the `AsyncFd` (which owns the `OwnedFd`) drops it.
@@ -205,14 +206,7 @@ fn evfd_blocking_wakes(n: usize) -> Vec<f64> {
 fn kernel_blocking_wakes(n: usize) -> Vec<f64> {
     use rustix::event::epoll;
     let fd = Arc::new(crate::twin::kfd());
-    let ep = epoll::create(epoll::CreateFlags::CLOEXEC).expect("epoll_create");
-    epoll::add(
-        &ep,
-        &*fd,
-        epoll::EventData::new_u64(1),
-        epoll::EventFlags::IN,
-    )
-    .expect("add");
+    let ep = kernel_epoll_of(&fd);
     let fd2 = Arc::clone(&fd);
     wakes(
         n,
