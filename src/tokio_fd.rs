@@ -406,3 +406,82 @@ impl AsRawFd for AsyncFdNotifier {
         self.fd.as_raw_fd()
     }
 }
+
+/// An epoll's kernel epoll in one tokio runtime's reactor: the fast path of
+/// `Epoll::wait_async` and `EpollStream` for kernel-fd sources (`crate::epoll::kernel_fds`,
+/// "Kernel readiness through the tokio reactor").
+///
+/// It owns a duplicate of the kernel epoll's fd (the same open file, so the reactor sees
+/// the kernel epoll become readable) registered for `READABLE` with the runtime that was
+/// current when it was made. The reactor watches it edge-triggered: every wake of the
+/// kernel epoll (each kernel event of one of its fds) is an edge, and an edge bumps the
+/// `AsyncFd`'s readiness tick, so a clear made with an older tick does not take effect.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[derive(Debug)]
+pub(crate) struct KernelReactor {
+    rt: tokio::runtime::Id,
+    fd: AsyncFd<std::os::fd::OwnedFd>,
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+impl KernelReactor {
+    /// The current tokio runtime's id, if the caller runs inside one.
+    pub(crate) fn current_runtime() -> Option<tokio::runtime::Id> {
+        tokio::runtime::Handle::try_current().ok().map(|h| h.id())
+    }
+
+    /// Register a duplicate of `kfd` with the current runtime's reactor (`rt`). `None` if
+    /// it cannot be: the duplicate or the registration failed, or the runtime has no I/O
+    /// driver — tokio panics then, which is caught (with `panic = "abort"` that cannot be
+    /// caught, so no registration is tried: the caller uses the watcher thread).
+    pub(crate) fn new(kfd: BorrowedFd<'_>, rt: tokio::runtime::Id) -> Option<KernelReactor> {
+        if !cfg!(panic = "unwind") {
+            return None;
+        }
+        let dup = kfd.try_clone_to_owned().ok()?;
+        // tokio's registration panics in a runtime built without `enable_io`; nothing of
+        // ours is borrowed or locked across it, and the duplicate closes on unwind.
+        let fd = std::panic::catch_unwind(move || register_stable(dup, Interest::READABLE))
+            .ok()?
+            .ok()?;
+        Some(KernelReactor { rt, fd })
+    }
+
+    /// Whether this was registered with runtime `rt`.
+    pub(crate) fn runtime(&self) -> tokio::runtime::Id {
+        self.rt
+    }
+
+    /// One look through the reactor around a harvest: take the reactor's readiness of the
+    /// kernel epoll (if set) *before* running `harvest`; if `harvest` reports that it found
+    /// the kernel epoll empty (`true` in its result), clear that readiness — which tokio
+    /// does only if no edge came since it was taken (the tick), so an event that arrived
+    /// after the harvest looked keeps it set. `Err` if the reactor is gone (its runtime
+    /// shut down). Calls tokio with no lock held (the caller holds none).
+    pub(crate) fn around<R>(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        harvest: impl FnOnce() -> (R, bool),
+    ) -> io::Result<R> {
+        let guard = match self.fd.poll_read_ready(cx) {
+            std::task::Poll::Ready(Ok(g)) => Some(g),
+            std::task::Poll::Ready(Err(e)) => return Err(e),
+            // Not ready (tokio stored the waker in its one-task slot: at worst a spurious
+            // wake later), or out of coop budget (tokio woke the task already).
+            std::task::Poll::Pending => None,
+        };
+        let (r, empty) = harvest();
+        if let (Some(mut g), true) = (guard, empty) {
+            g.clear_ready();
+        }
+        Ok(r)
+    }
+
+    /// A future that resolves once the reactor reports the kernel epoll readable (at once
+    /// if its readiness is set). Unlike `poll_read_ready`, whose one waker slot only the
+    /// last task to poll would keep, it waits in tokio's list of waiters, so every pending
+    /// wait of the epoll is woken.
+    pub(crate) async fn readable(self: std::sync::Arc<Self>) -> io::Result<()> {
+        self.fd.readable().await.map(drop)
+    }
+}

@@ -138,3 +138,115 @@ fn tokio_multi_thread_stream_counts_every_unit() {
         });
     });
 }
+
+// Kernel-fd sources outside a tokio runtime's reactor: the watcher thread carries their
+// readiness (`tests/reactor_wake.rs` has the waits that go through the reactor).
+
+/// A future executor that is not tokio: 1000 ping-pong rounds on an AutoReset
+/// `KernelNotifier`, each write landing while the wait is pending; every write is delivered
+/// once, none is lost, and the watcher thread carried them.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[test]
+fn block_on_kernel_rounds_lose_no_wake() {
+    use evfd::KernelNotifier;
+    use std::sync::mpsc;
+    const ROUNDS: u64 = 1000;
+    bounded("block_on kernel rounds", || {
+        let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
+        let ep = Epoll::new();
+        ep.add(&*k, Events::IN, 1).unwrap();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let k2 = Arc::clone(&k);
+        let writer = std::thread::spawn(move || {
+            for _ in 0..ROUNDS {
+                go_rx.recv().unwrap();
+                k2.notify().unwrap();
+            }
+        });
+        let mut delivered = 0;
+        let mut evs = [Event::default(); 2];
+        for _ in 0..ROUNDS {
+            go_tx.send(()).unwrap();
+            let n = futures::executor::block_on(ep.wait_async(&mut evs)).unwrap();
+            assert_eq!(n, 1);
+            assert_eq!(evs[0].data, 1);
+            delivered += 1;
+        }
+        writer.join().unwrap();
+        assert_eq!(delivered, ROUNDS);
+        assert_eq!(k.count().unwrap(), 0, "each delivery reset it");
+        assert!(evfd::watcher_stats().0 >= 1, "the watcher carried them");
+    });
+}
+
+/// `k.write(1)` from another thread after 10 ms (the waiter is pending by then).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn kick_later(k: &Arc<evfd::KernelNotifier>) -> std::thread::JoinHandle<()> {
+    let k2 = Arc::clone(k);
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(10));
+        k2.write(1).unwrap();
+    })
+}
+
+/// A tokio runtime built without I/O has no reactor to register with: the wait falls back
+/// to the watcher (tokio's "IO is disabled" panic is caught inside, with `panic = "unwind"`).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[test]
+fn tokio_runtime_without_io_still_wakes() {
+    use evfd::KernelNotifier;
+    bounded("runtime without io", || {
+        let k = Arc::new(KernelNotifier::new(Mode::Counter).unwrap());
+        let ep = Epoll::new();
+        ep.add(&*k, Events::IN, 2).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for _ in 0..3 {
+            let t = kick_later(&k);
+            let mut evs = [Event::default(); 2];
+            let n = rt.block_on(ep.wait_async(&mut evs)).unwrap();
+            assert_eq!((n, evs[0].data), (1, 2));
+            assert_eq!(k.read().unwrap(), 1);
+            t.join().unwrap();
+        }
+    });
+}
+
+/// The runtime whose reactor the epoll registered with is gone; `block_on` (no runtime)
+/// still wakes, through the watcher, and so does a new runtime.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[test]
+fn block_on_after_the_runtime_is_gone() {
+    use evfd::KernelNotifier;
+    bounded("after the runtime", || {
+        let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
+        let ep = Epoll::new();
+        ep.add(&*k, Events::IN, 3).unwrap();
+        let fire = kick_later;
+        let mut evs = [Event::default(); 2];
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let t = fire(&k);
+        assert_eq!(rt.block_on(ep.wait_async(&mut evs)).unwrap(), 1);
+        t.join().unwrap();
+        drop(rt);
+        let t = fire(&k);
+        assert_eq!(
+            futures::executor::block_on(ep.wait_async(&mut evs)).unwrap(),
+            1
+        );
+        t.join().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let t = fire(&k);
+        assert_eq!(rt.block_on(ep.wait_async(&mut evs)).unwrap(), 1);
+        t.join().unwrap();
+        assert_eq!(evs[0].data, 3);
+    });
+}

@@ -25,8 +25,9 @@
 //! # Invariant W (no lost wake)
 //!
 //! (A thread blocked in `wait` while kernel fds are registered sleeps in `poll(2)` on `kfd`
-//! itself, registered with the mask `KEY_KSLEEP`: `super::kernel_sleep`. It needs none of
-//! this, and `listened` does not count it.)
+//! itself, registered with the mask `KEY_KSLEEP`: `super::kernel_sleep`. A task polled in a
+//! tokio runtime watches `kfd` through the reactor, also with `KEY_KSLEEP`: below. Neither
+//! needs this, and `listened` counts neither.)
 //!
 //! While a waiter with mask `IN` (a task, a parked thread) is registered in `waiters` or a
 //! poller is hooked on `pollers`, and `kfd`
@@ -46,7 +47,24 @@
 //!   callback. The watcher clears `armed` and then queues, so a concurrent waiter either
 //!   sees the item linked or arms again (a redundant fire is harmless).
 //!
-//! The loom models `kernel_item_*` in `src/tests/loom_kernel_item.rs` check W.
+//! The loom models `kernel_item_*` in `src/tests/loom_kernel_item.rs` check W. (Their
+//! harvest, when the item is not linked, collects without requeueing it: the case of
+//! `requeue_kernel_item` when nobody listens.)
+//!
+//! # Kernel readiness through the tokio reactor
+//!
+//! With feature `tokio`, an async wait (`super::future`) polled inside a tokio runtime
+//! registers `kfd` with that runtime's reactor ([`KernelSide::reactor`]: a duplicate of
+//! `kfd` in a `tokio::io::unix::AsyncFd`, one per epoll and runtime) and is woken by it, not
+//! by the watcher. Its entry on `waiters` has the mask `KEY_KSLEEP`, so it arms nothing.
+//! The no-lost-wake argument for it (W's counterpart, not modelled in loom, which cannot run
+//! tokio): each try takes the reactor's readiness tick *before* its harvest and clears it
+//! only if that harvest delivered nothing (so it collected from `kfd` with every slot free
+//! and found it empty); then it waits in tokio's list of readiness waiters. Every later
+//! kernel event is a wake of `kfd`, hence an edge in the reactor's edge-triggered epoll,
+//! recorded with a new tick: before the clear (the clear's tick is stale: nothing is
+//! cleared), or after it (the readiness is set again: the waiter's registration sees it or
+//! is woken by it). docs/design.md has the whole design.
 //!
 //! # Registrations follow the kernel
 //!
@@ -68,6 +86,9 @@
 //! EpInner::kernel    leaf Mutex<Option<Arc<KernelSide>>>: written with registry held (the
 //!                    first kernel add, close), read anywhere (clone the Arc and go).
 //! KernelPoll::armed  AtomicBool, see invariant W.
+//! KernelSide::reactor leaf Mutex (feature tokio): the reactor registration of `kfd`. No
+//!                    tokio code runs under it: a registration is made before it is taken,
+//!                    and one it replaces is dropped after it is released.
 //! ```
 //! `epoll_ctl` and non-blocking `epoll_wait` on `kfd` run with `registry` held (they never
 //! block). A `KernelNotifier`'s registration list is a leaf taken under `registry`.
@@ -85,6 +106,8 @@ use crate::events::{Event, Events};
 use crate::loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use crate::notifier::kernel::{KernelDeliver, KernelFdSet};
 use crate::sys;
+#[cfg(feature = "tokio")]
+use crate::tokio_fd::KernelReactor;
 use crate::wait_queue::{PostWake, WakeBatch};
 
 /// The kernel epoll of an `Epoll`: the source of its kernel item.
@@ -139,6 +162,74 @@ impl Drop for KernelPoll {
 pub(crate) struct KernelSide {
     pub(crate) poll: Arc<KernelPoll>,
     pub(crate) item: Arc<Item>,
+    /// The kernel epoll in one tokio runtime's reactor (see "Kernel readiness through the
+    /// tokio reactor"): the runtime it was tried for, and the registration, `None` if it
+    /// could not be made there (no I/O driver). Leaf lock; tokio is never called under it.
+    #[cfg(feature = "tokio")]
+    reactor: crate::loom::sync::Mutex<Option<(tokio::runtime::Id, Option<Arc<KernelReactor>>)>>,
+}
+
+#[cfg(feature = "tokio")]
+impl KernelSide {
+    /// This kernel epoll in the reactor of runtime `rt` (the current one), registered by
+    /// the first call from that runtime (one `dup` and one `epoll_ctl`); `None` if it
+    /// cannot be (the caller falls back to the watcher). One registration is kept, for
+    /// the runtime that asked last: waits in other runtimes hold their own `Arc`.
+    pub(crate) fn reactor(&self, rt: tokio::runtime::Id) -> Option<Arc<KernelReactor>> {
+        if let Some((id, r)) = &*crate::loom::lock(&self.reactor) {
+            if *id == rt {
+                return r.clone();
+            }
+        }
+        // Registered with no lock held (tokio code).
+        let made = KernelReactor::new(self.poll.kfd.as_fd(), rt).map(Arc::new);
+        let old = {
+            let mut slot = crate::loom::lock(&self.reactor);
+            match &*slot {
+                // Another wait of this runtime was quicker: use its registration.
+                Some((id, r)) if *id == rt => return r.clone(),
+                _ => slot.replace((rt, made.clone())),
+            }
+        };
+        // An older runtime's registration goes (tokio code) after the unlock.
+        drop(old);
+        made
+    }
+
+    /// `r` failed (its runtime shut down): forget it, so that the next wait of a live
+    /// runtime registers again. Drops it after the unlock.
+    pub(crate) fn forget_reactor(&self, r: &Arc<KernelReactor>) {
+        let old = {
+            let mut slot = crate::loom::lock(&self.reactor);
+            match &*slot {
+                Some((_, Some(cur))) if Arc::ptr_eq(cur, r) => slot.take(),
+                _ => None,
+            }
+        };
+        drop(old);
+    }
+
+    /// Take the reactor registration out, to be dropped by the caller once it holds no
+    /// lock (`close`).
+    pub(crate) fn take_reactor(&self) -> Option<Arc<KernelReactor>> {
+        crate::loom::lock(&self.reactor).take().and_then(|(_, r)| r)
+    }
+}
+
+/// A closed epoll's kernel side, dropped by `close` after it released `registry`: its
+/// reactor registration (feature `tokio`) is taken out and dropped then, whoever else still
+/// holds the side, because dropping it runs tokio code (the deregistration).
+pub(crate) struct KernelLeft(
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))] Option<Arc<KernelSide>>,
+);
+
+impl Drop for KernelLeft {
+    fn drop(&mut self) {
+        #[cfg(feature = "tokio")]
+        if let Some(side) = &self.0 {
+            drop(side.take_reactor());
+        }
+    }
 }
 
 /// A registered kernel fd.
@@ -224,7 +315,12 @@ impl EpInner {
             ovf: AtomicBool::new(false),
             dead: AtomicBool::new(false),
         });
-        Ok(KernelSide { poll, item })
+        Ok(KernelSide {
+            poll,
+            item,
+            #[cfg(feature = "tokio")]
+            reactor: crate::loom::sync::Mutex::new(None),
+        })
     }
 
     /// Someone may wait (a waiter that just registered, a new poller): make sure the kernel
@@ -263,9 +359,9 @@ impl EpInner {
     }
 
     /// Whether a waiter or a poller that relies on the watcher may be waiting for this
-    /// epoll: a task or a parked thread (mask `IN`; a thread in a kernel sleep, mask
-    /// `KEY_KSLEEP`, watches `kfd` itself: `kernel_sleep`), or a poller. Must be called with
-    /// `ready` held (invariant W).
+    /// epoll: a task or a parked thread (mask `IN`; a thread in a kernel sleep and a task
+    /// woken by a tokio reactor, mask `KEY_KSLEEP`, watch `kfd` themselves), or a poller.
+    /// Must be called with `ready` held (invariant W).
     fn listened(&self) -> bool {
         self.waiters.interest().contains(Events::IN) || !self.pollers.interest().is_empty()
     }
@@ -529,10 +625,20 @@ impl EpInner {
     }
 
     /// The kernel item after a harvest that did not meet it collected `k` events at its end:
-    /// queue it (level-triggered: more may be ready), waking as a callback would.
+    /// queue it (level-triggered: more may be ready), waking as a callback would — if
+    /// someone relies on it ([`listened`](Self::listened)). Waiters that watch `kfd`
+    /// themselves (threads in a kernel sleep, tasks through a reactor) do not: `kfd` stays
+    /// readable while it holds events (a kernel sleep returns at once), a reactor's
+    /// readiness is cleared only by a harvest that found `kfd` empty, and every harvest
+    /// collects from `kfd` at its end whether or not the item is queued. Skipping it then
+    /// spares the harvester a wake of its own entry (and the next harvest a lap of the list).
     pub(super) fn requeue_kernel_item(&self, side: &KernelSide, batch: &mut WakeBatch) {
         let post = {
             let mut rd = crate::loom::lock(&self.ready);
+            // Under `ready`: a waiter or poller that registers later arms (invariant W).
+            if !self.listened() {
+                return;
+            }
             rd.queue(&side.item, &self.ready_hint)
                 && (self.has_sleeper() || !self.pollers.interest().is_empty())
         };
@@ -542,12 +648,15 @@ impl EpInner {
     }
 
     /// `close`: forget the kernel side (its kernel epoll closes with the last reference).
-    pub(super) fn kernel_close(&self, reg: &mut Registry) {
+    /// Returns it, for the caller to drop once `registry` is released (see [`KernelLeft`]).
+    pub(super) fn kernel_close(&self, reg: &mut Registry) -> KernelLeft {
         reg.kfds = KernelFds::default();
         self.has_kernel.store(false, SeqCst);
-        if let Some(side) = crate::loom::lock(&self.kernel).take() {
+        let side = crate::loom::lock(&self.kernel).take();
+        if let Some(side) = &side {
             side.item.dead.store(true, SeqCst);
         }
+        KernelLeft(side)
     }
 }
 

@@ -9,7 +9,8 @@
 //!   [`KEY_KSLEEP`](super::KEY_KSLEEP), not `IN`: the wakes of `waiters` (the item
 //!   callback's one waiter, the LT cascade, the hand-on) carry `IN | KEY_KSLEEP` and reach
 //!   it like any waiter, but it does not count as a waiter that needs the watcher
-//!   (`EpInner::listened` looks for `IN`), so its waits arm nothing.
+//!   (`EpInner::listened` looks for `IN`), so its waits arm nothing. (A task woken by a
+//!   tokio reactor registers with the same mask, for the same reason: `super::future`.)
 //! - An in-memory wake sets the waiter's `notified` under the queue lock, then, after the
 //!   unlock, rings its bell (`ThreadWaiter::unpark` → [`Bell::ring`]). The sleeper loads
 //!   `notified` and then sleeps in `poll(2)` on `[kfd, bell]`: the ring lands before the

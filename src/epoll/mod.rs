@@ -730,13 +730,14 @@ impl Epoll {
 }
 
 /// A wake-key-only bit (never readiness or interest; `EPOLL*` leaves bit 25 unused): the
-/// mask of a thread in `Epoll::wait` that sleeps in the kernel (`kernel_sleep`). It is
+/// mask of a waiter that watches the kernel epoll itself — a thread in `Epoll::wait` that
+/// sleeps in the kernel (`kernel_sleep`), a task woken by a tokio reactor (`future`). It is
 /// woken like any waiter (every wake of `waiters` carries [`WAITER_KEY`]) but, not asking
 /// for `IN`, it does not count as a waiter that needs the watcher (`kernel_fds`).
 pub(crate) const KEY_KSLEEP: Events = Events::from_bits_retain(1 << 25);
 
-/// The key of every wake of `waiters`: parked threads and tasks (`IN`) and threads in a
-/// kernel sleep (`KEY_KSLEEP`).
+/// The key of every wake of `waiters`: parked threads and tasks (`IN`), threads in a
+/// kernel sleep and tasks woken by a reactor (`KEY_KSLEEP`).
 pub(crate) const WAITER_KEY: Events = Events::IN.union(KEY_KSLEEP);
 
 /// The [`Sleeper`] of `Epoll::wait`: LIFO, exclusive, on `waiters`, whatever sources the
@@ -948,7 +949,7 @@ impl EpInner {
     /// epoll silently.
     fn close(&self) {
         self.closed.store(true, SeqCst);
-        let regs: Vec<Reg> = {
+        let (regs, kernel_left) = {
             let mut reg = crate::loom::lock(&self.registry);
             let regs: Vec<Reg> = reg.items.drain().map(|(_, r)| r).collect();
             for r in &regs {
@@ -956,10 +957,12 @@ impl EpInner {
                 r.item.src.wait_queue().remove(r.key);
             }
             reg.requeue.clear();
-            self.kernel_close(&mut reg);
+            let left = self.kernel_close(&mut reg);
             reg.nested.clear();
-            regs
+            (regs, left)
         };
+        // Dropped with no lock held (it may deregister from a tokio reactor).
+        drop(kernel_left);
         if regs.iter().any(|r| r.item.src.as_epoll().is_some()) {
             let _t = topology::lock();
             for r in &regs {

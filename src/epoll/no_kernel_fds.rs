@@ -35,6 +35,9 @@ pub(crate) struct KernelSide {
 #[derive(Default)]
 pub(crate) struct KernelFds;
 
+/// What `close` drops after unlocking (nothing here).
+pub(crate) struct KernelLeft;
+
 impl EpInner {
     pub(crate) fn kernel_side(&self) -> Option<Arc<KernelSide>> {
         None
@@ -82,7 +85,9 @@ impl EpInner {
         match side.poll.never {}
     }
 
-    pub(super) fn kernel_close(&self, _: &mut Registry) {}
+    pub(super) fn kernel_close(&self, _: &mut Registry) -> KernelLeft {
+        KernelLeft
+    }
 }
 
 /// Never made off Linux (`EpInner::kernel_sleep` is always `None`).

@@ -1,7 +1,11 @@
 //! The process-wide watcher: notices that an `Epoll`'s kernel epoll became readable and
 //! queues that epoll's kernel item, so that every face of the epoll (blocking waiters,
 //! tasks, fd views, outer epolls) hears of kernel readiness through the in-memory wake
-//! path. See `kernel_fds` for the protocol (invariant W) and `docs/design.md`.
+//! path. See `kernel_fds` for the protocol (invariant W) and `docs/design.md`. Two kinds of
+//! waiter never use it: a thread blocked in `Epoll::wait` (it sleeps on the kernel epoll
+//! itself: `kernel_sleep`) and, with feature `tokio`, a task polled inside a tokio runtime
+//! (the runtime's reactor watches the kernel epoll: `kernel_fds`, "Kernel readiness through
+//! the tokio reactor").
 //!
 //! One thread and one kernel epoll (`wfd`) for the whole process, both created by the first
 //! [`arm`]. Each `Epoll`'s kernel epoll is registered in `wfd` with its kernel-side id as
