@@ -87,7 +87,11 @@ fn new_watcher() -> io::Result<Watcher> {
 /// shared with the parent, whose thread would take the child's fires. So a child makes its
 /// own, once per fork generation that uses kernel sources (leaked, as the first one is
 /// static); the parent's copy is left untouched.
+///
+/// Inside a fork guard (`sys::fork::guard`): a fork never cuts the first creation (a child
+/// would find `WATCHER` initialising for ever) or a section holding `CHILD`.
 fn watcher() -> io::Result<&'static Watcher> {
+    let _fork = crate::sys::fork::guard();
     let w = match WATCHER.get() {
         Some(w) => w,
         None => {
@@ -111,6 +115,7 @@ fn watcher() -> io::Result<&'static Watcher> {
 
 /// This process's watcher if it exists (see [`watcher`]).
 fn current() -> Option<&'static Watcher> {
+    let _fork = crate::sys::fork::guard();
     let w = WATCHER.get()?;
     if !crate::sys::fork::forked(w.born) {
         return Some(w);

@@ -18,15 +18,19 @@
 //! fork.
 //!
 //! Other locks that a child may still need on an object it legitimately shares with the
-//! parent (a `KernelNotifier`'s registrations; the kernel-fd watcher's slots) are taken
+//! parent (a `KernelNotifier`'s registrations; the kernel-fd watcher's creation and its
+//! child slot) are taken
 //! inside a [`guard`]: a read lock of a process-wide `RwLock` whose write half the
 //! `prepare` handler takes, so no such section is running when the process forks, and the
 //! child never inherits one of those locks held.
 //!
-//! LOCKING (the handlers' order): `prepare` takes `FORK_GUARD` (write) and then `TOPOLOGY`.
-//! A guarded section takes neither `TOPOLOGY` nor a second guard (a write-preferring
-//! `RwLock` would deadlock a nested read behind the waiting `prepare`), and never runs
-//! foreign code.
+//! LOCKING (the handlers' order): `prepare` takes `TOPOLOGY` and then `FORK_GUARD` (write).
+//! A thread holding `TOPOLOGY` may enter a guarded section (an epoll add that drops the last
+//! handle of a nested epoll reaches the watcher); a guarded section never takes `TOPOLOGY`
+//! nor a second guard (a write-preferring `RwLock` would deadlock a nested read behind the
+//! waiting `prepare`), and never runs foreign code. So `prepare` waiting for `TOPOLOGY`
+//! blocks no reader, and once it holds `TOPOLOGY` it waits only for guarded sections,
+//! which end without it.
 //!
 //! `fork(2)` through libc (what `libc::fork`, `nix::unistd::fork` and `std::process::Command`
 //! call) runs the handlers; a raw `clone(2)` syscall does not, and is not detected.
@@ -72,28 +76,28 @@ mod handlers {
 
     use super::{EPOCH, FORK_GUARD, TOPOLOGY};
 
-    /// What the forking thread holds from `prepare` to `parent`/`child`: the fork guard
-    /// (write) and the topology lock, released in the reverse order.
-    type Held = (RwLockWriteGuard<'static, ()>, MutexGuard<'static, ()>);
+    /// What the forking thread holds from `prepare` to `parent`/`child`: the topology
+    /// lock and the fork guard (write), released in the reverse order.
+    type Held = (MutexGuard<'static, ()>, RwLockWriteGuard<'static, ()>);
 
     thread_local! {
         static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
     }
 
     extern "C" fn prepare() {
-        let f = FORK_GUARD
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let t = TOPOLOGY
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        HELD.with(|h| *h.borrow_mut() = Some((f, t)));
+        let f = FORK_GUARD
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        HELD.with(|h| *h.borrow_mut() = Some((t, f)));
     }
 
     fn release() {
-        if let Some((f, t)) = HELD.with(|h| h.borrow_mut().take()) {
-            drop(t);
+        if let Some((t, f)) = HELD.with(|h| h.borrow_mut().take()) {
             drop(f);
+            drop(t);
         }
     }
 
