@@ -121,44 +121,23 @@ struct Registry {
 }
 
 /// The epoll's state, shared by its handles, its items and outer epolls that watch it.
+///
+/// Laid out in three groups of whole cache-line pairs (`repr(C)` and zero-sized 128-byte
+/// aligned markers), so that a producer's write (which reads the first group and takes
+/// the second) and a consumer's harvest (which takes the second and the third) share only
+/// the lines they must: the ready lock's.
+#[repr(C)]
 pub(crate) struct EpInner {
+    // Group 1: read by every wake, rarely written.
     pub(crate) id: u64,
     /// The fork epoch it was made in (`sys::fork`): in a child process it is refused.
     pub(crate) born: u32,
-    /// (1) the interest set, keyed by source id.
-    registry: Mutex<Registry>,
-    /// (3) ready list + overflow list.
-    pub(crate) ready: Mutex<ReadyState>,
-    /// (4) ids of items whose source closed, purged from `registry` by the next operation.
-    pub(crate) graveyard: Mutex<Vec<u64>>,
-    /// Whether `graveyard` may be non-empty: written with it locked, read without, so that
-    /// an operation finds nothing to purge without taking that lock.
-    pub(crate) graves: AtomicBool,
-    /// (4) epoll→epoll links, see `topology`.
-    pub(crate) links: Mutex<topology::Links>,
     /// Threads and tasks in `wait`: exclusive entries at the head (LIFO).
     pub(crate) waiters: WaitQueue,
     /// Whoever watches this epoll as a source (outer epolls' items, fd views, futures).
     pub(crate) pollers: WaitQueue,
-    /// Spin-before-park for `wait`: a fixed budget in nanoseconds (0 = never spin), or
-    /// [`SPIN_ADAPTIVE`]: learned by `spin_gauge`.
-    spin_ns: AtomicU64,
-    /// The adaptive spin budget (see `wait_queue::SpinGauge`).
-    pub(crate) spin_gauge: SpinGauge,
-    /// Whether the ready list may hold an item (or a scan is running): written with `ready`
-    /// locked at every change of the list, read without it. A hint for `wait`'s fast paths
-    /// (skip a harvest that would find nothing, spin on it before parking); never the last
-    /// word before sleeping, which `has_ready` gives under the lock.
-    pub(crate) ready_hint: AtomicBool,
     /// Set by `close`; a closed epoll is skipped by topology walks.
     closed: AtomicBool,
-    /// Mirrors `ReadyState::ovf_active` (written with `ready` held), readable without it:
-    /// see `Item::wake`'s coalescing fast path.
-    pub(crate) scanning: AtomicBool,
-    /// (4) the kernel side (kernel epoll and kernel item), created by the first kernel-fd
-    /// `add` that succeeds; see `kernel_fds`.
-    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
-    kernel: Mutex<Option<Arc<kernel_fds::KernelSide>>>,
     /// Whether `kernel` is set (SeqCst; invariant W of `kernel_fds`): lets every path
     /// without kernel fds skip it with one load.
     #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
@@ -166,7 +145,44 @@ pub(crate) struct EpInner {
     /// This epoll or one nested below it has held a kernel fd (sticky): its outer epolls
     /// look at it in their harvest (`kernel_fds`, "Nesting").
     pub(crate) kernel_below: AtomicBool,
+    /// Whether `graveyard` may be non-empty: written with it locked, read without, so that
+    /// an operation finds nothing to purge without taking that lock.
+    pub(crate) graves: AtomicBool,
+    /// Spin-before-park for `wait`: a fixed budget in nanoseconds (0 = never spin), or
+    /// [`SPIN_ADAPTIVE`]: learned by `spin_gauge`.
+    spin_ns: AtomicU64,
+    /// Group 2 starts here: the ready lock and the flags written with it held.
+    _hot: [LinePair; 0],
+    /// Mirrors `ReadyState::ovf_active` (written with `ready` held), readable without it:
+    /// see `Item::wake`'s coalescing fast path.
+    pub(crate) scanning: AtomicBool,
+    /// Whether the ready list may hold an item (or a scan is running): written with `ready`
+    /// locked at every change of the list, read without it. A hint for `wait`'s fast paths
+    /// (skip a harvest that would find nothing, spin on it before parking); never the last
+    /// word before sleeping, which `has_ready` gives under the lock.
+    pub(crate) ready_hint: AtomicBool,
+    /// (3) ready list + overflow list.
+    pub(crate) ready: Mutex<ReadyState>,
+    /// Group 3 starts here: the harvester's and `ctl`'s own state.
+    _own: [LinePair; 0],
+    /// (1) the interest set, keyed by source id.
+    registry: Mutex<Registry>,
+    /// (4) ids of items whose source closed, purged from `registry` by the next operation.
+    pub(crate) graveyard: Mutex<Vec<u64>>,
+    /// (4) epoll→epoll links, see `topology`.
+    pub(crate) links: Mutex<topology::Links>,
+    /// The adaptive spin budget (see `wait_queue::SpinGauge`).
+    pub(crate) spin_gauge: SpinGauge,
+    /// (4) the kernel side (kernel epoll and kernel item), created by the first kernel-fd
+    /// `add` that succeeds; see `kernel_fds`.
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+    kernel: Mutex<Option<Arc<kernel_fds::KernelSide>>>,
 }
+
+/// Zero-sized, 128-byte aligned: in a `repr(C)` struct, the next field starts a new pair
+/// of cache lines (the adjacent-line prefetcher moves lines in pairs).
+#[repr(align(128))]
+pub(crate) struct LinePair;
 
 impl PostWake for EpInner {
     /// After an item was queued: wake one `wait`er (LIFO) and, unless `key` is empty, every
@@ -327,6 +343,8 @@ impl Epoll {
                     kernel: Mutex::new(None),
                     has_kernel: AtomicBool::new(false),
                     kernel_below: AtomicBool::new(false),
+                    _hot: [],
+                    _own: [],
                 }),
             }),
         }
