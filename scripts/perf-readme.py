@@ -5,7 +5,7 @@
     python3 scripts/perf-readme.py --runs 3 --quick
     python3 scripts/perf-readme.py --from docs/bench-run1.txt docs/bench-run2.txt
 
-Runs `cargo run --release --example stress_epoll` (unless `--from` names existing outputs),
+Runs `cargo run --release --all-features --example stress_epoll` (unless `--from` names existing outputs),
 then rewrites what lies between `<!-- perf:begin -->` and `<!-- perf:end -->` in README.md:
 the machine (CPU model and vCPUs, as the runs print them, and the kernel), the ratios to
 the floor first (they travel between machines), then the ratios to the kernel and peers,
@@ -58,7 +58,7 @@ TWIN = {
 
 
 def run_bench(quick):
-    cmd = ['cargo', 'run', '--release', '--example', 'stress_epoll', '--']
+    cmd = ['cargo', 'run', '--release', '--all-features', '--example', 'stress_epoll', '--']
     if quick:
         cmd.append('--quick')
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
@@ -122,7 +122,7 @@ def section(runs, names):
     n = len(runs)
     out = []
     out.append(f'Machine: **{machine.removeprefix("cpu: ")}**, Linux {platform.release()}. '
-               f'{n} full run{"s" if n > 1 else ""} of `cargo run --release --example '
+               f'{n} full run{"s" if n > 1 else ""} of `cargo run --release --all-features --example '
                f'stress_epoll` ({header}); raw output in the source repository: '
                + ', '.join(f'`{os.path.relpath(p, ROOT)}`' for p in names)
                + ' (not in the published package).')

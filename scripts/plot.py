@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plot `seed_pri` ops/ms against threads, evfd vs the kernel, from stress_epoll output.
 
-    cargo run --release --example stress_epoll > bench.txt
+    cargo run --release --all-features --example stress_epoll > bench.txt
     python3 scripts/plot.py bench.txt docs/seed_pri.svg
 
 Reads the machine-readable `row ...` lines; writes a dependency-free SVG (log-scale y).

@@ -2,9 +2,9 @@
 //! how to read the figures: docs/benchmarks.md).
 //!
 //! ```sh
-//! cargo run --release --example stress_epoll              # everything, ~3 min on 2 CPUs
-//! cargo run --release --example stress_epoll -- --quick   # everything, < 1 min on 2 CPUs
-//! cargo run --release --example stress_epoll -- --only doorbell
+//! cargo run --release --all-features --example stress_epoll              # everything, ~3 min on 2 CPUs
+//! cargo run --release --all-features --example stress_epoll -- --quick   # everything, < 1 min on 2 CPUs
+//! cargo run --release --all-features --example stress_epoll -- --only doorbell
 //! ```
 //!
 //! One module per benchmark family, listed in [`BENCHES`]; `twin` (the kernel twins, shared
