@@ -10,9 +10,9 @@
 //! runs after `registry` is released (see `super`'s LOCKING block).
 
 use std::sync::Arc;
-use std::vec::Drain;
 
 use super::item::Item;
+use super::ready::Tx;
 use super::source::SourceCore;
 use super::{EpInner, Registry};
 use crate::events::{Event, Events, KEY_EMPTIED};
@@ -52,7 +52,7 @@ struct Found {
 /// Level-triggered items go to `requeue`; the rest of the transfer list is left in `it`.
 /// `collect` delivers the kernel item's events (`kernel_fds`) into the slots left.
 fn send_events(
-    it: &mut Drain<'_, Arc<Item>>,
+    it: &mut Tx<'_>,
     out: &mut [Event],
     requeue: &mut Vec<Arc<Item>>,
     batch: &mut WakeBatch,
@@ -139,7 +139,7 @@ fn poll_again(item: &Item, ev: Events, deliver: bool, batch: &mut WakeBatch) -> 
 
 /// `__ep_eventpoll_poll`'s loop: stop at the first ready item and keep it (consume
 /// nothing); the not-ready ones before it are dropped from the list.
-fn first_ready(it: &mut Drain<'_, Arc<Item>>, batch: &mut WakeBatch) -> Found {
+fn first_ready(it: &mut Tx<'_>, batch: &mut WakeBatch) -> Found {
     let mut kernel_dropped = false;
     for item in it.by_ref() {
         let ev = item.events();
@@ -281,16 +281,11 @@ impl EpInner {
         self: &Arc<Self>,
         reg: &mut Registry,
         batch: &mut WakeBatch,
-        job: impl FnOnce(
-            &mut Drain<'_, Arc<Item>>,
-            &mut Vec<Arc<Item>>,
-            &Registry,
-            &mut WakeBatch,
-        ) -> Found,
+        job: impl FnOnce(&mut Tx<'_>, &mut Vec<Arc<Item>>, &Registry, &mut WakeBatch) -> Found,
     ) -> usize {
-        let mut tx = {
+        let (one, mut tx) = {
             let mut rd = crate::loom::lock(&self.ready);
-            if rd.list.is_empty() {
+            if rd.is_empty() {
                 return 0;
             }
             // Published before any source is polled (SeqCst store, then SeqCst loads of the
@@ -301,7 +296,10 @@ impl EpInner {
         };
         crate::loom::dekker_fence();
         let mut requeue = std::mem::take(&mut reg.requeue);
-        let mut it = tx.drain(..);
+        let mut it = Tx {
+            one,
+            rest: tx.drain(..),
+        };
         // Wakes a delivery owes (an AutoReset reset waking blocked writers, whose wakers are
         // foreign code) go into `batch`, to run once `registry` is released.
         let Found {
@@ -312,7 +310,7 @@ impl EpInner {
         let mut rd = crate::loom::lock(&self.ready);
         let any_left = keep.is_some() || it.len() > 0;
         rd.done_scan(keep.into_iter().chain(it), any_left, &mut requeue);
-        self.ready_hint.store(!rd.list.is_empty(), Relaxed);
+        self.ready_hint.store(!rd.is_empty(), Relaxed);
         // After every `linked = false` of this scan. Release is enough here: a callback that
         // reads this `false` sees those stores (its `linked` load is Acquire), and one that
         // reads the scan's `true` takes the lock. Only the `true` store needs SeqCst (the
@@ -320,7 +318,7 @@ impl EpInner {
         self.scanning.store(false, Release);
         rd.spare = tx;
         reg.requeue = requeue;
-        if !rd.list.is_empty() && self.has_sleeper() {
+        if !rd.is_empty() && self.has_sleeper() {
             // The LT cascade: let the next sleeper look too.
             batch.push_post(
                 Arc::new(WakeOneWaiter(Arc::clone(self))) as Arc<dyn PostWake>,

@@ -293,7 +293,7 @@ impl fmt::Debug for Epoll {
                 "registered",
                 &crate::loom::lock(&self.inner.registry).items.len(),
             )
-            .field("ready", &crate::loom::lock(&self.inner.ready).list.len())
+            .field("ready", &crate::loom::lock(&self.inner.ready).len())
             .finish()
     }
 }
@@ -934,7 +934,7 @@ impl EpInner {
     /// the hint gates, so a stale hint can never make it spin between the two.
     pub(crate) fn has_ready(&self) -> bool {
         let rd = crate::loom::lock(&self.ready);
-        let any = !rd.list.is_empty() || rd.ovf_active;
+        let any = !rd.is_empty() || rd.ovf_active;
         if any {
             self.ready_hint.store(true, Relaxed);
         }
@@ -992,6 +992,7 @@ impl EpInner {
         let lists = {
             let mut rd = crate::loom::lock(&self.ready);
             (
+                rd.one.take(),
                 std::mem::take(&mut rd.list),
                 std::mem::take(&mut rd.ovf),
                 std::mem::take(&mut rd.spare),

@@ -6,9 +6,18 @@ use super::item::Item;
 use crate::loom::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 /// Guarded by `EpInner::ready` (the kernel's `ep->lock`).
+///
+/// `repr(C)`, `one` first: the first queued item is stored in the same cache line as the
+/// lock word itself (`EpInner`'s second group), so a producer that queues an item into an
+/// empty list and the harvester that takes it touch no other line — not the heap buffer of
+/// `list`, which the two would otherwise pass back and forth at every hand-off.
 #[derive(Default)]
+#[repr(C)]
 pub(crate) struct ReadyState {
-    /// Items that may be ready, in arrival order; each at most once (`LINKED`).
+    /// The first item of the ready list, if it was queued into an empty list: the list in
+    /// arrival order is `one` followed by `list`.
+    pub(crate) one: Option<Arc<Item>>,
+    /// Items that may be ready, in arrival order after `one`; each at most once (`LINKED`).
     pub(crate) list: Vec<Arc<Item>>,
     /// While a scan runs (`ovf_active`), wakes are chained here in arrival order instead.
     pub(crate) ovf: Vec<Arc<Item>>,
@@ -42,18 +51,34 @@ impl ReadyState {
         } else if !item.is_linked() {
             if let Some(me) = item.me.upgrade() {
                 item.set_linked(true);
-                self.list.push(me);
+                if self.one.is_none() && self.list.is_empty() {
+                    self.one = Some(me);
+                } else {
+                    self.list.push(me);
+                }
                 return true;
             }
         }
         false
     }
 
+    /// Whether the ready list is empty (`one` and `list`).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.one.is_none() && self.list.is_empty()
+    }
+
+    /// The ready list's length (`one` and `list`).
+    pub(crate) fn len(&self) -> usize {
+        usize::from(self.one.is_some()) + self.list.len()
+    }
+
     /// Whether an fd view of this epoll must be rung (`crate::fd`): a scan is running (its
     /// transfer list may hold ready items) or the ready list holds an item that is neither
     /// deleted nor closed. Must be called with `EpInner::ready` held.
     pub(crate) fn any_live(&self) -> bool {
-        self.ovf_active || self.list.iter().any(|it| !it.is_dead())
+        self.ovf_active
+            || self.one.as_ref().is_some_and(|it| !it.is_dead())
+            || self.list.iter().any(|it| !it.is_dead())
     }
 
     /// `item` was just marked dead (deleted, or its source closed): take it off the ready
@@ -71,6 +96,14 @@ impl ReadyState {
             return Vec::new();
         }
         if self
+            .one
+            .as_ref()
+            .is_some_and(|o| std::ptr::eq(Arc::as_ptr(o), item))
+        {
+            item.set_linked(false);
+            return self.one.take().into_iter().collect();
+        }
+        if self
             .list
             .last()
             .is_some_and(|l| std::ptr::eq(Arc::as_ptr(l), item))
@@ -79,11 +112,17 @@ impl ReadyState {
             return self.list.pop().into_iter().collect();
         }
         self.dead += 1;
-        if self.dead < COMPACT_MIN || self.dead * 2 < self.list.len() {
+        if self.dead < COMPACT_MIN || self.dead * 2 < self.len() {
             return Vec::new();
         }
         self.dead = 0;
         let mut gone = Vec::new();
+        if self.one.as_ref().is_some_and(|o| o.is_dead()) {
+            if let Some(o) = self.one.take() {
+                o.set_linked(false);
+                gone.push(o);
+            }
+        }
         self.list.retain(|it| {
             if it.is_dead() {
                 it.set_linked(false);
@@ -96,8 +135,9 @@ impl ReadyState {
         gone
     }
 
-    /// `ep_start_scan`: hand the ready list to the harvester, turn the overflow list on.
-    pub(crate) fn start_scan(&mut self) -> Vec<Arc<Item>> {
+    /// `ep_start_scan`: hand the ready list to the harvester (`one`, then the rest), turn
+    /// the overflow list on.
+    pub(crate) fn start_scan(&mut self) -> (Option<Arc<Item>>, Vec<Arc<Item>>) {
         debug_assert!(
             !self.ovf_active,
             "scans are serialised by EpInner::registry"
@@ -106,7 +146,7 @@ impl ReadyState {
         // The harvester meets (and drops) every dead entry of the list it takes.
         self.dead = 0;
         let spare = std::mem::take(&mut self.spare);
-        std::mem::replace(&mut self.list, spare)
+        (self.one.take(), std::mem::replace(&mut self.list, spare))
     }
 
     /// `ep_done_scan`: the ready list becomes `[leftovers] ++ [overflow arrivals] ++
@@ -119,7 +159,7 @@ impl ReadyState {
         requeued: &mut Vec<Arc<Item>>,
     ) {
         self.ovf_active = false;
-        debug_assert!(self.list.is_empty(), "wakes go to ovf during a scan");
+        debug_assert!(self.is_empty(), "wakes go to ovf during a scan");
         if !any_leftovers && self.ovf.is_empty() {
             // The common case: the list is exactly what was requeued. Swap, don't copy.
             std::mem::swap(&mut self.list, requeued);
@@ -136,3 +176,25 @@ impl ReadyState {
         self.list.append(requeued);
     }
 }
+
+/// The harvester's transfer list: the ready list's `one`, then the drained rest.
+pub(crate) struct Tx<'a> {
+    pub(crate) one: Option<Arc<Item>>,
+    pub(crate) rest: std::vec::Drain<'a, Arc<Item>>,
+}
+
+impl Iterator for Tx<'_> {
+    type Item = Arc<Item>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Arc<Item>> {
+        self.one.take().or_else(|| self.rest.next())
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = usize::from(self.one.is_some()) + self.rest.len();
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for Tx<'_> {}
