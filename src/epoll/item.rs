@@ -165,10 +165,11 @@ impl Callback for Item {
     /// live, armed, non-exclusive `IN` item. An item queued on the overflow list is moved
     /// to the ready list when the scan ends, so it stays queued either way.
     /// What makes it false again is always followed by a clear of the source's settled
-    /// mark: a harvest clears it before polling the source (after publishing `scanning`),
-    /// a new poller of the epoll after publishing its interest (`EpInner::unsettle_sources`),
-    /// a `modify` or a delete through the queue's own `set_mask`/`remove`. A sleeper
-    /// registers only with the ready list empty, hence after a harvest unlinked this item.
+    /// mark: a harvest clears it before any poll after which it may unlink the item (after
+    /// publishing `scanning`; `harvest::poll_to_unlink`), a new poller of the epoll after
+    /// publishing its interest (`EpInner::unsettle_sources`), a `modify` or a delete through
+    /// the queue's own `set_mask`/`remove`. A sleeper registers only with the ready list
+    /// empty, hence after a harvest unlinked this item.
     fn coalesces(&self) -> bool {
         let ev = self.events();
         ev.contains(Events::IN)
