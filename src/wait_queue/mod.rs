@@ -63,8 +63,10 @@
 //! clear:  (a) add() and any change of the entries (publish stores the bare union), under
 //!             the lock, before the adder re-checks the source;
 //!         (b) unsettle(), lock-free, by whoever is about to make a coalesces() false:
-//!             a harvester before it polls a source (after it published `scanning`), an
-//!             epoll that gains a poller (after it published the poller's interest).
+//!             a harvester before a poll after which it may unlink the item (after it
+//!             published `scanning`: edge-triggered and one-shot items, and a second
+//!             look at a level-triggered one found empty), an epoll that gains a poller
+//!             (after it published the poller's interest).
 //! skip:   wake(IN) loads interest (SeqCst) after the caller's state change (SeqCst RMW) and
 //!         returns if SETTLED is set.
 //! ```
