@@ -519,7 +519,6 @@ impl WaitQueue {
             return;
         }
         let before = l.len();
-        let woken_before = batch.len;
         // Is any exclusive callback queued? (Its mask carries `EXCLUSIVE`, see `add`;
         // `interest` is exact while the lock is held.)
         let callbacks_left = self.interest().contains(Events::EXCLUSIVE);
@@ -568,12 +567,6 @@ impl WaitQueue {
         if l.len() != before {
             // Threads or tasks were removed: their bits may leave `interest`.
             self.publish(&l);
-        }
-        if key == Events::IN && batch.len == woken_before {
-            // The walk queued the items and woke nobody (a woken consumer is about to
-            // harvest, which would clear the mark at once): the next write need not take
-            // the lock.
-            self.try_settle(&l);
         }
     }
 
