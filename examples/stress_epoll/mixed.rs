@@ -175,8 +175,8 @@ fn nested_floor_wakes(rt: &tokio::runtime::Runtime, n: usize) -> Vec<f64> {
     )
 }
 
-/// evfd, blocking: a thread in `Epoll::wait` on the same kind of epoll (the watcher's hop
-/// is paid here too: a blocked waiter parks on the epoll's waiters whatever its sources).
+/// evfd, blocking: a thread in `Epoll::wait` on the same kind of epoll (it sleeps in the
+/// kernel, in `poll(2)` on the embedded kernel epoll and its own bell: no watcher hop).
 fn evfd_blocking_wakes(n: usize) -> Vec<f64> {
     let k = Arc::new(KernelNotifier::new(Mode::AutoReset).expect("eventfd"));
     let ep = Epoll::new();
