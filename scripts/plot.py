@@ -2,7 +2,7 @@
 """Plot `seed_pri` ops/ms against threads, evfd vs the kernel, from stress_epoll output.
 
     cargo run --release --all-features --example stress_epoll > bench.txt
-    python3 scripts/plot.py bench.txt docs/seed_pri.svg
+    python3 scripts/plot.py bench.txt docs/data/seed_pri.svg
 
 Reads the machine-readable `row ...` lines; writes a dependency-free SVG (log-scale y).
 """

@@ -4,14 +4,14 @@
 # thread-local output capture, not ours). Exits non-zero on the first failing binary.
 #
 #     scripts/valgrind.sh                      # the default set below
-#     scripts/valgrind.sh notifier_api fd_view # named test targets (`lib` = the unit tests)
+#     scripts/valgrind.sh notifier_trait fd_view # named test targets (`lib` = the unit tests)
 #
 # Not part of .ci/run (minutes under valgrind); run it before a release.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(lib notifier_api epoll_semantics epoll_threads fd_view kernel_diff_epoll kernel_diff_settled)
+    targets=(lib notifier_trait epoll_semantics epoll_threads fd_view diff_epoll diff_epoll_settled)
 fi
 out=$(cargo test --all-features --no-run --message-format=json 2>/dev/null)
 for t in "${targets[@]}"; do

@@ -1,6 +1,6 @@
 //! docs/semantics.md §4, one named test per rule, on evfd's `Epoll` (single-threaded;
 //! the threaded rules are in `epoll_threads.rs`, the random programs against the kernel in
-//! `kernel_diff_epoll.rs`).
+//! `diff_epoll.rs`).
 
 use std::io::{self, ErrorKind};
 use std::time::Duration;

@@ -29,7 +29,7 @@
 //!
 //! A bell belongs to a thread of one process: after `fork` the child's thread makes a new
 //! one (checked by the fork epoch at each registration, no syscall), so no two processes share a bell
-//! (`tests/kernel_sleep_fork.rs`).
+//! (`tests/fork_kernel_sleep.rs`).
 //!
 //! Every thread in a kernel sleep on one `kfd` is woken by its readiness (`poll` wakes all
 //! its waiters), unlike the kernel's exclusive `epoll_wait`; those that find nothing sleep

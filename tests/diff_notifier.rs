@@ -7,7 +7,7 @@
 //! *delivered* (epoll, async, fd views), never for direct reads, writes and polls.
 //!
 //! Cases: `EVFD_PROPTEST_CASES` (default 1000), e.g.
-//! `EVFD_PROPTEST_CASES=100000 cargo test --release --test kernel_diff_notifier`.
+//! `EVFD_PROPTEST_CASES=100000 cargo test --release --test diff_notifier`.
 #![cfg(target_os = "linux")]
 
 use std::io::ErrorKind;

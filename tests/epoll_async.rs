@@ -140,7 +140,7 @@ fn tokio_multi_thread_stream_counts_every_unit() {
 }
 
 // Kernel-fd sources outside a tokio runtime's reactor: the watcher thread carries their
-// readiness (`tests/reactor_wake.rs` has the waits that go through the reactor).
+// readiness (`tests/epoll_kernel_reactor.rs` has the waits that go through the reactor).
 
 /// A future executor that is not tokio: 1000 ping-pong rounds on an AutoReset
 /// `KernelNotifier`, each write landing while the wait is pending; every write is delivered

@@ -301,7 +301,7 @@ fn failed_add_creates_nothing_and_says_the_kernels_errno() {
     );
     assert_eq!(ep.len(), 0);
     // And the epoll still behaves as a purely in-memory one: an LT cascade reaches every
-    // waiter (tests/mixed_threads.rs covers the hang itself).
+    // waiter (tests/epoll_kernel_threads.rs covers the hang itself).
     let n = evfd::Notifier::builder().initial(1).build().unwrap();
     ep.add(&n, Events::IN, 7).unwrap();
     assert_eq!(wait0(&ep), vec![(Events::IN, 7)]);
