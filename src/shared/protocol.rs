@@ -143,7 +143,7 @@ use std::time::Instant;
 
 use crate::loom::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 use crate::mode::{self, Mode, WriteRefused};
-use crate::wait_queue::thread::{Spin, SpinGauge, SpinPlan, WaitEnd, NO_CPU};
+use crate::wait_queue::spin::{Spin, SpinGauge, SpinPlan, WaitEnd, NO_CPU};
 use crate::Events;
 
 /// The size of a region: one page.
@@ -284,7 +284,7 @@ pub(crate) struct Protocol<W, O> {
     pub(crate) os: O,
     pub(crate) mode: Mode,
     /// How long this process's blocking calls spin before they register as sleepers,
-    /// learned from their recent waits (`wait_queue::thread::SpinGauge`; process-local).
+    /// learned from their recent waits (`wait_queue::spin::SpinGauge`; process-local).
     pub(crate) spin: SpinGauge,
 }
 
