@@ -368,7 +368,7 @@ impl KernelNotifier {
         if n == u64::MAX {
             return Err(invalid_write());
         }
-        eventfd::write(self.fd.as_fd(), n)
+        eventfd::write_now(self.fd.as_fd(), n)
     }
 
     /// Add `n` to the count, waiting for room if it would pass [`LIMIT`](crate::LIMIT). With `NONBLOCK`,
@@ -451,7 +451,7 @@ impl KernelNotifier {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn try_read(&self) -> io::Result<u64> {
-        eventfd::read(self.fd.as_fd())
+        eventfd::read_now(self.fd.as_fd())
     }
 
     /// Take from the count, waiting in `poll(2)` while it is 0. With `NONBLOCK`, behaves as
@@ -766,7 +766,7 @@ pub(crate) trait KernelDeliver: Send + Sync {
 /// consumer reset it first.
 impl KernelDeliver for OwnedFd {
     fn deliver_in(&self) -> bool {
-        eventfd::read(self.as_fd()).is_ok()
+        eventfd::read_now(self.as_fd()).is_ok()
     }
 }
 

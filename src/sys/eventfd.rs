@@ -14,7 +14,7 @@ use rustix::event::EventfdFlags;
 use rustix::io::Errno;
 
 pub(crate) use super::is_cloexec;
-use super::{retry, Counters, Doorbell, DoorbellStats};
+use super::{retry, Counters, Doorbell, DoorbellStats, Now, NowProbe};
 
 /// A kernel eventfd in counter mode as a doorbell: ring = write 1, drain = read (which
 /// resets the counter to 0).
@@ -33,26 +33,23 @@ impl Doorbell for EventfdDoorbell {
         })
     }
 
+    // Both never wait, whatever the fd's shared `O_NONBLOCK` says: the fd is handed to
+    // pollers, and whoever holds it can clear the flag (`write_now`, `read_now`).
     fn ring(&self) -> io::Result<()> {
-        match retry(
-            || self.counters.note_ring(),
-            || rustix::io::write(&self.fd, &1u64.to_ne_bytes()),
-        ) {
+        self.counters.note_ring();
+        match write_now(self.fd.as_fd(), 1) {
             // EAGAIN: the counter is saturated, so it is readable: already rung.
-            Ok(_) | Err(Errno::AGAIN) => Ok(()),
-            Err(e) => Err(e.into()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
+            r => r,
         }
     }
 
     fn drain(&self) -> io::Result<()> {
-        let mut buf = [0u8; 8];
-        match retry(
-            || self.counters.note_drain(),
-            || rustix::io::read(&self.fd, &mut buf),
-        ) {
+        self.counters.note_drain();
+        match read_now(self.fd.as_fd()) {
             // EAGAIN: the counter is 0: already drained.
-            Ok(_) | Err(Errno::AGAIN) => Ok(()),
-            Err(e) => Err(e.into()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
+            r => r.map(drop),
         }
     }
 
@@ -79,24 +76,148 @@ pub(crate) fn create(initval: u32, semaphore: bool, cloexec: bool) -> io::Result
 
 /// One 8-byte `read(2)`: the count (or 1 with `EFD_SEMAPHORE`). `EINTR` is retried;
 /// `EAGAIN` (count 0 on a non-blocking fd) comes back as `WouldBlock` with its errno.
+/// Waits if the description is blocking: only for fds no peer holds (evfd's private
+/// eventfds); a shared one takes [`read_now`].
 pub(crate) fn read(fd: BorrowedFd<'_>) -> io::Result<u64> {
     let mut buf = [0u8; 8];
     let n = retry(|| (), || rustix::io::read(fd, &mut buf))?;
     if n != 8 {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            format!("short read of {n} bytes from eventfd {}", fd.as_raw_fd()),
-        ));
+        return Err(short_read(fd, n));
     }
     Ok(u64::from_ne_bytes(buf))
 }
 
 /// One 8-byte `write(2)` of `n`. `EINTR` is retried; `EAGAIN` (no room on a non-blocking fd)
 /// comes back as `WouldBlock`, `EINVAL` (`n == u64::MAX`) as `InvalidInput`, with their errno.
+/// Waits if the description is blocking: only for fds no peer holds; a shared one takes
+/// [`write_now`].
 pub(crate) fn write(fd: BorrowedFd<'_>, n: u64) -> io::Result<()> {
     let written = retry(|| (), || rustix::io::write(fd, &n.to_ne_bytes()))?;
     debug_assert_eq!(written, 8, "eventfd writes are all or nothing");
     Ok(())
+}
+
+/// The `RWF_NOWAIT` probes for eventfds, one per direction (the kernel's eventfd honours it
+/// for reads since Linux 5.12 and refuses it for writes, which have no `write_iter`).
+static READ_PROBE: NowProbe = NowProbe::new();
+static WRITE_PROBE: NowProbe = NowProbe::new();
+
+/// Whether reads and writes of eventfds use `RWF_NOWAIT` in this process (`(read, write)`:
+/// `false` once the kernel refused it and the fallback runs). For tests and docs.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) fn nowait_probes() -> (bool, bool) {
+    (READ_PROBE.nowait(), WRITE_PROBE.nowait())
+}
+
+/// One 8-byte read of the count that never waits, whatever the shared open file
+/// description's `O_NONBLOCK` says: the count (or 1 with `EFD_SEMAPHORE`), or `WouldBlock`
+/// carrying `EAGAIN` at count 0. `EINTR` is retried.
+///
+/// `preadv2(RWF_NOWAIT)`, one syscall, where the kernel honours it (Linux 5.12+); else the
+/// fallback of [`NowProbe`](super::NowProbe). Async-signal-safe.
+pub(crate) fn read_now(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    read_now_with(fd, Now::Probed)
+}
+
+pub(crate) fn read_now_with(fd: BorrowedFd<'_>, how: Now) -> io::Result<u64> {
+    let mut buf = [0u8; 8];
+    let n = super::read_now_raw(fd, &mut buf, &READ_PROBE, how)?;
+    if n != 8 {
+        return Err(short_read(fd, n));
+    }
+    Ok(u64::from_ne_bytes(buf))
+}
+
+#[cold]
+fn short_read(fd: BorrowedFd<'_>, n: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        format!("short read of {n} bytes from eventfd {}", fd.as_raw_fd()),
+    )
+}
+
+/// One 8-byte write of `n` that never waits, whatever the shared open file description's
+/// `O_NONBLOCK` says: `WouldBlock` carrying `EAGAIN` when the count would pass the limit,
+/// `InvalidInput` (`EINVAL`) for `n == u64::MAX`. `EINTR` is retried.
+///
+/// `pwritev2(RWF_NOWAIT)` where the kernel honours it for eventfds (no kernel so far: it
+/// answers `EOPNOTSUPP` once, cached). The fallback: `fcntl(F_GETFL)`; a non-blocking
+/// description takes the plain `write(2)`; on one a peer made blocking, the write is made
+/// only if it fits now — `poll(2)`: count 0 (not `IN`) fits anything, `OUT` fits 1, an
+/// overflowed count (`ERR`) fits nothing, and a larger `n` into a non-empty count is
+/// checked against `eventfd-count` in `/proc/self/fdinfo` (read without allocating).
+/// Residual window: a concurrent writer that fills the counter between that check and the
+/// write leaves the write waiting until a reader makes room.
+///
+/// Async-signal-safe.
+pub(crate) fn write_now(fd: BorrowedFd<'_>, n: u64) -> io::Result<()> {
+    write_now_with(fd, n, Now::Probed)
+}
+
+pub(crate) fn write_now_with(fd: BorrowedFd<'_>, n: u64, how: Now) -> io::Result<()> {
+    use rustix::event::PollFlags;
+    let fits = |ev: PollFlags| -> rustix::io::Result<bool> {
+        Ok(if n == u64::MAX {
+            true // EINVAL at once, before the kernel looks at the count
+        } else if ev.contains(PollFlags::ERR) {
+            false // overflowed (in-kernel signalling): no write fits, not even 0
+        } else if !ev.contains(PollFlags::IN) || n == 0 {
+            true // count 0 takes anything up to the limit; 0 always fits below overflow
+        } else if !ev.contains(PollFlags::OUT) {
+            false // at the limit
+        } else if n == 1 {
+            true
+        } else {
+            match fdinfo_count(fd) {
+                Some(c) => n <= crate::mode::LIMIT.saturating_sub(c),
+                // No /proc: nothing tells the room; a small write into a count far from
+                // the limit is the normal case.
+                None => true,
+            }
+        })
+    };
+    let written = super::write_now_raw(fd, &n.to_ne_bytes(), &WRITE_PROBE, how, fits)?;
+    debug_assert_eq!(written, 8, "eventfd writes are all or nothing");
+    Ok(())
+}
+
+/// `eventfd-count` from `/proc/self/fdinfo/<fd>`, read into a stack buffer (no allocation,
+/// so async-signal-safe). `None` if it cannot be read or parsed.
+fn fdinfo_count(fd: BorrowedFd<'_>) -> Option<u64> {
+    use rustix::fs::{Mode as FsMode, OFlags};
+    // "/proc/self/fdinfo/" + up to 10 digits + NUL.
+    let mut path = [0u8; 32];
+    let prefix = b"/proc/self/fdinfo/";
+    path[..prefix.len()].copy_from_slice(prefix);
+    let mut digits = [0u8; 10];
+    let mut v = u32::try_from(fd.as_raw_fd()).ok()?;
+    let mut nd = 0;
+    loop {
+        digits[nd] = b'0' + (v % 10) as u8;
+        nd += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for i in 0..nd {
+        path[prefix.len() + i] = digits[nd - 1 - i];
+    }
+    let end = prefix.len() + nd;
+    let cpath = std::ffi::CStr::from_bytes_with_nul(&path[..=end]).ok()?;
+    let file = rustix::fs::open(cpath, OFlags::RDONLY | OFlags::CLOEXEC, FsMode::empty()).ok()?;
+    let mut buf = [0u8; 512];
+    let mut len = 0;
+    while len < buf.len() {
+        match rustix::io::read(&file, &mut buf[len..]) {
+            Ok(0) => break,
+            Ok(k) => len += k,
+            Err(Errno::INTR) => continue,
+            Err(_) => return None,
+        }
+    }
+    let text = std::str::from_utf8(&buf[..len]).ok()?;
+    Some(parse_fdinfo(text)?.count)
 }
 
 /// Set `O_NONBLOCK` on the open file description (shared with every dup of it, in any
@@ -221,5 +342,146 @@ mod tests {
             read(d.as_fd()).unwrap_err().raw_os_error(),
             Some(Errno::AGAIN.raw_os_error())
         );
+    }
+    /// The mechanisms, each on a description made blocking through a dup (the peer's
+    /// view): nothing waits. Run under a watchdog so that a regression fails, not hangs.
+    #[cfg(not(evfd_loom))]
+    fn with_watchdog(name: &'static str, f: impl FnOnce() + Send + 'static) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            f();
+            let _ = tx.send(());
+        });
+        match rx.recv_timeout(std::time::Duration::from_secs(10)) {
+            Ok(()) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("{name} panicked"),
+            Err(_) => panic!("{name}: a now-call blocked (watchdog)"),
+        }
+    }
+
+    #[cfg(not(evfd_loom))]
+    fn blocking_eventfd(initial: u32, semaphore: bool) -> (OwnedFd, OwnedFd) {
+        let fd = create(initial, semaphore, true).unwrap();
+        let peer = dup(fd.as_fd(), true).unwrap();
+        set_blocking(peer.as_fd()).unwrap(); // the peer clears the shared flag
+        assert!(!super::super::description_nonblocking(fd.as_fd()).unwrap());
+        (fd, peer)
+    }
+
+    #[cfg(not(evfd_loom))]
+    #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
+    fn now_calls_never_wait_on_a_blocking_description() {
+        for how in [Now::Probed, Now::Fallback] {
+            with_watchdog("eventfd now-calls", move || {
+                let (fd, _peer) = blocking_eventfd(0, false);
+                let fd = fd.as_fd();
+                let e = read_now_with(fd, how).unwrap_err();
+                assert_eq!(e.kind(), io::ErrorKind::WouldBlock, "{how:?}");
+                assert_eq!(e.raw_os_error(), Some(Errno::AGAIN.raw_os_error()));
+                write_now_with(fd, 0, how).unwrap();
+                write_now_with(fd, 5, how).unwrap();
+                write_now_with(fd, 7, how).unwrap(); // n > 1 into a non-empty count
+                assert_eq!(read_now_with(fd, how).unwrap(), 12);
+                write_now_with(fd, crate::mode::LIMIT - 3, how).unwrap();
+                let e = write_now_with(fd, 4, how).unwrap_err();
+                assert_eq!(
+                    e.raw_os_error(),
+                    Some(Errno::AGAIN.raw_os_error()),
+                    "{how:?}"
+                );
+                write_now_with(fd, 3, how).unwrap(); // exactly the room left
+                for n in [1, 2, 1 << 40] {
+                    let e = write_now_with(fd, n, how).unwrap_err();
+                    assert_eq!(e.kind(), io::ErrorKind::WouldBlock, "{how:?} {n}");
+                }
+                write_now_with(fd, 0, how).unwrap(); // 0 fits at the limit
+                let e = write_now_with(fd, u64::MAX, how).unwrap_err();
+                assert_eq!(e.raw_os_error(), Some(Errno::INVAL.raw_os_error()));
+                assert_eq!(read_now_with(fd, how).unwrap(), crate::mode::LIMIT);
+                assert!(read_now_with(fd, how).is_err());
+            });
+        }
+    }
+
+    #[cfg(not(evfd_loom))]
+    #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
+    fn now_calls_semaphore_and_nonblocking_description() {
+        for how in [Now::Probed, Now::Fallback] {
+            with_watchdog("semaphore now-calls", move || {
+                let (fd, _peer) = blocking_eventfd(2, true);
+                assert_eq!(read_now_with(fd.as_fd(), how).unwrap(), 1);
+                assert_eq!(read_now_with(fd.as_fd(), how).unwrap(), 1);
+                assert!(read_now_with(fd.as_fd(), how).is_err());
+                // The ordinary case: a non-blocking description.
+                let nb = create(0, false, true).unwrap();
+                write_now_with(nb.as_fd(), 9, how).unwrap();
+                assert_eq!(read_now_with(nb.as_fd(), how).unwrap(), 9);
+                assert!(read_now_with(nb.as_fd(), how).is_err());
+            });
+        }
+    }
+
+    /// The probe's findings on this kernel (recorded in docs/semantics.md): reads honour
+    /// RWF_NOWAIT, writes answer EOPNOTSUPP (eventfd has no write_iter).
+    #[cfg(not(evfd_loom))]
+    #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
+    fn probe_findings() {
+        let (fd, _peer) = blocking_eventfd(0, false);
+        let mut buf = [0u8; 8];
+        let r = rustix::io::preadv2(
+            fd.as_fd(),
+            &mut [io::IoSliceMut::new(&mut buf)],
+            u64::MAX,
+            rustix::io::ReadWriteFlags::NOWAIT,
+        );
+        // Linux 5.12+: EAGAIN at count 0 on a blocking description, not a wait.
+        assert!(
+            matches!(r, Err(Errno::AGAIN) | Err(Errno::OPNOTSUPP)),
+            "{r:?}"
+        );
+        let w = rustix::io::pwritev2(
+            fd.as_fd(),
+            &[io::IoSlice::new(&1u64.to_ne_bytes())],
+            u64::MAX,
+            rustix::io::ReadWriteFlags::NOWAIT,
+        );
+        assert!(matches!(w, Ok(8) | Err(Errno::OPNOTSUPP)), "{w:?}");
+        // Whatever the kernel said, the helpers agree with it after one call each.
+        let _ = read_now(fd.as_fd());
+        let _ = write_now(fd.as_fd(), 0);
+        let (rd, wr) = nowait_probes();
+        assert_eq!(rd, r.is_ok() || r == Err(Errno::AGAIN));
+        assert_eq!(wr, w.is_ok());
+    }
+
+    #[cfg(not(evfd_loom))]
+    #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
+    fn fdinfo_count_without_allocating() {
+        let fd = create(0, false, true).unwrap();
+        write(fd.as_fd(), 1 << 50).unwrap();
+        assert_eq!(fdinfo_count(fd.as_fd()), Some(1 << 50));
+        let (p, _w) = rustix::pipe::pipe().unwrap();
+        assert_eq!(fdinfo_count(p.as_fd()), None);
+    }
+
+    #[cfg(not(evfd_loom))]
+    #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
+    fn doorbell_drain_on_a_blocking_description() {
+        with_watchdog("doorbell drain", || {
+            let d = EventfdDoorbell::create(true).unwrap();
+            let peer = dup(d.as_fd(), true).unwrap();
+            set_blocking(peer.as_fd()).unwrap();
+            d.drain().unwrap(); // count 0: EAGAIN is "already drained"
+            d.ring().unwrap();
+            read(peer.as_fd()).unwrap(); // the peer steals the ring
+            d.drain().unwrap(); // must not wait
+            write(peer.as_fd(), crate::mode::LIMIT).unwrap();
+            d.ring().unwrap(); // saturated: "already rung", must not wait
+        });
     }
 }

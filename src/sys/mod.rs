@@ -189,6 +189,168 @@ pub(crate) fn retry<T>(
     }
 }
 
+/// How this process reads (or writes) a shared fd without waiting, whatever its open file
+/// description's `O_NONBLOCK` says (docs/semantics.md, "Shared open file descriptions and
+/// O_NONBLOCK"): one per kind of file, since the kernel's support differs by file type.
+///
+/// `O_NONBLOCK` belongs to the open file description, shared with every process that holds
+/// a dup of the fd; a peer may clear it at any time (QEMU does, on every fd it receives).
+/// So a call that must not wait never relies on it:
+///
+/// 1. `preadv2`/`pwritev2` with `RWF_NOWAIT` (Linux 4.14+), which the file's own read or
+///    write path honours per call (eventfd reads since Linux 5.12, pipes both ways);
+/// 2. where the kernel refuses `RWF_NOWAIT` for that file (`EOPNOTSUPP`, `ENOSYS`), the
+///    answer is cached in this probe and the fallback runs: `fcntl(F_GETFL)`; if the
+///    description is non-blocking, the plain call; if a peer made it blocking, a zero-timeout
+///    `poll(2)` first, and the call only if it says the call cannot wait.
+///
+/// Async-signal-safe: atomics and syscalls only, no allocation.
+#[derive(Debug)]
+pub(crate) struct NowProbe {
+    /// `RWF_NOWAIT` was refused for this kind of file: use the fallback from now on.
+    refused: std::sync::atomic::AtomicBool,
+}
+
+impl NowProbe {
+    pub(crate) const fn new() -> NowProbe {
+        NowProbe {
+            refused: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Whether `RWF_NOWAIT` is used (not refused so far).
+    pub(crate) fn nowait(&self) -> bool {
+        !self.refused.load(Relaxed)
+    }
+
+    fn refuse(&self) {
+        self.refused.store(true, Relaxed);
+    }
+}
+
+/// Which mechanism a `*_now` call uses: the probed one, or (tests) the fallback forced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Now {
+    /// `RWF_NOWAIT` unless the probe found it refused.
+    Probed,
+    /// The `fcntl` + `poll` fallback, whatever the kernel supports.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Fallback,
+}
+
+/// Whether the errno says "this kernel/file does not do `RWF_NOWAIT`".
+#[cfg(all(target_os = "linux", not(evfd_loom)))]
+fn nowait_refused(e: rustix::io::Errno) -> bool {
+    use rustix::io::Errno;
+    e == Errno::OPNOTSUPP || e == Errno::NOSYS
+}
+
+/// Whether the open file description is `O_NONBLOCK` right now (a peer may change it at
+/// any time: only a hint for the fallback).
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+pub(crate) fn description_nonblocking(fd: BorrowedFd<'_>) -> rustix::io::Result<bool> {
+    Ok(rustix::fs::fcntl_getfl(fd)?.contains(rustix::fs::OFlags::NONBLOCK))
+}
+
+/// Readiness now from a zero-timeout `poll(2)`, in rustix's terms (`EINTR` retried).
+fn poll_flags_now(fd: BorrowedFd<'_>, flags: PollFlags) -> rustix::io::Result<PollFlags> {
+    let zero = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    loop {
+        let mut fds = [PollFd::from_borrowed_fd(fd, flags)];
+        match rustix::event::poll(&mut fds, Some(&zero)) {
+            Ok(0) => return Ok(PollFlags::empty()),
+            Ok(_) => return Ok(fds[0].revents()),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// One `read(2)` into `buf` that never waits, whatever `O_NONBLOCK` says (see
+/// [`NowProbe`]). `EINTR` is retried; `EAGAIN` means nothing to read now.
+///
+/// The fallback's one residual window: on a description a peer made blocking, a reader
+/// that takes the data between our `poll(2)` and our `read(2)` leaves that read waiting
+/// until the next write. It is reached only where the kernel refuses `RWF_NOWAIT` for
+/// the file (eventfds before Linux 5.12, non-Linux pipes).
+pub(crate) fn read_now_raw(
+    fd: BorrowedFd<'_>,
+    buf: &mut [u8],
+    probe: &NowProbe,
+    how: Now,
+) -> rustix::io::Result<usize> {
+    #[cfg(all(target_os = "linux", not(evfd_loom)))]
+    if how == Now::Probed && probe.nowait() {
+        let r = retry(
+            || (),
+            || {
+                rustix::io::preadv2(
+                    fd,
+                    &mut [std::io::IoSliceMut::new(buf)],
+                    u64::MAX,
+                    rustix::io::ReadWriteFlags::NOWAIT,
+                )
+            },
+        );
+        match r {
+            Err(e) if nowait_refused(e) => probe.refuse(),
+            r => return r,
+        }
+    }
+    let _ = how;
+    if !description_nonblocking(fd)? {
+        // A peer made the description blocking: read only what poll says is there (a
+        // readable, hung-up or failed fd answers at once).
+        let ev = poll_flags_now(fd, PollFlags::IN)?;
+        if ev.is_empty() {
+            return Err(rustix::io::Errno::AGAIN);
+        }
+    }
+    retry(|| (), || rustix::io::read(fd, &mut *buf))
+}
+
+/// One `write(2)` of `buf` that never waits, whatever `O_NONBLOCK` says (see
+/// [`NowProbe`]). `fits` is the fallback's check on a blocking description: called with
+/// the fd's `poll(2)` readiness (`IN`/`OUT`/`ERR`), it says whether the write would not
+/// wait; `false` answers `EAGAIN` without writing. `EINTR` is retried.
+pub(crate) fn write_now_raw(
+    fd: BorrowedFd<'_>,
+    buf: &[u8],
+    probe: &NowProbe,
+    how: Now,
+    fits: impl FnOnce(PollFlags) -> rustix::io::Result<bool>,
+) -> rustix::io::Result<usize> {
+    #[cfg(all(target_os = "linux", not(evfd_loom)))]
+    if how == Now::Probed && probe.nowait() {
+        let r = retry(
+            || (),
+            || {
+                rustix::io::pwritev2(
+                    fd,
+                    &[std::io::IoSlice::new(buf)],
+                    u64::MAX,
+                    rustix::io::ReadWriteFlags::NOWAIT,
+                )
+            },
+        );
+        match r {
+            Err(e) if nowait_refused(e) => probe.refuse(),
+            r => return r,
+        }
+    }
+    let _ = how;
+    if !description_nonblocking(fd)? {
+        let ev = poll_flags_now(fd, PollFlags::IN | PollFlags::OUT)?;
+        if !fits(ev)? {
+            return Err(rustix::io::Errno::AGAIN);
+        }
+    }
+    retry(|| (), || rustix::io::write(fd, buf))
+}
+
 /// `poll(2)` on one fd until one of `interest`'s bits (or `ERR`/`HUP`/`NVAL`) holds, or
 /// `deadline` passes (`None`: forever). Returns the bits that hold (empty on timeout).
 /// `EINTR` is retried with the remaining time.

@@ -15,7 +15,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::io::Errno;
 
-use super::{retry, Counters, Doorbell, DoorbellStats};
+use super::{retry, Counters, Doorbell, DoorbellStats, Now, NowProbe};
 
 /// A non-blocking pipe; pollers watch the read end.
 #[derive(Debug)]
@@ -49,10 +49,10 @@ impl Doorbell for PipeDoorbell {
     fn drain(&self) -> io::Result<()> {
         let mut buf = [0u8; 64];
         loop {
-            match retry(
-                || self.counters.note_drain(),
-                || rustix::io::read(&self.rd, &mut buf),
-            ) {
+            self.counters.note_drain();
+            // Never waits, whatever the read end's shared `O_NONBLOCK` says: that end is
+            // handed to pollers, and whoever holds it can clear the flag.
+            match read_now(self.rd.as_fd(), &mut buf) {
                 // A short read emptied the pipe (nobody else writes it: we hold the only
                 // write end, and the caller holds the doorbell mutex).
                 Ok(n) if n < buf.len() => return Ok(()),
@@ -70,6 +70,25 @@ impl Doorbell for PipeDoorbell {
     fn stats(&self) -> DoorbellStats {
         self.counters.get()
     }
+}
+
+/// The `RWF_NOWAIT` probe for pipe reads (Linux pipes honour it; elsewhere the fallback).
+static READ_PROBE: NowProbe = NowProbe::new();
+
+/// One `read(2)` from a pipe's read end that never waits, whatever the shared open file
+/// description's `O_NONBLOCK` says: the bytes read, or `EAGAIN` when the pipe is empty.
+/// `preadv2(RWF_NOWAIT)` on Linux, else the fallback of [`NowProbe`](super::NowProbe).
+/// Async-signal-safe.
+pub(crate) fn read_now(fd: BorrowedFd<'_>, buf: &mut [u8]) -> rustix::io::Result<usize> {
+    read_now_with(fd, buf, Now::Probed)
+}
+
+pub(crate) fn read_now_with(
+    fd: BorrowedFd<'_>,
+    buf: &mut [u8],
+    how: Now,
+) -> rustix::io::Result<usize> {
+    super::read_now_raw(fd, buf, &READ_PROBE, how)
 }
 
 /// A non-blocking pipe, close-on-exec iff `cloexec`: `pipe2(2)` where there is one.
@@ -128,5 +147,26 @@ mod tests {
                 drains: 2
             }
         );
+    }
+    #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
+    fn read_now_on_a_blocking_read_end() {
+        for how in [Now::Probed, Now::Fallback] {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let (rd, wr) = pipe(true).unwrap();
+                // A peer holding the read end clears the shared flag.
+                let fl = rustix::fs::fcntl_getfl(&rd).unwrap();
+                rustix::fs::fcntl_setfl(&rd, fl - rustix::fs::OFlags::NONBLOCK).unwrap();
+                let mut buf = [0u8; 8];
+                assert_eq!(read_now_with(rd.as_fd(), &mut buf, how), Err(Errno::AGAIN));
+                rustix::io::write(&wr, b"ab").unwrap();
+                assert_eq!(read_now_with(rd.as_fd(), &mut buf, how), Ok(2));
+                assert_eq!(read_now_with(rd.as_fd(), &mut buf, how), Err(Errno::AGAIN));
+                let _ = tx.send(());
+            });
+            rx.recv_timeout(std::time::Duration::from_secs(10))
+                .expect("pipe read_now blocked (watchdog)");
+        }
     }
 }
