@@ -178,7 +178,7 @@ wait_mark() {
     sleep 0.02; t=$((t - 1))
   done
 }
-result() { sed -n "s/^VUBLK-RESULT $2 \(ok\|fail\)\(.*\)/\1\2/p" "$1" | tr -d '\r' | head -1; }
+result() { sed -n "s/^VUBLK-RESULT $2 \(ok\|fail\) *\(.*\)/\1 \2/p" "$1" | tr -d '\r' | head -1; }
 # The per-queue request counts the backend logged at its last session end.
 served() { sed -n 's/.*served per queue: \[\(.*\)\]/\1/p' "$1" | tail -1; }
 wait_served() { # LOG COUNT: wait for the COUNT-th session end in the backend's log
@@ -200,8 +200,8 @@ if [ $BENCH = 0 ]; then
   from_result() {
     local r; r=$(result "$3" "$2")
     case "$r" in
-      ok*) check "$1 $2" ok "${r#ok}" ;;
-      fail*) check "$1 $2" fail "${r#fail}" ;;
+      ok*) check "$1 $2" ok "${r#ok }" ;;
+      fail*) check "$1 $2" fail "${r#fail }" ;;
       *) check "$1 $2" fail "no result (serial: $(tail -c 300 "$3" | tr '\n\r' '  '))" ;;
     esac
   }
