@@ -3,8 +3,11 @@
 # (TCG, 2 vCPUs, 2 queues).
 #
 #   scripts/qemu-vhost-user.sh            the checks, on --loop evfd and --loop rust-vmm
-#   scripts/qemu-vhost-user.sh --bench [--secs N] [--readme]
-#                                         the figures: evfd, rust-vmm, qemu-storage-daemon
+#   scripts/qemu-vhost-user.sh --bench [--secs N] [--rounds N] [--readme]
+#                                         the figures: evfd, rust-vmm, qemu-storage-daemon,
+#                                         interleaved for N rounds (medians), then one
+#                                         counting run each under strace; --readme writes
+#                                         the table into README.md and docs/data/
 #
 # Installs what is missing (apt-get: qemu-system-x86, busybox-static, cpio, gcc, strace),
 # fetches a guest kernel (the package linux-image-cloud-amd64 depends on), builds a busybox
@@ -29,13 +32,15 @@ WORK=${VUBLK_WORK:-$ROOT/target/vhost-user}
 mkdir -p "$WORK"
 BENCH=0
 SECS=10
+ROUNDS=3
 README=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --bench) BENCH=1 ;;
     --secs) SECS=$2; shift ;;
+    --rounds) ROUNDS=$2; shift ;;
     --readme) README=1 ;;
-    *) echo "usage: $0 [--bench [--secs N] [--readme]]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--bench [--secs N] [--rounds N] [--readme]]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -280,71 +285,84 @@ ops_of() { # SERIAL_LOG PHASE: ops of both vCPUs, summed
 iops_of() {
   result "$1" "bench-$2" | grep -o 's [0-9]*' | awk '{ s += $2 } END { print s + 0 }'
 }
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "" }'; }
 OUT=$WORK/bench.txt
-: >"$OUT"
 CPU=$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)
-log "figures: $SECS s per phase; CPU: $CPU; $(nproc) cores"
+BACKENDS=${VUBLK_BENCH:-evfd rust-vmm qsd}
+log "figures: $SECS s per phase, $ROUNDS rounds; CPU: $CPU; $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 declare -A ROW
-for B in evfd rust-vmm qsd; do
+# bench_run BACKEND TAG SECS STRACE(0|1): one guest boot, a read and a write phase.
+bench_run() {
+  local B=$1 tag=$2 secs=$3 st=$4 op c0 s0 c1 s1 SPID
   rm -f "$IMG"; dd if=/dev/zero of="$IMG" bs=1M count=64 status=none
-  BLOG=$WORK/bench-backend-$B.log
-  start_backend "$B" "$BLOG" || { log "$B did not start"; continue; }
-  S=$WORK/bench-serial-$B.log
-  start_qemu bench "$S" vublk_secs="$SECS"
+  start_backend "$B" "$WORK/bench-backend-$B-$tag.log" || { log "$B did not start"; return 1; }
+  local S=$WORK/bench-serial-$B-$tag.log
+  start_qemu bench "$S" vublk_secs="$secs"
   for op in read write; do
-    wait_mark "$S" "start-$op" 300 || { log "$B: no start-$op mark"; break; }
+    wait_mark "$S" "start-$op" 300 || { log "$B $tag: no start-$op mark"; break; }
+    if [ "$st" = 1 ]; then
+      strace -c -f -p "$BPID" -o "$WORK/strace-$B-$op.txt" 2>/dev/null &
+      SPID=$!
+    fi
     c0=$(cpu_ticks "$BPID"); s0=$(rw_calls "$BPID")
-    wait_mark "$S" "end-$op" $((SECS + 120)) || { log "$B: no end-$op mark"; break; }
+    wait_mark "$S" "end-$op" $((secs + 300)) || { log "$B $tag: no end-$op mark"; break; }
     c1=$(cpu_ticks "$BPID"); s1=$(rw_calls "$BPID")
-    ROW[$B,$op,cpu]=$((c1 - c0)); ROW[$B,$op,sys]=$((s1 - s0))
-  done
-  wait_qemu 120
-  stop_backend
-  # The counting run: the same workload under strace -c -f (slow: figures only per request).
-  start_backend "$B" "$BLOG.strace" || continue
-  S2=$WORK/bench-serial-$B-strace.log
-  start_qemu bench "$S2" vublk_secs=$(( SECS / 2 > 2 ? SECS / 2 : 2 ))
-  for op in read write; do
-    wait_mark "$S2" "start-$op" 300 || break
-    strace -c -f -p "$BPID" -o "$WORK/strace-$B-$op.txt" 2>/dev/null &
-    SPID=$!
-    wait_mark "$S2" "end-$op" $((SECS + 300)) || { kill -INT $SPID; break; }
-    kill -INT $SPID; wait $SPID 2>/dev/null
-    ROW[$B,$op,all]=$(awk '$NF == "total" { print $4 }' "$WORK/strace-$B-$op.txt" | tail -1)
-    ROW[$B,$op,sops]=$(ops_of "$S2" "$op")
+    if [ "$st" = 1 ]; then
+      kill -INT "$SPID"; wait "$SPID" 2>/dev/null
+      ROW[$B,$op,all]=$(awk '$NF == "total" { print $4 }' "$WORK/strace-$B-$op.txt" | tail -1)
+    else
+      ROW[$B,$op,cpu,$tag]=$((c1 - c0)); ROW[$B,$op,sys,$tag]=$((s1 - s0))
+    fi
   done
   wait_qemu 120
   stop_backend
   for op in read write; do
-    ops=$(ops_of "$S" "$op")
-    ROW[$B,$op,iops]=$(iops_of "$S" "$op")
-    ROW[$B,$op,ops]=$ops
+    if [ "$st" = 1 ]; then
+      ROW[$B,$op,sops]=$(ops_of "$S" "$op")
+    else
+      ROW[$B,$op,ops,$tag]=$(ops_of "$S" "$op"); ROW[$B,$op,iops,$tag]=$(iops_of "$S" "$op")
+    fi
   done
+}
+for r in $(seq "$ROUNDS"); do
+  for B in $BACKENDS; do
+    log "round $r: $B"
+    bench_run "$B" "r$r" "$SECS" 0
+  done
+done
+for B in $BACKENDS; do
+  log "counting run: $B under strace"
+  bench_run "$B" strace $(( SECS / 2 > 2 ? SECS / 2 : 2 )) 1
 done
 name() { case $1 in evfd) echo "vhost_user_blk --loop evfd";; rust-vmm) echo "vhost_user_blk --loop rust-vmm";; qsd) echo "qemu-storage-daemon";; esac; }
 {
-  echo "Guest 4 KiB O_DIRECT random I/O, QD1 on each of 2 vCPUs (QEMU 7.2 TCG, 2 queues), $SECS s per phase."
-  echo "Machine: $CPU, $(nproc) cores shared by the guest's vCPUs, the backend and whatever else runs."
-  echo "CPU/request: backend utime+stime; r/w syscalls/request: backend syscr+syscw; all syscalls/request: a separate run under strace -c -f."
+  echo "Guest 4 KiB O_DIRECT random I/O at QD1 on each of 2 vCPUs (QEMU 7.2, TCG, vhost-user-blk-pci with 2 queues,"
+  echo "raw 64 MiB image in the host page cache), $SECS s per phase; medians of $ROUNDS interleaved rounds, $(date -u +%Y-%m-%d)."
+  echo "Machine: $CPU, $(nproc) cores, shared by the guest's vCPUs, the backend and other work (load at start: $(cut -d' ' -f1-3 /proc/loadavg))."
+  echo "CPU/request: backend utime+stime (/proc/PID/stat); r/w syscalls/request: backend syscr+syscw (/proc/PID/io);"
+  echo "all syscalls/request: a separate run under strace -c -f. IOPS: both vCPUs summed."
   echo
-  echo "| backend | op | guest IOPS | backend CPU/request | r/w syscalls/request | all syscalls/request |"
-  echo "|---|---|---:|---:|---:|---:|"
-  for B in evfd rust-vmm qsd; do
+  echo "| backend | op | guest IOPS | backend CPU/request | r/w syscalls/request | all syscalls/request | IOPS per round |"
+  echo "|---|---|---:|---:|---:|---:|---|"
+  for B in $BACKENDS; do
     for op in read write; do
-      ops=${ROW[$B,$op,ops]:-0}
-      if [ "$ops" -gt 0 ]; then
-        cpu=$(awk -v c="${ROW[$B,$op,cpu]:-0}" -v t="$TCK" -v o="$ops" 'BEGIN { printf "%.1f µs", c / t * 1e6 / o }')
-        sys=$(awk -v s="${ROW[$B,$op,sys]:-0}" -v o="$ops" 'BEGIN { printf "%.2f", s / o }')
-      else
-        cpu=-; sys=-
-      fi
+      iops=""; cpu=""; sys=""; all_rounds=""
+      for r in $(seq "$ROUNDS"); do
+        ops=${ROW[$B,$op,ops,r$r]:-0}
+        all_rounds="$all_rounds ${ROW[$B,$op,iops,r$r]:-0}"
+        [ "$ops" -gt 0 ] || continue
+        iops="$iops ${ROW[$B,$op,iops,r$r]}"
+        cpu="$cpu $(awk -v c="${ROW[$B,$op,cpu,r$r]:-0}" -v t="$TCK" -v o="$ops" 'BEGIN { printf "%.1f", c / t * 1e6 / o }')"
+        sys="$sys $(awk -v s="${ROW[$B,$op,sys,r$r]:-0}" -v o="$ops" 'BEGIN { printf "%.2f", s / o }')"
+      done
       sops=${ROW[$B,$op,sops]:-0}
       if [ "$sops" -gt 0 ] && [ -n "${ROW[$B,$op,all]:-}" ]; then
         all=$(awk -v s="${ROW[$B,$op,all]}" -v o="$sops" 'BEGIN { printf "%.2f", s / o }')
       else
         all=-
       fi
-      echo "| $(name $B) | $op | ${ROW[$B,$op,iops]:-0} | $cpu | $sys | $all |"
+      m_cpu=$(echo "$cpu" | median); m_iops=$(echo "$iops" | median); m_sys=$(echo "$sys" | median)
+      echo "| $(name "$B") | $op | ${m_iops:--} | ${m_cpu:+$m_cpu µs} | ${m_sys:--} | $all |${all_rounds} |"
     done
   done
 } | tee "$OUT"
@@ -352,7 +370,7 @@ if [ $README = 1 ]; then
   mkdir -p docs/data
   cp "$OUT" docs/data/vhost-user-bench.txt
   python3 - "$OUT" <<'PY'
-import sys, re
+import sys
 table = open(sys.argv[1]).read().strip()
 p = "README.md"
 s = open(p).read()
