@@ -116,7 +116,7 @@ PROFILE=${VUBLK_PROFILE:-release}
 if [ "$PROFILE" = release ]; then PFLAG=--release; else PFLAG=; fi
 nice cargo build $PFLAG --example vhost_user_blk >"$WORK/build.log" 2>&1 ||
   { cat "$WORK/build.log"; echo "0 passed, 1 failed (backend build)"; exit 1; }
-BACKEND=$ROOT/target/$PROFILE/examples/vhost_user_blk
+BACKEND=${VUBLK_BACKEND:-$ROOT/target/$PROFILE/examples/vhost_user_blk}
 
 SOCK=$WORK/vu.sock
 IMG=$WORK/disk.img
