@@ -1,0 +1,383 @@
+#!/usr/bin/env bash
+# The vhost-user-blk backend (examples/vhost_user_blk) against a real Linux guest under QEMU
+# (TCG, 2 vCPUs, 2 queues).
+#
+#   scripts/qemu-vhost-user.sh            the checks, on --loop evfd and --loop rust-vmm
+#   scripts/qemu-vhost-user.sh --bench [--secs N] [--rounds N] [--readme]
+#                                         the figures: evfd, rust-vmm, qemu-storage-daemon,
+#                                         interleaved for N rounds (medians), then one
+#                                         counting run each under strace; --readme writes
+#                                         the table into README.md and docs/data/
+#
+# Installs what is missing (apt-get: qemu-system-x86, busybox-static, cpio, gcc, strace),
+# fetches a guest kernel (the package linux-image-cloud-amd64 depends on), builds a busybox
+# initramfs whose /init (scripts/vhost-user/init) runs scripts/vhost-user/guest-io.c, builds
+# the backend (cargo build --release --example vhost_user_blk) and runs the checks:
+#
+#   pattern            a pattern written with O_DIRECT and read back
+#   scatter            scattered rewrites, then the whole region verified
+#   both-queues        both virtqueues served requests (the backend's per-queue counts)
+#   second-sees-first  a second QEMU on the same backend reads the first one's data
+#   killed-frontend    a QEMU SIGKILLed in the middle of I/O; the backend stays up
+#   fresh-after-kill   a full fresh run (pattern, scatter, both queues) after the kill
+#   backend-alive      the backend never exited
+#
+# One line per check, then `N passed, N failed`; exit status 1 if a check failed. Skips
+# (exit 0, with a loud SKIPPED line) only when the packages cannot be installed.
+# Downloads and builds are cached under target/vhost-user (VUBLK_WORK to move it).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+WORK=${VUBLK_WORK:-$ROOT/target/vhost-user}
+mkdir -p "$WORK"
+BENCH=0
+SECS=10
+ROUNDS=3
+README=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bench) BENCH=1 ;;
+    --secs) SECS=$2; shift ;;
+    --rounds) ROUNDS=$2; shift ;;
+    --readme) README=1 ;;
+    *) echo "usage: $0 [--bench [--secs N] [--rounds N] [--readme]]" >&2; exit 2 ;;
+  esac
+  shift
+done
+log() { printf '[vhost-user] %s\n' "$*" >&2; }
+skip() {
+  echo "=================================================================="
+  echo "SKIPPED: vhost-user QEMU checks: $*"
+  echo "=================================================================="
+  exit 0
+}
+
+# ---- packages --------------------------------------------------------------------------
+need=()
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+command -v qemu-storage-daemon >/dev/null || need+=(qemu-system-x86)
+is_static() { [ -x "$1" ] && ! ldd "$1" >/dev/null 2>&1; }
+is_static /bin/busybox || need+=(busybox-static)
+command -v cpio >/dev/null || need+=(cpio)
+command -v gcc >/dev/null || need+=(gcc libc6-dev)
+[ $BENCH = 1 ] && { command -v strace >/dev/null || need+=(strace); }
+if [ ${#need[@]} -gt 0 ]; then
+  log "installing ${need[*]}"
+  if ! { DEBIAN_FRONTEND=noninteractive apt-get install -y "${need[@]}" >"$WORK/apt.log" 2>&1 ||
+         { apt-get update >>"$WORK/apt.log" 2>&1 &&
+           DEBIAN_FRONTEND=noninteractive apt-get install -y "${need[@]}" >>"$WORK/apt.log" 2>&1; }; }; then
+    skip "apt-get install ${need[*]} failed (see $WORK/apt.log)"
+  fi
+fi
+BUSYBOX=/bin/busybox
+is_static "$BUSYBOX" || skip "no static busybox at $BUSYBOX"
+
+# ---- guest kernel and initramfs --------------------------------------------------------
+KDIR=$WORK/kernel
+if [ ! -f "$KDIR/vmlinuz" ]; then
+  log "fetching the guest kernel"
+  pkg=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null | sed -n 's/.*Depends: \(linux-image-[^ ]*\)/\1/p' | head -1)
+  [ -n "$pkg" ] || { apt-get update >/dev/null 2>&1; pkg=$(apt-cache depends linux-image-cloud-amd64 | sed -n 's/.*Depends: \(linux-image-[^ ]*\)/\1/p' | head -1); }
+  [ -n "$pkg" ] || skip "no linux-image-cloud-amd64 package to take a guest kernel from"
+  rm -rf "$KDIR.tmp" && mkdir -p "$KDIR.tmp" &&
+    (cd "$KDIR.tmp" && apt-get download "$pkg" >/dev/null 2>&1 && dpkg-deb -x ./*.deb x) ||
+    skip "apt-get download $pkg failed"
+  mkdir -p "$KDIR/modules"
+  cp "$KDIR.tmp"/x/boot/vmlinuz-* "$KDIR/vmlinuz.new"
+  for m in virtio virtio_ring virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_blk; do
+    f=$(find "$KDIR.tmp/x/lib/modules" -name "$m.ko*" | head -1)
+    [ -n "$f" ] || skip "module $m not in $pkg"
+    case "$f" in
+      *.xz) xz -dc "$f" >"$KDIR/modules/$m.ko" ;;
+      *.zst) zstd -dc "$f" >"$KDIR/modules/$m.ko" ;;
+      *) cp "$f" "$KDIR/modules/$m.ko" ;;
+    esac
+  done
+  mv "$KDIR/vmlinuz.new" "$KDIR/vmlinuz"
+  rm -rf "$KDIR.tmp"
+fi
+IRD=$WORK/initramfs
+INITRD=$WORK/initramfs.cpio.gz
+if [ ! -f "$INITRD" ] || [ scripts/vhost-user/init -nt "$INITRD" ] ||
+   [ scripts/vhost-user/guest-io.c -nt "$INITRD" ]; then
+  log "building the initramfs"
+  rm -rf "$IRD" && mkdir -p "$IRD"/{bin,dev,proc,sys,tmp,lib/modules}
+  gcc -O2 -static -Wall -o "$IRD/bin/guest-io" scripts/vhost-user/guest-io.c || skip "gcc -static failed"
+  cp "$BUSYBOX" "$IRD/bin/busybox"
+  cp scripts/vhost-user/init "$IRD/init" && chmod +x "$IRD/init"
+  cp "$KDIR"/modules/*.ko "$IRD/lib/modules/"
+  (cd "$IRD" && find . | cpio -o -H newc --quiet | gzip -1) >"$INITRD.new" && mv "$INITRD.new" "$INITRD"
+fi
+
+# ---- backend ---------------------------------------------------------------------------
+log "building the backend"
+# VUBLK_PROFILE=debug: a debug backend (quicker to build while working on it).
+PROFILE=${VUBLK_PROFILE:-release}
+if [ "$PROFILE" = release ]; then PFLAG=--release; else PFLAG=; fi
+nice cargo build $PFLAG --example vhost_user_blk >"$WORK/build.log" 2>&1 ||
+  { cat "$WORK/build.log"; echo "0 passed, 1 failed (backend build)"; exit 1; }
+BACKEND=${VUBLK_BACKEND:-$ROOT/target/$PROFILE/examples/vhost_user_blk}
+
+SOCK=$WORK/vu.sock
+IMG=$WORK/disk.img
+BPID=
+QPID=
+cleanup() {
+  [ -n "$QPID" ] && kill -9 "$QPID" 2>/dev/null
+  [ -n "$BPID" ] && kill "$BPID" 2>/dev/null
+  wait 2>/dev/null
+}
+trap cleanup EXIT
+
+# start_backend KIND LOG: KIND is evfd, rust-vmm or qsd.
+start_backend() {
+  rm -f "$SOCK"
+  case "$1" in
+    qsd)
+      qemu-storage-daemon \
+        --blockdev driver=file,node-name=disk,filename="$IMG",cache.direct=off \
+        --export type=vhost-user-blk,id=exp0,node-name=disk,addr.type=unix,addr.path="$SOCK",writable=on,num-queues=2 \
+        >"$2" 2>&1 &
+      ;;
+    *) "$BACKEND" --socket "$SOCK" --image "$IMG" --queues 2 --loop "$1" >"$2" 2>&1 & ;;
+  esac
+  BPID=$!
+  for _ in $(seq 100); do [ -S "$SOCK" ] && return 0; sleep 0.05; done
+  log "backend $1 did not create $SOCK"; cat "$2" >&2
+  return 1
+}
+stop_backend() {
+  [ -n "$BPID" ] && kill "$BPID" 2>/dev/null && wait "$BPID" 2>/dev/null
+  BPID=
+}
+
+# start_qemu MODE SERIAL_LOG [kernel params]: boots the guest in the background (QPID).
+start_qemu() {
+  local mode=$1 out=$2; shift 2
+  : >"$out"
+  qemu-system-x86_64 -nodefaults -no-user-config -display none -monitor none \
+    -accel tcg,thread=multi -smp 2 -m 256M \
+    -object memory-backend-memfd,id=mem,size=256M,share=on -numa node,memdev=mem \
+    -kernel "$KDIR/vmlinuz" -initrd "$INITRD" \
+    -append "console=ttyS0 quiet panic=-1 vublk=$mode $*" \
+    -serial file:"$out" -no-reboot \
+    -chardev socket,id=vu,path="$SOCK" \
+    -device vhost-user-blk-pci,chardev=vu,num-queues=2 \
+    >"$out.qemu" 2>&1 &
+  QPID=$!
+}
+# wait_qemu TIMEOUT: waits for the guest to power off; kills it at the timeout.
+wait_qemu() {
+  local t=$(( $1 * 10 ))
+  while kill -0 "$QPID" 2>/dev/null && [ $t -gt 0 ]; do sleep 0.1; t=$((t - 1)); done
+  if kill -0 "$QPID" 2>/dev/null; then kill -9 "$QPID"; wait "$QPID" 2>/dev/null; QPID=; return 1; fi
+  wait "$QPID" 2>/dev/null
+  QPID=
+}
+# wait_mark LOG NAME TIMEOUT
+wait_mark() {
+  local t=$(( $3 * 50 ))
+  while ! grep -q "VUBLK-MARK $2" "$1" 2>/dev/null; do
+    [ $t -gt 0 ] || return 1
+    kill -0 "$QPID" 2>/dev/null || return 1
+    sleep 0.02; t=$((t - 1))
+  done
+}
+result() { sed -n "s/^VUBLK-RESULT $2 \(ok\|fail\) *\(.*\)/\1 \2/p" "$1" | tr -d '\r' | head -1; }
+# The per-queue request counts the backend logged at its last session end.
+served() { sed -n 's/.*served per queue: \[\(.*\)\]/\1/p' "$1" | tail -1; }
+wait_served() { # LOG COUNT: wait for the COUNT-th session end in the backend's log
+  for _ in $(seq 100); do
+    [ "$(grep -c 'served per queue' "$1")" -ge "$2" ] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+if [ $BENCH = 0 ]; then
+  PASS=0
+  FAIL=0
+  check() { # name ok|fail detail
+    if [ "$2" = ok ]; then PASS=$((PASS + 1)); else FAIL=$((FAIL + 1)); fi
+    printf '%-4s %-34s %s\n' "$2" "$1" "$3"
+  }
+  # from_result LOOP NAME SERIAL_LOG
+  from_result() {
+    local r; r=$(result "$3" "$2")
+    case "$r" in
+      ok*) check "$1 $2" ok "${r#ok }" ;;
+      fail*) check "$1 $2" fail "${r#fail }" ;;
+      *) check "$1 $2" fail "no result (serial: $(tail -c 300 "$3" | tr '\n\r' '  '))" ;;
+    esac
+  }
+  queues_used() { # LOOP BACKEND_LOG SESSION_NUMBER
+    local s
+    if wait_served "$2" "$3"; then
+      s=$(served "$2")
+      if echo "$s" | awk -F', *' '{ exit !($1 > 0 && $2 > 0) }'; then
+        check "$1 both-queues" ok "requests per queue: $s"
+      else
+        check "$1 both-queues" fail "requests per queue: $s"
+      fi
+    else
+      check "$1 both-queues" fail "the backend logged no session end"
+    fi
+  }
+  START=$SECONDS
+  for LOOP in ${VUBLK_LOOPS:-evfd rust-vmm}; do
+    rm -f "$IMG" && truncate -s 64M "$IMG"
+    BLOG=$WORK/backend-$LOOP.log
+    start_backend "$LOOP" "$BLOG" || { check "$LOOP backend-start" fail "see $BLOG"; continue; }
+    S=$WORK/serial-$LOOP
+    # 1. pattern, scatter, both queues.
+    start_qemu check "$S-1.log" vublk_seed=1000
+    wait_qemu 150 || log "$LOOP: first guest timed out"
+    from_result "$LOOP" pattern "$S-1.log"
+    from_result "$LOOP" scatter "$S-1.log"
+    queues_used "$LOOP" "$BLOG" 1
+    # 2. a second QEMU sees the first one's data.
+    start_qemu verify "$S-2.log" vublk_seed=1000
+    wait_qemu 150 || log "$LOOP: second guest timed out"
+    from_result "$LOOP" second-sees-first "$S-2.log"
+    # 3. SIGKILL in the middle of I/O.
+    start_qemu hammer "$S-3.log"
+    if wait_mark "$S-3.log" hammer 240; then
+      sleep 2
+      kill -9 "$QPID"; wait "$QPID" 2>/dev/null; QPID=
+      if wait_served "$BLOG" 3 && kill -0 "$BPID" 2>/dev/null; then
+        check "$LOOP killed-frontend" ok "QEMU SIGKILLed mid-write after $(served "$BLOG" | tr -d ' ' | tr ',' '+') requests; backend reset"
+      else
+        check "$LOOP killed-frontend" fail "backend gone or no reset (see $BLOG)"
+      fi
+    else
+      kill -9 "$QPID" 2>/dev/null; QPID=
+      check "$LOOP killed-frontend" fail "the guest never started writing"
+    fi
+    # 4. a full fresh run after the kill.
+    start_qemu check "$S-4.log" vublk_seed=2000
+    wait_qemu 150 || log "$LOOP: fourth guest timed out"
+    r1=$(result "$S-4.log" pattern); r2=$(result "$S-4.log" scatter)
+    if [ "${r1%% *}" = ok ] && [ "${r2%% *}" = ok ] && wait_served "$BLOG" 4 &&
+       served "$BLOG" | awk -F', *' '{ exit !($1 > 0 && $2 > 0) }'; then
+      check "$LOOP fresh-after-kill" ok "pattern, scatter, both queues ($(served "$BLOG"))"
+    else
+      check "$LOOP fresh-after-kill" fail "pattern: $r1 / scatter: $r2 / queues: $(served "$BLOG")"
+    fi
+    if kill -0 "$BPID" 2>/dev/null; then
+      check "$LOOP backend-alive" ok "pid $BPID served 4 frontends"
+    else
+      check "$LOOP backend-alive" fail "the backend exited (see $BLOG)"
+    fi
+    stop_backend
+  done
+  echo "$PASS passed, $FAIL failed ($((SECONDS - START)) s)"
+  [ $FAIL = 0 ]
+  exit
+fi
+
+# ---- figures ---------------------------------------------------------------------------
+TCK=$(getconf CLK_TCK)
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+rw_calls() { awk '/^sysc[rw]:/ { s += $2 } END { print s }' "/proc/$1/io"; }
+ops_of() { # SERIAL_LOG PHASE: ops of both vCPUs, summed
+  result "$1" "bench-$2" | grep -o '[0-9]* ops' | awk '{ s += $1 } END { print s + 0 }'
+}
+iops_of() {
+  result "$1" "bench-$2" | grep -o 's [0-9]*' | awk '{ s += $2 } END { print s + 0 }'
+}
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "" }'; }
+OUT=$WORK/bench.txt
+CPU=$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)
+BACKENDS=${VUBLK_BENCH:-evfd rust-vmm qsd}
+log "figures: $SECS s per phase, $ROUNDS rounds; CPU: $CPU; $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+declare -A ROW
+# bench_run BACKEND TAG SECS STRACE(0|1): one guest boot, a read and a write phase.
+bench_run() {
+  local B=$1 tag=$2 secs=$3 st=$4 op c0 s0 c1 s1 SPID
+  rm -f "$IMG"; dd if=/dev/zero of="$IMG" bs=1M count=64 status=none
+  start_backend "$B" "$WORK/bench-backend-$B-$tag.log" || { log "$B did not start"; return 1; }
+  local S=$WORK/bench-serial-$B-$tag.log
+  start_qemu bench "$S" vublk_secs="$secs"
+  for op in read write; do
+    wait_mark "$S" "start-$op" 300 || { log "$B $tag: no start-$op mark"; break; }
+    if [ "$st" = 1 ]; then
+      strace -c -f -p "$BPID" -o "$WORK/strace-$B-$op.txt" 2>/dev/null &
+      SPID=$!
+    fi
+    c0=$(cpu_ticks "$BPID"); s0=$(rw_calls "$BPID")
+    wait_mark "$S" "end-$op" $((secs + 300)) || { log "$B $tag: no end-$op mark"; break; }
+    c1=$(cpu_ticks "$BPID"); s1=$(rw_calls "$BPID")
+    if [ "$st" = 1 ]; then
+      kill -INT "$SPID"; wait "$SPID" 2>/dev/null
+      ROW[$B,$op,all]=$(awk '$NF == "total" { print $4 }' "$WORK/strace-$B-$op.txt" | tail -1)
+    else
+      ROW[$B,$op,cpu,$tag]=$((c1 - c0)); ROW[$B,$op,sys,$tag]=$((s1 - s0))
+    fi
+  done
+  wait_qemu 120
+  stop_backend
+  for op in read write; do
+    if [ "$st" = 1 ]; then
+      ROW[$B,$op,sops]=$(ops_of "$S" "$op")
+    else
+      ROW[$B,$op,ops,$tag]=$(ops_of "$S" "$op"); ROW[$B,$op,iops,$tag]=$(iops_of "$S" "$op")
+    fi
+  done
+}
+for r in $(seq "$ROUNDS"); do
+  for B in $BACKENDS; do
+    log "round $r: $B"
+    bench_run "$B" "r$r" "$SECS" 0
+  done
+done
+for B in $BACKENDS; do
+  log "counting run: $B under strace"
+  bench_run "$B" strace $(( SECS / 2 > 2 ? SECS / 2 : 2 )) 1
+done
+name() { case $1 in evfd) echo "vhost_user_blk --loop evfd";; rust-vmm) echo "vhost_user_blk --loop rust-vmm";; qsd) echo "qemu-storage-daemon";; esac; }
+{
+  echo "Guest 4 KiB O_DIRECT random I/O at QD1 on each of 2 vCPUs (QEMU 7.2, TCG, vhost-user-blk-pci with 2 queues,"
+  echo "raw 64 MiB image in the host page cache), $SECS s per phase; medians of $ROUNDS interleaved rounds, $(date -u +%Y-%m-%d)."
+  echo "Machine: $CPU, $(nproc) cores, shared by the guest's vCPUs, the backend and other work (load at start: $(cut -d' ' -f1-3 /proc/loadavg))."
+  echo "CPU/request: backend utime+stime (/proc/PID/stat); r/w syscalls/request: backend syscr+syscw (/proc/PID/io);"
+  echo "all syscalls/request: a separate run under strace -c -f. IOPS: both vCPUs summed."
+  echo
+  echo "| backend | op | guest IOPS | backend CPU/request | r/w syscalls/request | all syscalls/request | IOPS per round |"
+  echo "|---|---|---:|---:|---:|---:|---|"
+  for B in $BACKENDS; do
+    for op in read write; do
+      iops=""; cpu=""; sys=""; all_rounds=""
+      for r in $(seq "$ROUNDS"); do
+        ops=${ROW[$B,$op,ops,r$r]:-0}
+        all_rounds="$all_rounds ${ROW[$B,$op,iops,r$r]:-0}"
+        [ "$ops" -gt 0 ] || continue
+        iops="$iops ${ROW[$B,$op,iops,r$r]}"
+        cpu="$cpu $(awk -v c="${ROW[$B,$op,cpu,r$r]:-0}" -v t="$TCK" -v o="$ops" 'BEGIN { printf "%.1f", c / t * 1e6 / o }')"
+        sys="$sys $(awk -v s="${ROW[$B,$op,sys,r$r]:-0}" -v o="$ops" 'BEGIN { printf "%.2f", s / o }')"
+      done
+      sops=${ROW[$B,$op,sops]:-0}
+      if [ "$sops" -gt 0 ] && [ -n "${ROW[$B,$op,all]:-}" ]; then
+        all=$(awk -v s="${ROW[$B,$op,all]}" -v o="$sops" 'BEGIN { printf "%.2f", s / o }')
+      else
+        all=-
+      fi
+      m_cpu=$(echo "$cpu" | median); m_iops=$(echo "$iops" | median); m_sys=$(echo "$sys" | median)
+      echo "| $(name "$B") | $op | ${m_iops:--} | ${m_cpu:+$m_cpu µs} | ${m_sys:--} | $all |${all_rounds} |"
+    done
+  done
+} | tee "$OUT"
+if [ $README = 1 ]; then
+  mkdir -p docs/data
+  cp "$OUT" docs/data/vhost-user-bench.txt
+  python3 - "$OUT" <<'PY'
+import sys
+table = open(sys.argv[1]).read().strip()
+p = "README.md"
+s = open(p).read()
+b, e = "<!-- vhost-user-bench:begin -->", "<!-- vhost-user-bench:end -->"
+if b in s and e in s:
+    s = s[: s.index(b) + len(b)] + "\n" + table + "\n" + s[s.index(e):]
+    open(p, "w").write(s)
+    print("README.md: table updated", file=sys.stderr)
+PY
+fi

@@ -1,0 +1,404 @@
+//! The vhost-user-blk example's device (`examples/vhost_user_blk/device.rs`) against
+//! hand-built split rings: well-formed requests work, and every kind of bad guest input —
+//! buffers outside guest memory, chains that loop or run past the table, too many segments,
+//! wrong directions, wrong sizes, nested indirect tables, sectors past the end, a bogus
+//! avail index or head index, rings outside guest memory — fails that request with `IOERR`
+//! (or a used length of 0 when there is no status byte) or reports the queue broken. Never a
+//! panic, a hang, or a write outside guest memory or past the image.
+
+#[allow(dead_code)]
+#[path = "../examples/vhost_user_blk/device.rs"]
+mod device;
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::PathBuf;
+
+use device::{BlockDevice, Mem, ID_LEN, SEG_MAX};
+use virtio_bindings::bindings::virtio_blk::{
+    VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_OK, VIRTIO_BLK_S_UNSUPP, VIRTIO_BLK_T_GET_ID, VIRTIO_BLK_T_IN,
+    VIRTIO_BLK_T_OUT,
+};
+use virtio_bindings::bindings::virtio_ring::{
+    VRING_DESC_F_INDIRECT, VRING_DESC_F_NEXT, VRING_DESC_F_WRITE,
+};
+use virtio_queue::desc::{split::Descriptor as D, RawDescriptor};
+use virtio_queue::mock::MockSplitQueue;
+use virtio_queue::{Queue, QueueT};
+use vm_memory::{Bytes, GuestAddress};
+
+const MEM_SIZE: u64 = 0x10_0000; // 1 MiB of guest memory
+const QSIZE: u16 = 16;
+const IMAGE_SECTORS: u64 = 2048; // 1 MiB image
+const HDR: u64 = 0x1_0000;
+const DATA: u64 = 0x2_0000;
+const STATUS: u64 = 0x8_0000;
+const NEXT: u16 = VRING_DESC_F_NEXT as u16;
+const WRITE: u16 = VRING_DESC_F_WRITE as u16;
+
+struct Image {
+    path: PathBuf,
+}
+
+impl Image {
+    /// A 1 MiB image whose sector `s` is filled with the byte `s as u8`.
+    fn new(name: &str) -> Image {
+        let path =
+            std::env::temp_dir().join(format!("evfd-vublk-{}-{name}.img", std::process::id()));
+        let mut f = File::create(&path).unwrap();
+        for s in 0..IMAGE_SECTORS {
+            f.write_all(&[s as u8; 512]).unwrap();
+        }
+        Image { path }
+    }
+    fn device(&self) -> BlockDevice {
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path)
+            .unwrap();
+        BlockDevice::new(f, 1).unwrap()
+    }
+    fn read(&self, off: u64, len: usize) -> Vec<u8> {
+        let mut f = File::open(&self.path).unwrap();
+        f.seek(SeekFrom::Start(off)).unwrap();
+        let mut v = vec![0u8; len];
+        f.read_exact(&mut v).unwrap();
+        v
+    }
+    fn len(&self) -> u64 {
+        std::fs::metadata(&self.path).unwrap().len()
+    }
+}
+
+impl Drop for Image {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn mem() -> Mem {
+    Mem::from_ranges(&[(GuestAddress(0), MEM_SIZE as usize)]).unwrap()
+}
+
+fn header(m: &Mem, at: u64, rtype: u32, sector: u64) {
+    let mut h = [0u8; 16];
+    h[0..4].copy_from_slice(&rtype.to_le_bytes());
+    h[8..16].copy_from_slice(&sector.to_le_bytes());
+    m.write_slice(&h, GuestAddress(at)).unwrap();
+}
+
+/// A ring with `chains` (each a list of descriptors, linked in table order from its first
+/// index) made available; returns the ring and the queue over it.
+fn ring<'a>(
+    m: &'a Mem,
+    table: &[(u64, u32, u16, u16)],
+    heads: &[u16],
+) -> (MockSplitQueue<'a, Mem>, Queue) {
+    let vq = MockSplitQueue::new(m, QSIZE);
+    for (i, &(addr, len, flags, next)) in table.iter().enumerate() {
+        vq.desc_table()
+            .store(
+                i as u16,
+                RawDescriptor::from(D::new(addr, len, flags, next)),
+            )
+            .unwrap();
+    }
+    for (i, &h) in heads.iter().enumerate() {
+        vq.avail().ring().ref_at(i).unwrap().store(h);
+    }
+    vq.avail().idx().store(heads.len() as u16);
+    let q: Queue = vq.create_queue().unwrap();
+    (vq, q)
+}
+
+/// Used ring entry `i`: (id, len); and the used index.
+fn used(m: &Mem, vq: &MockSplitQueue<'_, Mem>, i: u64) -> (u32, u32) {
+    let base = vq.used_addr().0;
+    let id: u32 = m.read_obj(GuestAddress(base + 4 + 8 * i)).unwrap();
+    let len: u32 = m.read_obj(GuestAddress(base + 8 + 8 * i)).unwrap();
+    (id, len)
+}
+
+fn used_idx(m: &Mem, vq: &MockSplitQueue<'_, Mem>) -> u16 {
+    m.read_obj(GuestAddress(vq.used_addr().0 + 2)).unwrap()
+}
+
+fn status(m: &Mem) -> u32 {
+    u32::from(m.read_obj::<u8>(GuestAddress(STATUS)).unwrap())
+}
+
+/// Run one chain (descriptor 0 the head) and return (status byte, used len).
+fn run_one(dev: &BlockDevice, m: &Mem, table: &[(u64, u32, u16, u16)]) -> (u32, u32) {
+    m.write_obj(0xffu8, GuestAddress(STATUS)).unwrap();
+    let (vq, mut q) = ring(m, table, &[0]);
+    dev.process_queue(0, &mut q, m)
+        .expect("a bad request must not break the queue");
+    assert_eq!(used_idx(m, &vq), 1, "the request was completed");
+    let (id, len) = used(m, &vq, 0);
+    assert_eq!(id, 0);
+    (status(m), len)
+}
+
+#[test]
+fn good_requests_work() {
+    let img = Image::new("good");
+    let dev = img.device();
+    let m = mem();
+    // IN: sectors 8..16 into guest memory.
+    header(&m, HDR, VIRTIO_BLK_T_IN, 8);
+    let (s, len) = run_one(
+        &dev,
+        &m,
+        &[
+            (HDR, 16, NEXT, 1),
+            (DATA, 4096, WRITE | NEXT, 2),
+            (STATUS, 1, WRITE, 0),
+        ],
+    );
+    assert_eq!((s, len), (VIRTIO_BLK_S_OK, 4097));
+    let mut got = vec![0u8; 4096];
+    m.read_slice(&mut got, GuestAddress(DATA)).unwrap();
+    assert_eq!(got, img.read(8 * 512, 4096));
+    assert_eq!(got[0], 8);
+    // OUT: two segments to sector 100.
+    m.write_slice(&[0xab; 512], GuestAddress(DATA)).unwrap();
+    m.write_slice(&[0xcd; 512], GuestAddress(DATA + 0x1000))
+        .unwrap();
+    header(&m, HDR, VIRTIO_BLK_T_OUT, 100);
+    let (s, len) = run_one(
+        &dev,
+        &m,
+        &[
+            (HDR, 16, NEXT, 1),
+            (DATA, 512, NEXT, 2),
+            (DATA + 0x1000, 512, NEXT, 3),
+            (STATUS, 1, WRITE, 0),
+        ],
+    );
+    assert_eq!((s, len), (VIRTIO_BLK_S_OK, 1));
+    assert_eq!(
+        img.read(100 * 512, 1024),
+        [[0xab; 512], [0xcd; 512]].concat()
+    );
+    // GET_ID.
+    header(&m, HDR, VIRTIO_BLK_T_GET_ID, 0);
+    let (s, len) = run_one(
+        &dev,
+        &m,
+        &[
+            (HDR, 16, NEXT, 1),
+            (DATA, 64, WRITE | NEXT, 2),
+            (STATUS, 1, WRITE, 0),
+        ],
+    );
+    assert_eq!((s, len), (VIRTIO_BLK_S_OK, ID_LEN as u32 + 1));
+    // Unknown type: UNSUPP.
+    header(&m, HDR, 0x7777, 0);
+    let (s, _) = run_one(&dev, &m, &[(HDR, 16, NEXT, 1), (STATUS, 1, WRITE, 0)]);
+    assert_eq!(s, VIRTIO_BLK_S_UNSUPP);
+}
+
+#[test]
+fn bad_chains_fail_the_request() {
+    let img = Image::new("bad");
+    let before = img.read(0, (IMAGE_SECTORS * 512) as usize);
+    let dev = img.device();
+    let m = mem();
+    let ioerr = |name: &str, rtype: u32, sector: u64, table: &[(u64, u32, u16, u16)]| {
+        header(&m, HDR, rtype, sector);
+        let (s, len) = run_one(&dev, &m, table);
+        assert_eq!((s, len), (VIRTIO_BLK_S_IOERR, 1), "{name}");
+    };
+    let st = (STATUS, 1, WRITE, 0);
+    // Buffers outside guest memory, or straddling its end.
+    ioerr(
+        "data outside memory",
+        VIRTIO_BLK_T_IN,
+        0,
+        &[(HDR, 16, NEXT, 1), (1 << 40, 4096, WRITE | NEXT, 2), st],
+    );
+    ioerr(
+        "data past the end",
+        VIRTIO_BLK_T_OUT,
+        0,
+        &[(HDR, 16, NEXT, 1), (MEM_SIZE - 512, 4096, NEXT, 2), st],
+    );
+    ioerr(
+        "address overflow",
+        VIRTIO_BLK_T_IN,
+        0,
+        &[
+            (HDR, 16, NEXT, 1),
+            (u64::MAX - 511, 512, WRITE | NEXT, 2),
+            st,
+        ],
+    );
+    ioerr(
+        "header outside memory",
+        VIRTIO_BLK_T_IN,
+        0,
+        &[(1 << 40, 16, NEXT, 1), (DATA, 512, WRITE | NEXT, 2), st],
+    );
+    // Sectors past the capacity, and a sector number whose byte offset overflows.
+    ioerr(
+        "past capacity",
+        VIRTIO_BLK_T_OUT,
+        IMAGE_SECTORS - 1,
+        &[(HDR, 16, NEXT, 1), (DATA, 1024, NEXT, 2), st],
+    );
+    ioerr(
+        "sector overflow",
+        VIRTIO_BLK_T_IN,
+        u64::MAX / 256,
+        &[(HDR, 16, NEXT, 1), (DATA, 512, WRITE | NEXT, 2), st],
+    );
+    // Wrong directions and sizes.
+    ioerr(
+        "IN into readable data",
+        VIRTIO_BLK_T_IN,
+        0,
+        &[(HDR, 16, NEXT, 1), (DATA, 512, NEXT, 2), st],
+    );
+    ioerr(
+        "OUT from writable data",
+        VIRTIO_BLK_T_OUT,
+        0,
+        &[(HDR, 16, NEXT, 1), (DATA, 512, WRITE | NEXT, 2), st],
+    );
+    ioerr(
+        "writable header",
+        VIRTIO_BLK_T_IN,
+        0,
+        &[(HDR, 16, WRITE | NEXT, 1), (DATA, 512, WRITE | NEXT, 2), st],
+    );
+    ioerr(
+        "short header",
+        VIRTIO_BLK_T_IN,
+        0,
+        &[(HDR, 8, NEXT, 1), (DATA, 512, WRITE | NEXT, 2), st],
+    );
+    ioerr(
+        "not a sector multiple",
+        VIRTIO_BLK_T_OUT,
+        0,
+        &[(HDR, 16, NEXT, 1), (DATA, 100, NEXT, 2), st],
+    );
+    ioerr(
+        "header only, no status",
+        VIRTIO_BLK_T_IN,
+        0,
+        &[(STATUS, 1, WRITE, 0)],
+    );
+    // A looping chain (1 -> 1 -> ...): bounded by the queue size, then IOERR into the last
+    // writable descriptor seen.
+    header(&m, HDR, VIRTIO_BLK_T_IN, 0);
+    m.write_obj(0xffu8, GuestAddress(STATUS)).unwrap();
+    let (vq, mut q) = ring(
+        &m,
+        &[(HDR, 16, NEXT, 1), (STATUS, 1, WRITE | NEXT, 1)],
+        &[0],
+    );
+    dev.process_queue(0, &mut q, &m).unwrap();
+    assert_eq!(used_idx(&m, &vq), 1);
+    assert_eq!(
+        (status(&m), used(&m, &vq, 0).1),
+        (VIRTIO_BLK_S_IOERR, 1),
+        "loop"
+    );
+    // `next` past the table.
+    m.write_obj(0xffu8, GuestAddress(STATUS)).unwrap();
+    let (vq, mut q) = ring(
+        &m,
+        &[(HDR, 16, NEXT, 1), (STATUS, 1, WRITE | NEXT, 200)],
+        &[0],
+    );
+    dev.process_queue(0, &mut q, &m).unwrap();
+    assert_eq!(
+        (status(&m), used(&m, &vq, 0).1),
+        (VIRTIO_BLK_S_IOERR, 1),
+        "next out of the table"
+    );
+    // Too long: SEG_MAX + 1 data segments, in an indirect table.
+    let n = SEG_MAX as u64 + 3; // header + data + status
+    let table = 0x4_0000u64;
+    for i in 0..n {
+        let d = match i {
+            0 => D::new(HDR, 16, NEXT, 1),
+            i if i == n - 1 => D::new(STATUS, 1, WRITE, 0),
+            i => D::new(DATA + 512 * i, 512, NEXT, (i + 1) as u16),
+        };
+        m.write_obj(RawDescriptor::from(d), GuestAddress(table + 16 * i))
+            .unwrap();
+    }
+    header(&m, HDR, VIRTIO_BLK_T_OUT, 0);
+    let ind = VRING_DESC_F_INDIRECT as u16;
+    let (s, len) = run_one(&dev, &m, &[(table, (16 * n) as u32, ind, 0)]);
+    assert_eq!((s, len), (VIRTIO_BLK_S_IOERR, 1), "too many segments");
+    // The same table one segment shorter is fine (so the limit is the one advertised).
+    m.write_obj(
+        RawDescriptor::from(D::new(STATUS, 1, WRITE, 0)),
+        GuestAddress(table + 16 * (n - 2)),
+    )
+    .unwrap();
+    let (s, _) = run_one(&dev, &m, &[(table, (16 * (n - 1)) as u32, ind, 0)]);
+    assert_eq!(s, VIRTIO_BLK_S_OK, "SEG_MAX segments");
+    // A nested indirect table, and an indirect table of a length that is not a multiple
+    // of 16: the chain stops; nothing to write a status into (used len 0).
+    m.write_obj(
+        RawDescriptor::from(D::new(table, 32, ind, 0)),
+        GuestAddress(0x5_0000),
+    )
+    .unwrap();
+    let (_, len) = run_one(&dev, &m, &[(0x5_0000, 16, ind, 0)]);
+    assert_eq!(len, 0, "nested indirect");
+    let (_, len) = run_one(&dev, &m, &[(table, 17, ind, 0)]);
+    assert_eq!(len, 0, "indirect table length");
+    // No writable status byte: nothing written, used len 0.
+    let (s, len) = run_one(&dev, &m, &[(HDR, 16, NEXT, 1), (STATUS, 1, 0, 0)]);
+    assert_eq!((s, len), (0xff, 0), "readable status");
+    // Nothing above wrote to the image (the one good OUT wrote zeros-from-guest at 0..
+    // SEG_MAX sectors: compare the rest) nor grew it.
+    assert_eq!(img.len(), IMAGE_SECTORS * 512);
+    let off = (SEG_MAX as usize) * 512;
+    assert_eq!(img.read(off as u64, before.len() - off), before[off..]);
+}
+
+#[test]
+fn broken_rings_are_reported_not_served() {
+    let img = Image::new("rings");
+    let dev = img.device();
+    let m = mem();
+    header(&m, HDR, VIRTIO_BLK_T_IN, 0);
+    let good = [
+        (HDR, 16, NEXT, 1),
+        (DATA, 512, WRITE | NEXT, 2),
+        (STATUS, 1, WRITE, 0),
+    ];
+    // An avail index more than a queue size ahead.
+    let (vq, mut q) = ring(&m, &good, &[0]);
+    vq.avail().idx().store(QSIZE + 5);
+    assert!(dev.process_queue(0, &mut q, &m).is_err(), "bogus avail idx");
+    assert_eq!(used_idx(&m, &vq), 0);
+    // A head index outside the descriptor table.
+    let (vq, mut q) = ring(&m, &good, &[QSIZE + 3]);
+    assert!(
+        dev.process_queue(0, &mut q, &m).is_err(),
+        "head out of the table"
+    );
+    assert_eq!(used_idx(&m, &vq), 0);
+    // A used ring outside guest memory: the queue is not valid, and serving it fails
+    // without writing anywhere.
+    let (_vq, mut q) = ring(&m, &good, &[0]);
+    q.set_used_ring_address(Some((MEM_SIZE - 4) as u32), Some(0));
+    assert!(!q.is_valid(&m));
+    assert!(
+        dev.process_queue(0, &mut q, &m).is_err(),
+        "used ring outside memory"
+    );
+    // Many requests in one pass: every one completed, in order.
+    let (vq, mut q) = ring(&m, &good, &[0, 0, 0, 0]);
+    assert!(dev.process_queue(0, &mut q, &m).is_ok());
+    assert_eq!(used_idx(&m, &vq), 4);
+    assert_eq!(dev.take_served(), vec![4]);
+}
