@@ -1,11 +1,11 @@
 //! The process-wide watcher: notices that an `Epoll`'s kernel epoll became readable and
 //! queues that epoll's kernel item, so that every face of the epoll (blocking waiters,
 //! tasks, fd views, outer epolls) hears of kernel readiness through the in-memory wake
-//! path. See `kernel_fds` for the protocol (invariant W) and `docs/design.md`. Two kinds of
-//! waiter never use it: a thread blocked in `Epoll::wait` (it sleeps on the kernel epoll
-//! itself: `kernel_sleep`) and, with feature `tokio`, a task polled inside a tokio runtime
-//! (the runtime's reactor watches the kernel epoll: `kernel_fds`, "Kernel readiness through
-//! the tokio reactor").
+//! path (route 1 of `super`). See `super` for the protocol (invariant W) and
+//! `docs/design.md`. Two kinds of waiter never use it: a thread blocked in `Epoll::wait` (it
+//! sleeps on the kernel epoll itself: `super::sleep`) and, with feature `tokio`, a task
+//! polled inside a tokio runtime (the runtime's reactor watches the kernel epoll:
+//! `super::reactor`).
 //!
 //! One thread and one kernel epoll (`wfd`) for the whole process, both created by the first
 //! [`arm`]. Each `Epoll`'s kernel epoll is registered in `wfd` with its kernel-side id as
@@ -42,7 +42,8 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use super::item::Item;
+use super::KernelPoll;
+use crate::epoll::item::Item;
 use crate::events::Events;
 // The watcher is not part of the loom models (it is a real thread over real syscalls).
 use crate::wait_queue::{Callback, WakeBatch};
@@ -128,14 +129,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Arm the kernel side `id` (its kernel epoll `kfd`, its kernel item `item`): the caller
-/// won the side's `armed` flag. On failure (no memory for the registration, no thread) the
-/// item is queued at once instead, so a waiter is woken to harvest rather than left asleep.
-pub(crate) fn arm(id: u64, kfd: &OwnedFd, item: &Arc<Item>, et: bool) {
-    if try_arm(id, kfd, item, et).is_err() {
-        if let super::source::SourceCore::Kernel(kp) = &item.src {
-            kp.disarm();
-        }
+/// Arm the kernel epoll `poll` (whose kernel item is `item`): the caller won its `armed`
+/// flag (or, `et`, its `et` flag). On failure (no memory for the registration, no thread)
+/// the item is queued at once instead, so a waiter is woken to harvest rather than left
+/// asleep.
+pub(crate) fn arm(poll: &KernelPoll, item: &Arc<Item>, et: bool) {
+    if try_arm(poll.id, &poll.kfd, item, et).is_err() {
+        poll.disarm();
         queue(item);
     }
 }
@@ -181,7 +181,7 @@ pub(crate) fn forget(id: u64, counted: usize) {
 
 /// A fire: clear the side's `armed` flag, then queue its kernel item.
 fn fire(w: &Watcher, item: &Arc<Item>) {
-    if let super::source::SourceCore::Kernel(kp) = &item.src {
+    if let crate::epoll::source::SourceCore::Kernel(kp) = &item.src {
         // An edge-triggered registration stays (and stays counted).
         if !kp.is_et() && kp.disarm() {
             w.armed.fetch_sub(1, SeqCst);
