@@ -21,6 +21,11 @@ pub(crate) struct KernelPoll {
     pub(super) et: AtomicBool,
     /// Kernel fds registered (tokens in `Fds`). Written under `registry`.
     pub(super) nfds: AtomicUsize,
+    /// Serialises this kernel epoll's arms in the watcher (`watcher::arm`): a one-shot arm
+    /// and an edge-triggered one never interleave their `MOD`/`ADD`, so the last one to
+    /// run decides the registration, and a one-shot arm after an edge-triggered one is
+    /// skipped. Leaf (std: the watcher is not part of the loom models).
+    pub(super) arming: std::sync::Mutex<()>,
 }
 
 impl KernelPoll {
@@ -32,6 +37,7 @@ impl KernelPoll {
             armed: AtomicBool::new(false),
             et: AtomicBool::new(false),
             nfds: AtomicUsize::new(0),
+            arming: std::sync::Mutex::new(()),
         })
     }
 

@@ -130,12 +130,40 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Arm the kernel epoll `poll` (whose kernel item is `item`): the caller won its `armed`
-/// flag (or, `et`, its `et` flag). On failure (no memory for the registration, no thread)
-/// the item is queued at once instead, so a waiter is woken to harvest rather than left
-/// asleep.
+/// flag (one-shot) or its `et` flag (edge-triggered, for good).
+///
+/// The arms of one kernel epoll are serialised (`KernelPoll::arming`), so a one-shot arm
+/// and an edge-triggered one racing for the first registration (both `MOD`, both
+/// `ENOENT`, both `ADD`) cannot leave it one-shot: under the lock a one-shot arm of a side
+/// already watched edge-triggered does nothing (the edge-triggered registration reports
+/// every wake), and an edge-triggered arm always writes `IN | ET`.
+///
+/// On failure (the watcher's epoll or thread cannot be made: `EMFILE`, a failed spawn; no
+/// memory for the registration) the flag the caller set is cleared again, so that the next
+/// arm retries, and the item is queued at once, so that a waiter or poller is woken to
+/// harvest rather than left asleep; that harvest, finding nothing, arms again
+/// (`KernelSide::dropped`). While the failure lasts, waiters are thus woken by their own
+/// harvests instead of by the watcher, and nothing is lost.
 pub(crate) fn arm(poll: &KernelPoll, item: &Arc<Item>, et: bool) {
-    if try_arm(poll.id, &poll.kfd, item, et).is_err() {
-        poll.disarm();
+    let failed = {
+        let _arming = lock(&poll.arming);
+        if !et && poll.is_et() {
+            // Covered by the edge-triggered registration (module docs); the one-shot arm
+            // is not counted, so its flag goes.
+            poll.disarm();
+            return;
+        }
+        let r = try_arm(poll.id, &poll.kfd, item, et);
+        if r.is_err() {
+            if et {
+                poll.et.store(false, SeqCst);
+            } else {
+                poll.disarm();
+            }
+        }
+        r.is_err()
+    };
+    if failed {
         queue(item);
     }
 }
@@ -146,7 +174,14 @@ fn try_arm(id: u64, kfd: &OwnedFd, item: &Arc<Item>, et: bool) -> io::Result<()>
     let r = match crate::sys::epoll::modify(w.wfd.as_fd(), kfd.as_fd(), ev, id) {
         Err(e) if e.raw_os_error() == Some(libc_enoent()) => {
             lock(&w.sides).insert(id, Arc::downgrade(item));
-            crate::sys::epoll::add(w.wfd.as_fd(), kfd.as_fd(), ev, id)
+            match crate::sys::epoll::add(w.wfd.as_fd(), kfd.as_fd(), ev, id) {
+                // Registered meanwhile (arms are serialised per side, so not by one of
+                // ours; kept for robustness): set our mask on it.
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::EXIST.raw_os_error()) => {
+                    crate::sys::epoll::modify(w.wfd.as_fd(), kfd.as_fd(), ev, id)
+                }
+                r => r,
+            }
         }
         r => r,
     };
@@ -156,9 +191,14 @@ fn try_arm(id: u64, kfd: &OwnedFd, item: &Arc<Item>, et: bool) -> io::Result<()>
     w.armed.fetch_add(1, SeqCst);
     let mut running = lock(&w.running);
     if !*running {
-        std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name("evfd-watcher".into())
-            .spawn(move || run(w))?;
+            .spawn(move || run(w));
+        if let Err(e) = spawned {
+            // Not counted after all: the caller clears its flag (`arm`).
+            w.armed.fetch_sub(1, SeqCst);
+            return Err(e);
+        }
         w.started.fetch_add(1, SeqCst);
         *running = true;
     }
