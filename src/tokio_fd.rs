@@ -1,9 +1,8 @@
 //! tokio integration through `AsyncFd` (feature `tokio`).
 //!
-//! `AsyncFd::register_with_interest` is `unsafe` (tokio ≥ 1.51.6): the fd must stay open
-//! and be the same fd for the `AsyncFd`'s whole life. [`StableFd`] marks our own types for
-//! which that holds, so the one `unsafe` block lives here, in [`register_stable`], which
-//! [`AsyncSource::register`] and the safe constructors of `crate::tokio_view` call.
+//! The one `unsafe` registration lives below, in `crate::sys::tokio` ([`register_stable`],
+//! [`StableFd`]); this module marks the public types it wraps as [`StableFd`] and
+//! [`AsyncSource::register`] and the safe constructors of `crate::tokio_view` call it.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
@@ -16,6 +15,7 @@ use crate::fd::FdView;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 use crate::notifier::kernel::KernelNotifier;
 use crate::notifier::Notifier;
+use crate::sys::tokio::{register_stable, StableFd};
 
 /// What an `AsyncFdNotifier` watches.
 #[derive(Debug)]
@@ -54,15 +54,6 @@ impl AsyncSource {
     }
 }
 
-/// Our types whose `as_raw_fd` is a fd they own, open and the same for their whole life.
-///
-/// # Safety
-///
-/// An implementor's `as_raw_fd` must return the same open fd from creation to drop: the fd
-/// is owned by the value (not borrowed) and no method closes or replaces it.
-#[allow(unsafe_code)]
-pub(crate) unsafe trait StableFd: AsRawFd {}
-
 // SAFETY: a FdView's fd is its doorbell's, owned by the view's core, which the view keeps
 // alive (an `Arc`) and never swaps.
 #[allow(unsafe_code)]
@@ -79,25 +70,9 @@ unsafe impl StableFd for KernelNotifier {}
 #[allow(unsafe_code)]
 unsafe impl StableFd for crate::shared::SharedFdView {}
 
-// SAFETY: an `OwnedFd` owns its fd and never changes it (it has no method that could).
-#[allow(unsafe_code)]
-unsafe impl StableFd for std::os::fd::OwnedFd {}
-
 // SAFETY: each variant's fd is one of the two above, and the variant is never changed.
 #[allow(unsafe_code)]
 unsafe impl StableFd for AsyncSource {}
-
-/// Register a [`StableFd`] with the current tokio reactor.
-///
-/// # Panics
-///
-/// Outside a tokio runtime with I/O enabled (tokio's own panic).
-#[allow(unsafe_code)]
-pub(crate) fn register_stable<T: StableFd>(t: T, interest: Interest) -> io::Result<AsyncFd<T>> {
-    // SAFETY: `StableFd`: the fd moves into the AsyncFd with its owner, stays open and is
-    // what `as_raw_fd` returns until the AsyncFd drops or gives the value back.
-    unsafe { AsyncFd::register_with_interest(t, interest) }.map_err(io::Error::from)
-}
 
 /// Await an evfd object through tokio's reactor: a [`KernelNotifier`] (an eventfd that
 /// another process, KVM or vhost signals) or an in-memory [`Notifier`] through a
@@ -404,84 +379,5 @@ impl AsFd for AsyncFdNotifier {
 impl AsRawFd for AsyncFdNotifier {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
-    }
-}
-
-/// An epoll's kernel epoll in one tokio runtime's reactor: the fast path of
-/// `Epoll::wait_async` and `EpollStream` for kernel-fd sources (`crate::epoll::kernel_fds`,
-/// "Kernel readiness through the tokio reactor").
-///
-/// It owns a duplicate of the kernel epoll's fd (the same open file, so the reactor sees
-/// the kernel epoll become readable) registered for `READABLE` with the runtime that was
-/// current when it was made. The reactor watches it edge-triggered: every wake of the
-/// kernel epoll (each kernel event of one of its fds) is an edge, and an edge bumps the
-/// `AsyncFd`'s readiness tick, so a clear made with an older tick does not take effect.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-#[derive(Debug)]
-pub(crate) struct KernelReactor {
-    rt: tokio::runtime::Id,
-    fd: AsyncFd<std::os::fd::OwnedFd>,
-}
-
-#[cfg(any(target_os = "linux", target_os = "android"))]
-impl KernelReactor {
-    /// The current tokio runtime's id, if the caller runs inside one.
-    pub(crate) fn current_runtime() -> Option<tokio::runtime::Id> {
-        tokio::runtime::Handle::try_current().ok().map(|h| h.id())
-    }
-
-    /// Register a duplicate of `kfd` with the current runtime's reactor (`rt`). `None` if
-    /// it cannot be: the duplicate or the registration failed, or the runtime has no I/O
-    /// driver — tokio panics then, which is caught (with `panic = "abort"` that cannot be
-    /// caught, so no registration is tried: the caller uses the watcher thread).
-    pub(crate) fn new(kfd: BorrowedFd<'_>, rt: tokio::runtime::Id) -> Option<KernelReactor> {
-        if !cfg!(panic = "unwind") {
-            return None;
-        }
-        let dup = kfd.try_clone_to_owned().ok()?;
-        // tokio's registration panics in a runtime built without `enable_io`; nothing of
-        // ours is borrowed or locked across it, and the duplicate closes on unwind.
-        let fd = std::panic::catch_unwind(move || register_stable(dup, Interest::READABLE))
-            .ok()?
-            .ok()?;
-        Some(KernelReactor { rt, fd })
-    }
-
-    /// Whether this was registered with runtime `rt`.
-    pub(crate) fn runtime(&self) -> tokio::runtime::Id {
-        self.rt
-    }
-
-    /// One look through the reactor around a harvest: take the reactor's readiness of the
-    /// kernel epoll (if set) *before* running `harvest`; if `harvest` reports that it found
-    /// the kernel epoll empty (`true` in its result), clear that readiness — which tokio
-    /// does only if no edge came since it was taken (the tick), so an event that arrived
-    /// after the harvest looked keeps it set. `Err` if the reactor is gone (its runtime
-    /// shut down). Calls tokio with no lock held (the caller holds none).
-    pub(crate) fn around<R>(
-        &self,
-        cx: &mut std::task::Context<'_>,
-        harvest: impl FnOnce() -> (R, bool),
-    ) -> io::Result<R> {
-        let guard = match self.fd.poll_read_ready(cx) {
-            std::task::Poll::Ready(Ok(g)) => Some(g),
-            std::task::Poll::Ready(Err(e)) => return Err(e),
-            // Not ready (tokio stored the waker in its one-task slot: at worst a spurious
-            // wake later), or out of coop budget (tokio woke the task already).
-            std::task::Poll::Pending => None,
-        };
-        let (r, empty) = harvest();
-        if let (Some(mut g), true) = (guard, empty) {
-            g.clear_ready();
-        }
-        Ok(r)
-    }
-
-    /// A future that resolves once the reactor reports the kernel epoll readable (at once
-    /// if its readiness is set). Unlike `poll_read_ready`, whose one waker slot only the
-    /// last task to poll would keep, it waits in tokio's list of waiters, so every pending
-    /// wait of the epoll is woken.
-    pub(crate) async fn readable(self: std::sync::Arc<Self>) -> io::Result<()> {
-        self.fd.readable().await.map(drop)
     }
 }

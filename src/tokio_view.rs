@@ -20,7 +20,7 @@ use crate::events::Event;
 use crate::fd::FdView;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 use crate::notifier::kernel::KernelNotifier;
-use crate::tokio_fd::register_stable;
+use crate::sys::tokio::register_stable;
 
 impl FdView {
     /// Register this view with the current tokio reactor: tokio's own

@@ -6,18 +6,14 @@
 //!
 //! # Kernel readiness
 //!
-//! An epoll with kernel fds also needs kernel readiness to wake a pending wait. Polled
-//! inside a tokio runtime (feature `tokio`, Linux), a wait watches the epoll's kernel
-//! epoll through that runtime's reactor ([`KernelWake`]: `kernel_fds`, "Kernel readiness
-//! through the tokio reactor"), so the reactor wakes the task itself. Anywhere else (another
-//! executor, a runtime without I/O, a runtime that shut down) it relies on the process-wide
-//! watcher thread (`super::watcher`, invariant W). The choice is made at each poll while
-//! the wait is not queued, and a queued wait whose choice no longer holds re-queues.
+//! An epoll with kernel fds also needs kernel readiness to wake a pending wait: both faces
+//! hold a [`KernelWake`] (`super::kernel::reactor`), the kernel side's async wait, which
+//! chooses at each poll between the tokio reactor and the watcher thread.
 //!
 //! # LOCKING
 //!
-//! No lock of its own; see `crate::wait_queue::task` and the module docs of `super`. The
-//! reactor (tokio code) is called with no lock held.
+//! No lock of its own; see `crate::wait_queue::task` and the module docs of `super` and
+//! `super::kernel`.
 
 use std::fmt;
 use std::future::Future;
@@ -25,13 +21,10 @@ use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use std::sync::Arc;
-
-use super::harvest::Harvest;
-use super::{EpInner, Epoll};
-use crate::events::{Event, Events};
-use crate::wait_queue::task::{polled_after_completion, TaskWait};
-use crate::wait_queue::WaitFor;
+use super::kernel::KernelWake;
+use super::Epoll;
+use crate::events::Event;
+use crate::wait_queue::task::polled_after_completion;
 
 /// The future returned by [`Epoll::wait_async`].
 ///
@@ -190,8 +183,8 @@ mod stream {
 
     use futures_core::stream::{FusedStream, Stream};
 
+    use super::super::kernel::KernelWake;
     use super::super::Epoll;
-    use super::KernelWake;
     use crate::events::Event;
 
     /// A `Stream` of an [`Epoll`]'s events, one [`Event`] per item (feature `futures`).
@@ -309,271 +302,6 @@ mod stream {
                 .field("epoll", &self.ep)
                 .field("registered", &self.wait.is_registered())
                 .finish()
-        }
-    }
-}
-
-/// Whether the kernel-readiness path through a tokio reactor exists in this build.
-#[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
-use reactor::Reactor;
-
-/// A stand-in when the reactor path is not built: never chosen.
-#[cfg(not(all(feature = "tokio", any(target_os = "linux", target_os = "android"))))]
-#[derive(Debug, Default)]
-struct Reactor(());
-
-#[cfg(not(all(feature = "tokio", any(target_os = "linux", target_os = "android"))))]
-impl Reactor {
-    fn choose(&mut self, _ep: &EpInner) -> bool {
-        false
-    }
-
-    fn try_harvest(
-        &mut self,
-        _ep: &Arc<EpInner>,
-        _out: &mut [Event],
-        _cx: &mut Context<'_>,
-    ) -> Option<usize> {
-        None
-    }
-}
-
-/// The async wait of an epoll (`wait_async`, the stream): the wait queue's [`TaskWait`] on
-/// `waiters`, plus how kernel readiness reaches it (module docs, "Kernel readiness").
-///
-/// Through the watcher, the entry asks for `IN` (so `EpInner::listened` counts it and a
-/// harvest that finds nothing arms the watcher: invariant W). Through a reactor, it asks
-/// for [`KEY_KSLEEP`](super::KEY_KSLEEP), as a thread that watches the kernel epoll itself
-/// does: every wake of `waiters` reaches it, and it arms nothing.
-#[derive(Debug)]
-pub(crate) struct KernelWake {
-    wait: TaskWait,
-    /// The entry's mask is `KEY_KSLEEP` (reactor path), not `IN`.
-    direct: bool,
-    reactor: Reactor,
-}
-
-impl KernelWake {
-    pub(crate) fn new() -> Self {
-        KernelWake {
-            wait: TaskWait::new(Events::IN, true),
-            direct: false,
-            reactor: Reactor::default(),
-        }
-    }
-
-    pub(crate) fn is_registered(&self) -> bool {
-        self.wait.is_registered()
-    }
-
-    /// One poll: a harvest into `out`, or `Pending` with this task registered for every
-    /// kind of source.
-    pub(crate) fn poll(
-        &mut self,
-        ep: &Arc<EpInner>,
-        cx: &mut Context<'_>,
-        out: &mut [Event],
-    ) -> Poll<usize> {
-        let direct = self.reactor.choose(ep);
-        if direct != self.direct {
-            // The way kernel readiness reaches us changed (the first kernel fd, another
-            // runtime, a runtime gone): leave the queue (handing on a wake we had won but
-            // not used) and come back with the other mask.
-            self.wait
-                .cancel(&ep.waiters, &mut Harvest { ep, out: &mut [] });
-            let mask = if direct {
-                super::KEY_KSLEEP
-            } else {
-                Events::IN
-            };
-            self.wait = TaskWait::new(mask, true);
-            self.direct = direct;
-        }
-        if !direct {
-            return self.wait.poll(&ep.waiters, cx, &mut Harvest { ep, out });
-        }
-        // Two contexts over the one waker: the wait queue's and the reactor's.
-        let waker = cx.waker();
-        let mut qcx = Context::from_waker(waker);
-        let mut rcx = Context::from_waker(waker);
-        self.wait.poll(
-            &ep.waiters,
-            &mut qcx,
-            &mut ReactorHarvest {
-                ep,
-                out,
-                reactor: &mut self.reactor,
-                cx: &mut rcx,
-            },
-        )
-    }
-
-    /// A child process's copy of a pre-fork wait goes away: leak its reactor side. Dropping
-    /// it would take tokio's locks (which another parent thread may have held at the fork)
-    /// and could deregister the parent's registration from the reactor's epoll, which the
-    /// child shares with the parent.
-    pub(crate) fn forget_in_child(&mut self) {
-        std::mem::forget(std::mem::take(&mut self.reactor));
-    }
-
-    /// The owner goes away: leave the queue (handing on a wake won and not used); a
-    /// pending reactor registration goes with it.
-    pub(crate) fn cancel(&mut self, ep: &Arc<EpInner>) {
-        self.wait
-            .cancel(&ep.waiters, &mut Harvest { ep, out: &mut [] });
-    }
-}
-
-/// The harvest of a wait that hears kernel readiness through a reactor.
-struct ReactorHarvest<'a, 'c, 'w> {
-    ep: &'a Arc<EpInner>,
-    out: &'a mut [Event],
-    reactor: &'a mut Reactor,
-    cx: &'c mut Context<'w>,
-}
-
-impl WaitFor for ReactorHarvest<'_, '_, '_> {
-    type Output = usize;
-
-    fn try_now(&mut self) -> Option<usize> {
-        self.reactor.try_harvest(self.ep, self.out, self.cx)
-    }
-
-    fn hand_on(&mut self) {
-        self.ep.hand_on();
-    }
-}
-
-#[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
-mod reactor {
-    use std::future::Future;
-    use std::io;
-    use std::pin::Pin;
-    use std::sync::Arc;
-    use std::task::{Context, Poll};
-
-    use super::super::EpInner;
-    use crate::events::Event;
-    use crate::loom::sync::atomic::Ordering::SeqCst;
-    use crate::tokio_fd::KernelReactor;
-
-    /// A registration in tokio's list of waiters for the kernel epoll's readiness.
-    type Armed = Pin<Box<dyn Future<Output = io::Result<()>> + Send + Sync>>;
-
-    /// How many reactor edges one `try_harvest` follows before it yields instead.
-    const ROUNDS: usize = 3;
-
-    /// The reactor side of one async wait (module docs of `kernel_fds`, "Kernel readiness
-    /// through the tokio reactor").
-    #[derive(Default)]
-    pub(super) struct Reactor {
-        /// The registration this wait uses (its runtime's).
-        fd: Option<Arc<KernelReactor>>,
-        /// This wait's place in tokio's waiters of `fd`'s readiness.
-        armed: Option<Armed>,
-        /// `fd` failed (its runtime shut down): choose again at the next poll.
-        failed: bool,
-    }
-
-    impl std::fmt::Debug for Reactor {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.debug_struct("Reactor")
-                .field("fd", &self.fd)
-                .field("armed", &self.armed.is_some())
-                .finish()
-        }
-    }
-
-    impl Reactor {
-        /// Whether this poll hears kernel readiness through the current tokio runtime's
-        /// reactor: the epoll holds kernel fds, a runtime is current and the kernel epoll
-        /// is (or can now be) registered with it. Without kernel fds this is one load.
-        pub(super) fn choose(&mut self, ep: &EpInner) -> bool {
-            // One load without kernel fds (no kernel side).
-            if !ep.has_kernel.load(SeqCst) {
-                return self.drop_fd();
-            }
-            let Some(rt) = KernelReactor::current_runtime() else {
-                return self.drop_fd();
-            };
-            // The registration this wait used last time, still in its runtime and working:
-            // the epoll's kernel epoll is the same for the epoll's whole life.
-            if !self.failed && self.fd.as_ref().is_some_and(|fd| fd.runtime() == rt) {
-                return true;
-            }
-            let Some(side) = ep.kernel_side() else {
-                return self.drop_fd();
-            };
-            if !side.poll.has_fds() {
-                return self.drop_fd();
-            }
-            if self.failed {
-                if let Some(fd) = self.fd.take() {
-                    side.forget_reactor(&fd);
-                }
-                self.armed = None;
-                self.failed = false;
-            }
-            self.armed = None;
-            self.fd = side.reactor(rt);
-            self.fd.is_some()
-        }
-
-        fn drop_fd(&mut self) -> bool {
-            self.armed = None;
-            self.fd = None;
-            self.failed = false;
-            false
-        }
-
-        /// A harvest that clears the reactor's readiness only when it found the kernel
-        /// epoll empty, then (if it found nothing) a place in the reactor's waiters. `None`:
-        /// wait; a reactor readiness that came meanwhile, or a failed reactor, has woken
-        /// the task already.
-        pub(super) fn try_harvest(
-            &mut self,
-            ep: &Arc<EpInner>,
-            out: &mut [Event],
-            cx: &mut Context<'_>,
-        ) -> Option<usize> {
-            let fd = self.fd.as_ref()?;
-            for _ in 0..ROUNDS {
-                // A harvest that delivers nothing has collected from the kernel epoll with
-                // every slot free and got nothing: it was empty then (`harvest_now`).
-                let got = fd.around(cx, || {
-                    let n = ep.harvest_if_any(out);
-                    (n, n == 0)
-                });
-                match got {
-                    Ok(0) => {}
-                    Ok(n) => {
-                        self.armed = None;
-                        return Some(n);
-                    }
-                    Err(_) => return self.fail(cx),
-                }
-                let armed = self
-                    .armed
-                    .get_or_insert_with(|| Box::pin(Arc::clone(fd).readable()));
-                match armed.as_mut().poll(cx) {
-                    Poll::Pending => return None,
-                    // An edge since the clear (or the clear lost to a newer one): look again.
-                    Poll::Ready(Ok(())) => self.armed = None,
-                    Poll::Ready(Err(_)) => return self.fail(cx),
-                }
-            }
-            // Edges keep coming and others take the events: let the executor run others.
-            cx.waker().wake_by_ref();
-            None
-        }
-
-        /// The reactor is gone (its runtime shut down): wake the task so that its next poll
-        /// chooses again (another runtime's reactor, or the watcher).
-        fn fail(&mut self, cx: &mut Context<'_>) -> Option<usize> {
-            self.armed = None;
-            self.failed = true;
-            cx.waker().wake_by_ref();
-            None
         }
     }
 }

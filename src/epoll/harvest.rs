@@ -16,7 +16,7 @@ use super::ready::Tx;
 use super::source::SourceCore;
 use super::{EpInner, Registry};
 use crate::events::{Event, Events, KEY_EMPTIED};
-use crate::loom::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
+use crate::loom::sync::atomic::Ordering::{Relaxed, SeqCst};
 use crate::wait_queue::thread::SpinGauge;
 use crate::wait_queue::{PostWake, WaitFor, WakeBatch};
 
@@ -50,7 +50,7 @@ struct Found {
 
 /// `ep_send_events`' loop: deliver up to `out.len()` events from the transfer list.
 /// Level-triggered items go to `requeue`; the rest of the transfer list is left in `it`.
-/// `collect` delivers the kernel item's events (`kernel_fds`) into the slots left.
+/// `collect` delivers the kernel item's events (`kernel::Collector`) into the slots left.
 fn send_events(
     it: &mut Tx<'_>,
     out: &mut [Event],
@@ -175,7 +175,7 @@ impl WaitFor for Harvest<'_> {
     type Output = usize;
 
     /// A harvest; one that finds nothing makes sure kernel readiness will wake the waiter
-    /// (`kernel_fds`, invariant W: the async wait calls this again after registering).
+    /// (`kernel`, invariant W: the async wait calls this again after registering).
     fn try_now(&mut self) -> Option<usize> {
         let n = self.ep.harvest_or_watch(self.out);
         (n > 0).then_some(n)
@@ -186,7 +186,7 @@ impl WaitFor for Harvest<'_> {
     }
 
     fn probe(&self) -> bool {
-        self.ep.ready_hint.load(Relaxed)
+        self.ep.ready.hint()
     }
 
     fn spin_gauge(&self) -> Option<&SpinGauge> {
@@ -204,7 +204,7 @@ impl EpInner {
     }
 
     /// Run `f` with `registry` taken, dead items purged and nested kernel readiness looked
-    /// at (`kernel_fds`); its deferred wakes run before returning, with no lock held.
+    /// at (`kernel`); its deferred wakes run before returning, with no lock held.
     fn with_registry<R>(&self, f: impl FnOnce(&mut Registry, &mut WakeBatch) -> R) -> R {
         let mut batch = WakeBatch::new();
         let r = self.with_registry_into(&mut batch, f);
@@ -221,7 +221,7 @@ impl EpInner {
     ) -> R {
         let mut reg = crate::loom::lock(&self.registry);
         self.purge(&mut reg);
-        self.queue_nested_kernel(&mut reg, batch);
+        self.kernel.queue_nested(self, &mut reg.kernel, batch);
         f(&mut reg, batch)
     }
 
@@ -229,47 +229,37 @@ impl EpInner {
     /// events are delivered where the kernel item sits in the ready list, or, if it is not
     /// queued, after the in-memory ones (so no kernel event is missed by a harvest).
     pub(crate) fn harvest_now(self: &Arc<Self>, out: &mut [Event]) -> usize {
-        let side = self.kernel_side();
+        let mut kernel = self.kernel.collect();
         self.with_registry(|reg, batch| {
-            let mut met = false;
-            let mut n = self.scan(reg, batch, |it, requeue, reg, batch| {
+            let n = self.scan(reg, batch, |it, requeue, reg, batch| {
                 send_events(it, out, requeue, batch, &mut |o| {
-                    met = true;
-                    side.as_deref()
-                        .map_or(0, |s| self.kernel_collect(reg, s, o))
+                    kernel.collect(&reg.kernel, o)
                 })
             });
-            if let (Some(s), false, true) = (&side, met, n < out.len()) {
-                let k = self.kernel_collect(reg, s, &mut out[n..]);
-                if k > 0 {
-                    n += k;
-                    self.requeue_kernel_item(s, batch);
-                }
-            }
-            n
+            n + kernel.finish(self, &reg.kernel, &mut out[n..], batch)
         })
     }
 
     /// A harvest, skipped when the ready hint says nothing is queued and no kernel fd is
-    /// registered here or in a nested epoll below (`kernel_below`): a harvest collects
+    /// registered here or in a nested epoll below (`kernel.below()`): a harvest collects
     /// those at its end, or queues the nested items they make ready
-    /// (`queue_nested_kernel`), even with an empty ready list, so it is never skipped then.
-    /// The hint is written under `ready` whenever an item is queued (`ReadyState::queue`),
+    /// (`kernel.queue_nested`), even with an empty ready list, so it is never skipped then.
+    /// The hint is written under `ready` whenever an item is queued (`ReadyGuard::queue`),
     /// so a caller that happens after the queueing sees it.
     pub(crate) fn harvest_if_any(self: &Arc<Self>, out: &mut [Event]) -> usize {
-        if !self.ready_hint.load(Relaxed) && !self.kernel_below.load(SeqCst) {
+        if !self.ready.hint() && !self.kernel.below() {
             return 0;
         }
         self.harvest_now(out)
     }
 
     /// A harvest by a waiter about to wait: if it found nothing, make sure kernel readiness
-    /// will wake it (`kernel_fds`, invariant W). The waiter has registered (or will, and
+    /// will wake it (`kernel`, invariant W). The waiter has registered (or will, and
     /// then harvest again through here).
     pub(crate) fn harvest_or_watch(self: &Arc<Self>, out: &mut [Event]) -> usize {
         let n = self.harvest_if_any(out);
         if n == 0 {
-            self.ensure_watch();
+            self.kernel.watch(self);
         }
         n
     }
@@ -284,15 +274,12 @@ impl EpInner {
         job: impl FnOnce(&mut Tx<'_>, &mut Vec<Arc<Item>>, &Registry, &mut WakeBatch) -> Found,
     ) -> usize {
         let (one, mut tx) = {
-            let mut rd = crate::loom::lock(&self.ready);
-            if rd.is_empty() {
+            // `scanning` is published before any source is polled (SeqCst store, then
+            // SeqCst loads of the sources): pairs with Item::wake's lock-free coalescing.
+            let Some(scan) = self.ready.lock().start_scan() else {
                 return 0;
-            }
-            // Published before any source is polled (SeqCst store, then SeqCst loads of the
-            // sources): pairs with Item::wake's lock-free coalescing check.
-            self.scanning.store(true, SeqCst);
-            self.ready_hint.store(true, Relaxed);
-            rd.start_scan()
+            };
+            scan
         };
         crate::loom::dekker_fence();
         let mut requeue = std::mem::take(&mut reg.requeue);
@@ -307,16 +294,11 @@ impl EpInner {
             keep,
             kernel_dropped,
         } = job(&mut it, &mut requeue, reg, batch);
-        let mut rd = crate::loom::lock(&self.ready);
+        let mut rd = self.ready.lock();
         let any_left = keep.is_some() || it.len() > 0;
+        // The scan ends after every `linked = false` of this scan (`ReadyGuard::done_scan`).
         rd.done_scan(keep.into_iter().chain(it), any_left, &mut requeue);
-        self.ready_hint.store(!rd.is_empty(), Relaxed);
-        // After every `linked = false` of this scan. Release is enough here: a callback that
-        // reads this `false` sees those stores (its `linked` load is Acquire), and one that
-        // reads the scan's `true` takes the lock. Only the `true` store needs SeqCst (the
-        // Dekker pair with the callback's source-state RMW, see `Item::wake`).
-        self.scanning.store(false, Release);
-        rd.spare = tx;
+        rd.recycle(tx);
         reg.requeue = requeue;
         if !rd.is_empty() && self.has_sleeper() {
             // The LT cascade: let the next sleeper look too.
@@ -327,7 +309,7 @@ impl EpInner {
         }
         if kernel_dropped {
             // Under `ready`, after the item's `linked = false` (invariant W).
-            self.kernel_dropped(batch);
+            self.kernel.dropped(self, batch);
         }
         if (n == 0 || !rd.any_live()) && self.pollers.interest().contains(KEY_EMPTIED) {
             // fd views (`crate::fd`): this scan left nothing ready, or found nothing (its
@@ -357,11 +339,7 @@ impl EpInner {
         });
         // Kernel sources, whether or not the kernel item is queued: a poll of the kernel
         // epoll, which consumes nothing.
-        let kernel_ready = || {
-            self.kernel_side()
-                .is_some_and(|k| !k.poll.readiness().is_empty())
-        };
-        if n > 0 || kernel_ready() {
+        if n > 0 || self.kernel.readable() {
             Events::IN | Events::RDNORM
         } else {
             Events::empty()

@@ -68,7 +68,7 @@ impl Item {
     /// ready list otherwise. Lock-free; see the coalescing in `Callback::wake` below for
     /// why the two loads, in this order, give a consistent answer.
     fn is_queued(&self) -> bool {
-        if self.ep.scanning.load(SeqCst) {
+        if self.ep.ready.scanning() {
             self.ovf.load(Acquire)
         } else {
             self.linked.load(Acquire)
@@ -128,9 +128,9 @@ impl Callback for Item {
             return true;
         }
         let (sleeper, pollers) = {
-            let mut rd = crate::loom::lock(&ep.ready);
+            let mut rd = ep.ready.lock();
             // Sleepers and pollers are woken even if the item was queued already.
-            let _ = rd.queue(self, &ep.ready_hint);
+            let _ = rd.queue(self);
             // Read under `ep.ready`: a waiter publishes its interest before it takes
             // `ep.ready` to look at the list, so either it sees the item or we see it.
             (
@@ -182,14 +182,10 @@ impl Callback for Item {
     /// `POLLFREE`: the source was closed. Leave silently.
     fn detach(&self) {
         self.dead.store(true, SeqCst);
-        {
-            let mut g = crate::loom::lock(&self.ep.graveyard);
-            g.push(self.src.id());
-            self.ep.graves.store(true, SeqCst);
-        }
+        self.ep.graveyard.bury(self.src.id());
         // Off the ready list now (the kernel unlinks a closed file's items at close). No
         // lock is held here (see `WaitQueue::detach_all`), so `ready` may be taken.
-        let gone = crate::loom::lock(&self.ep.ready).forget(self);
+        let gone = self.ep.ready.lock().forget(self);
         drop(gone);
         self.ep.wake_views_if_emptied();
     }

@@ -1,5 +1,10 @@
 //! The embedded mini-epoll: `epoll(7)` over in-memory sources, kernel-exact.
 //!
+//! The in-memory epoll is this module with `item`, `ready`, `harvest`, `future`, `source`
+//! and `topology`; kernel-fd sources live behind one facade (`kernel`, the field
+//! `EpInner::kernel`), which these call at a handful of points and which is one load on
+//! each while the epoll never held a kernel fd.
+//!
 //! # LOCKING
 //!
 //! ```text
@@ -17,8 +22,9 @@
 //!                                  Taken by Item::wake with (2) held, so nothing may wait
 //!                                  for (1) or (2) while holding (3). Never held while a
 //!                                  source is polled.
-//!   4) EpInner::graveyard,  leaf Mutexes: ids of items whose source closed; topology links.
-//!      EpInner::links
+//!   4) EpInner::graveyard,  leaf Mutexes: ids of items whose source closed; topology links;
+//!      EpInner::links,      the kernel side's own (see `kernel`'s LOCKING block).
+//!      EpInner::kernel
 //!   EpInner::waiters    a WaitQueue of threads and tasks only (no callbacks), so a leaf:
 //!                       nothing is taken while it is held. Item::wake takes it after
 //!                       releasing (3), still under the source's (2), to take one sleeper's
@@ -47,23 +53,14 @@
 pub(crate) mod future;
 mod harvest;
 mod item;
-#[cfg(any(target_os = "linux", target_os = "android"))]
-mod kernel_fds;
-// Off Linux: no kernel-fd sources; stand-ins that keep this module free of cfgs.
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-#[path = "no_kernel_fds.rs"]
-mod kernel_fds;
-#[cfg(any(target_os = "linux", target_os = "android"))]
-mod kernel_sleep;
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-mod kernel_sleep {
-    pub(crate) use super::kernel_fds::KernelSleep;
-}
+// The kernel side (kernel fds, their kernel epoll, the watcher, the kernel sleep, the
+// reactor route), behind one facade: `EpInner::kernel`.
+mod kernel;
 mod ready;
 pub(crate) mod source;
 mod topology;
 #[cfg(any(target_os = "linux", target_os = "android"))]
-pub(crate) mod watcher;
+pub(crate) use kernel::watcher;
 
 #[cfg(all(test, not(evfd_loom)))]
 mod tests;
@@ -87,9 +84,11 @@ use crate::wait_queue::thread::{
 use crate::wait_queue::{Callback, PostWake, Target, WaitFor, WaitQueue, WakeBatch};
 use harvest::Harvest;
 use item::Item;
-use ready::ReadyState;
-use source::sealed::{MemRef, SourceRef};
+use kernel::{Ctl, KernelSide, KernelSleep};
+use ready::Ready;
+use source::sealed::{KernelRef, MemRef, SourceRef};
 pub use source::Source;
+use source::SourceCore;
 
 /// One registration: the item and its entry in the source's wait queue.
 struct Reg {
@@ -97,27 +96,58 @@ struct Reg {
     key: Key,
 }
 
-impl Registry {
-    /// A nested epoll's item left (deleted, or the epoll closed): drop it from `nested` too,
-    /// which would otherwise hold it, and the closed epoll, until a harvest with kernel fds
-    /// below prunes it — never, for an epoll with none.
-    fn forget_nested(&mut self, item: &Arc<Item>) {
-        self.nested.retain(|i| !Arc::ptr_eq(i, item));
-    }
-}
-
 /// Guarded by `EpInner::registry`.
 #[derive(Default)]
 struct Registry {
     items: HashMap<u64, Reg>,
-    /// Kernel-fd sources (`kernel_fds`).
-    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
-    kfds: kernel_fds::KernelFds,
-    /// Items whose source is an epoll (dead ones are dropped lazily): the harvest's look at
-    /// nested kernel fds (`kernel_fds`, "Nesting").
-    nested: Vec<Arc<Item>>,
+    /// Kernel-fd sources and nested epolls' items (`kernel`).
+    kernel: kernel::Fds,
     /// Reused for level-triggered requeues in the harvest.
     requeue: Vec<Arc<Item>>,
+}
+
+/// Ids of items whose source closed, purged from `registry` by the next operation, with
+/// the lock-free mirror "may be non-empty" kept inside its own methods, so that an
+/// operation finds nothing to purge without taking the lock.
+pub(crate) struct Graveyard {
+    /// Written with `ids` locked, read without.
+    any: AtomicBool,
+    /// (4)
+    ids: Mutex<Vec<u64>>,
+}
+
+impl Graveyard {
+    fn new() -> Graveyard {
+        Graveyard {
+            any: AtomicBool::new(false),
+            ids: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The source of item `id` closed (`Item::detach`).
+    pub(crate) fn bury(&self, id: u64) {
+        let mut g = crate::loom::lock(&self.ids);
+        g.push(id);
+        self.any.store(true, SeqCst);
+    }
+
+    /// Every id buried since the last call (no lock taken if none).
+    fn take(&self) -> Vec<u64> {
+        if !self.any.load(SeqCst) {
+            return Vec::new();
+        }
+        let mut g = crate::loom::lock(&self.ids);
+        self.any.store(false, SeqCst);
+        std::mem::take(&mut *g)
+    }
+}
+
+/// What `add`/`modify`/`delete` act on, after the checks they share (`EpInner::resolve`).
+enum Resolved<'a> {
+    /// An in-memory source (a notifier, another epoll).
+    Mem(SourceCore),
+    /// A kernel fd: the kernel side's.
+    Kernel(KernelRef<'a>),
 }
 
 /// The epoll's state, shared by its handles, its items and outer epolls that watch it.
@@ -138,45 +168,29 @@ pub(crate) struct EpInner {
     pub(crate) pollers: WaitQueue,
     /// Set by `close`; a closed epoll is skipped by topology walks.
     closed: AtomicBool,
-    /// Whether `kernel` is set (SeqCst; invariant W of `kernel_fds`): lets every path
-    /// without kernel fds skip it with one load.
-    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
-    has_kernel: AtomicBool,
-    /// This epoll or one nested below it has held a kernel fd (sticky): its outer epolls
-    /// look at it in their harvest (`kernel_fds`, "Nesting").
-    pub(crate) kernel_below: AtomicBool,
-    /// Whether `graveyard` may be non-empty: written with it locked, read without, so that
-    /// an operation finds nothing to purge without taking that lock.
-    pub(crate) graves: AtomicBool,
     /// Spin-before-park for `wait`: a fixed budget in nanoseconds (0 = never spin), or
     /// [`SPIN_ADAPTIVE`]: learned by `spin_gauge`.
     spin_ns: AtomicU64,
     /// Group 2 starts here: the ready lock and the flags written with it held.
     _hot: [LinePair; 0],
-    /// Mirrors `ReadyState::ovf_active` (written with `ready` held), readable without it:
-    /// see `Item::wake`'s coalescing fast path.
-    pub(crate) scanning: AtomicBool,
-    /// Whether the ready list may hold an item (or a scan is running): written with `ready`
-    /// locked at every change of the list, read without it. A hint for `wait`'s fast paths
-    /// (skip a harvest that would find nothing, spin on it before parking); never the last
-    /// word before sleeping, which `has_ready` gives under the lock.
-    pub(crate) ready_hint: AtomicBool,
-    /// (3) ready list + overflow list.
-    pub(crate) ready: Mutex<ReadyState>,
-    /// Group 3 starts here: the harvester's and `ctl`'s own state.
+    /// (3) ready list + overflow list, with their mirrors `scanning` and the ready hint
+    /// (`ready::Ready`), in that order.
+    pub(crate) ready: Ready,
+    /// Group 3 starts here: the harvester's and `ctl`'s own state (no producer's wake
+    /// reads it).
     _own: [LinePair; 0],
     /// (1) the interest set, keyed by source id.
     registry: Mutex<Registry>,
     /// (4) ids of items whose source closed, purged from `registry` by the next operation.
-    pub(crate) graveyard: Mutex<Vec<u64>>,
+    pub(crate) graveyard: Graveyard,
     /// (4) epoll→epoll links, see `topology`.
     pub(crate) links: Mutex<topology::Links>,
     /// The adaptive spin budget (see `wait_queue::SpinGauge`).
     pub(crate) spin_gauge: SpinGauge,
-    /// (4) the kernel side (kernel epoll and kernel item), created by the first kernel-fd
-    /// `add` that succeeds; see `kernel_fds`.
-    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
-    kernel: Mutex<Option<Arc<kernel_fds::KernelSide>>>,
+    /// The kernel side (kernel fds, their kernel epoll and kernel item, the routes of their
+    /// readiness): the facade of `kernel`, one load on every path while the epoll never
+    /// held a kernel fd.
+    pub(crate) kernel: KernelSide,
 }
 
 /// Zero-sized, 128-byte aligned: in a `repr(C)` struct, the next field starts a new pair
@@ -199,9 +213,7 @@ impl EpInner {
     /// After an item was deleted or its source closed: if an fd view watches this epoll and
     /// no live item is queued any more, let it drain its doorbell. No lock may be held.
     pub(crate) fn wake_views_if_emptied(&self) {
-        if self.pollers.interest().contains(KEY_EMPTIED)
-            && !crate::loom::lock(&self.ready).any_live()
-        {
+        if self.pollers.interest().contains(KEY_EMPTIED) && !self.ready.lock().any_live() {
             self.pollers.wake(KEY_EMPTIED, usize::MAX);
         }
     }
@@ -293,7 +305,7 @@ impl fmt::Debug for Epoll {
                 "registered",
                 &crate::loom::lock(&self.inner.registry).items.len(),
             )
-            .field("ready", &crate::loom::lock(&self.inner.ready).len())
+            .field("ready", &self.inner.ready.lock().len())
             .finish()
     }
 }
@@ -329,20 +341,15 @@ impl Epoll {
                     id: next_id(),
                     born: crate::sys::fork::epoch(),
                     registry: Mutex::new(Registry::default()),
-                    ready: Mutex::new(ReadyState::default()),
-                    graveyard: Mutex::new(Vec::new()),
-                    graves: AtomicBool::new(false),
+                    ready: Ready::new(),
+                    graveyard: Graveyard::new(),
                     links: Mutex::new(topology::Links::default()),
                     waiters: WaitQueue::new(),
                     pollers: WaitQueue::new(),
                     spin_ns: AtomicU64::new(SPIN_ADAPTIVE),
                     spin_gauge: SpinGauge::new(),
-                    ready_hint: AtomicBool::new(false),
                     closed: AtomicBool::new(false),
-                    scanning: AtomicBool::new(false),
-                    kernel: Mutex::new(None),
-                    has_kernel: AtomicBool::new(false),
-                    kernel_below: AtomicBool::new(false),
+                    kernel: KernelSide::new(),
                     _hot: [],
                     _own: [],
                 }),
@@ -368,7 +375,8 @@ impl Epoll {
         }
         let mut reg = crate::loom::lock(&self.inner.registry);
         self.inner.purge(&mut reg);
-        reg.items.len() + self.inner.kernel_len(&mut reg)
+        let reg = &mut *reg;
+        reg.items.len() + self.inner.kernel.len(&mut reg.kernel)
     }
 
     /// Whether nothing is registered.
@@ -464,16 +472,11 @@ impl Epoll {
     /// ```
     #[doc(alias = "epoll_ctl")]
     pub fn add(&self, src: &(impl Source + ?Sized), events: Events, data: u64) -> io::Result<()> {
-        self.inner.check()?;
-        let sc = match src.source_ref() {
-            SourceRef::Mem(MemRef(sc)) => sc,
-            SourceRef::Kernel(k) => return self.inner.core.kernel_add(k, events, data),
-        };
         let ep = &self.inner.core;
-        sc.check()?;
-        if sc.id() == ep.id {
-            return Err(invalid("an epoll cannot watch itself"));
-        }
+        let sc = match ep.resolve(src)? {
+            Resolved::Mem(sc) => sc,
+            Resolved::Kernel(k) => return ep.kernel.ctl(ep, Ctl::Add(events, data), k),
+        };
         if events.contains(Events::EXCLUSIVE) {
             if sc.as_epoll().is_some() {
                 return Err(invalid("EXCLUSIVE cannot be used on an epoll source"));
@@ -525,9 +528,9 @@ impl Epoll {
                 // The child gained a poller: its items may no longer coalesce.
                 child.unsettle_sources();
                 topology::link(ep, child);
-                reg.nested.push(Arc::clone(&item));
-                if child.kernel_below.load(SeqCst) {
-                    ep.mark_kernel_below();
+                reg.kernel.nest(&item);
+                if child.kernel.below() {
+                    ep.kernel.mark_below(ep);
                 }
             }
             // The entry is published (SeqCst, in `add`); now poll (SeqCst): a wake racing the
@@ -538,8 +541,8 @@ impl Epoll {
         drop(topo);
         batch.run();
         if let Some(child) = sc.as_epoll() {
-            // A new poller of `child`: its kernel fds must now wake it (`kernel_fds`).
-            child.ensure_watch();
+            // A new poller of `child`: its kernel fds must now wake it (`kernel`).
+            child.kernel.watch(child);
         }
         Ok(())
     }
@@ -577,16 +580,11 @@ impl Epoll {
         events: Events,
         data: u64,
     ) -> io::Result<()> {
-        self.inner.check()?;
-        let sc = match src.source_ref() {
-            SourceRef::Mem(MemRef(sc)) => sc,
-            SourceRef::Kernel(k) => return self.inner.core.kernel_modify(k, events, data),
-        };
         let ep = &self.inner.core;
-        sc.check()?;
-        if sc.id() == ep.id {
-            return Err(invalid("an epoll cannot watch itself"));
-        }
+        let sc = match ep.resolve(src)? {
+            Resolved::Mem(sc) => sc,
+            Resolved::Kernel(k) => return ep.kernel.ctl(ep, Ctl::Mod(events, data), k),
+        };
         if events.contains(Events::EXCLUSIVE) {
             return Err(invalid("EXCLUSIVE can only be given to add, not modify"));
         }
@@ -636,16 +634,11 @@ impl Epoll {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn delete(&self, src: &(impl Source + ?Sized)) -> io::Result<()> {
-        self.inner.check()?;
-        let sc = match src.source_ref() {
-            SourceRef::Mem(MemRef(sc)) => sc,
-            SourceRef::Kernel(k) => return self.inner.core.kernel_delete(k),
-        };
         let ep = &self.inner.core;
-        sc.check()?;
-        if sc.id() == ep.id {
-            return Err(invalid("an epoll cannot watch itself"));
-        }
+        let sc = match ep.resolve(src)? {
+            Resolved::Mem(sc) => sc,
+            Resolved::Kernel(k) => return ep.kernel.ctl(ep, Ctl::Del, k),
+        };
         let topo = sc.as_epoll().map(|_| topology::lock());
         let removed = {
             let mut reg = crate::loom::lock(&ep.registry);
@@ -657,10 +650,10 @@ impl Epoll {
             sc.wait_queue().remove(r.key);
             if let Some(child) = sc.as_epoll() {
                 topology::unlink(ep, child);
-                reg.forget_nested(&r.item);
+                reg.kernel.unnest(&r.item);
             }
             // Off the ready list now, as the kernel's EPOLL_CTL_DEL unlinks it.
-            let gone = crate::loom::lock(&ep.ready).forget(&r.item);
+            let gone = ep.ready.lock().forget(&r.item);
             (r, gone)
         };
         drop(topo);
@@ -749,9 +742,9 @@ impl Epoll {
 
 /// A wake-key-only bit (never readiness or interest; `EPOLL*` leaves bit 25 unused): the
 /// mask of a waiter that watches the kernel epoll itself — a thread in `Epoll::wait` that
-/// sleeps in the kernel (`kernel_sleep`), a task woken by a tokio reactor (`future`). It is
+/// sleeps in the kernel (`kernel::sleep`), a task woken by a tokio reactor (`kernel::reactor`). It is
 /// woken like any waiter (every wake of `waiters` carries [`WAITER_KEY`]) but, not asking
-/// for `IN`, it does not count as a waiter that needs the watcher (`kernel_fds`).
+/// for `IN`, it does not count as a waiter that needs the watcher (`kernel`).
 pub(crate) const KEY_KSLEEP: Events = Events::from_bits_retain(1 << 25);
 
 /// The key of every wake of `waiters`: parked threads and tasks (`IN`), threads in a
@@ -762,15 +755,15 @@ pub(crate) const WAITER_KEY: Events = Events::IN.union(KEY_KSLEEP);
 /// epoll holds. Without kernel fds it parks (after the spin set by `set_spin` or learned,
 /// which comes before registering); kernel fds
 /// reach a parked thread through the kernel item, which its registration makes sure the
-/// watcher will queue (`kernel_fds`, invariant W). With kernel fds it sleeps in the kernel
-/// instead, on the kernel epoll and its own bell (`kernel_sleep`): no watcher hop.
+/// watcher will queue (`kernel`, invariant W). With kernel fds it sleeps in the kernel
+/// instead, on the kernel epoll and its own bell (the facade's `sleeper`): no watcher hop.
 struct EpollSleeper<'a> {
     /// The operation (and where the events go).
     harvest: Harvest<'a>,
     /// The registration.
     entry: Option<Entry>,
     /// The kernel sleep of this registration, if the epoll held kernel fds at `register`.
-    kernel: Option<kernel_sleep::KernelSleep>,
+    kernel: Option<KernelSleep>,
 }
 
 impl WaitFor for EpollSleeper<'_> {
@@ -798,14 +791,14 @@ impl WaitFor for EpollSleeper<'_> {
 impl Sleeper for EpollSleeper<'_> {
     fn register(&mut self, _again: bool) {
         let ep = self.harvest.ep;
-        self.kernel = ep.kernel_sleep();
+        self.kernel = ep.kernel.sleeper();
         // LIFO: the most recent waiter is woken first, as the kernel's epoll does.
         self.entry = Some(match &self.kernel {
             Some(k) => Entry::add_waiter(&ep.waiters, KEY_KSLEEP, true, true, k.waiter()),
             None => {
                 let e = Entry::add(&ep.waiters, Events::IN, true, true);
                 // Registered: kernel readiness now queues the kernel item (invariant W).
-                ep.ensure_watch();
+                ep.kernel.watch(ep);
                 e
             }
         });
@@ -837,7 +830,7 @@ impl Sleeper for EpollSleeper<'_> {
     fn spin_plan(&self) -> SpinPlan {
         let ep = self.harvest.ep;
         match ep.spin_ns.load(Relaxed) {
-            SPIN_ADAPTIVE if ep.kernel_below.load(SeqCst) => SpinPlan::Fixed(0),
+            SPIN_ADAPTIVE if ep.kernel.below() => SpinPlan::Fixed(0),
             SPIN_ADAPTIVE => SpinPlan::Adaptive(ep.spin_gauge.budget_ns()),
             ns => SpinPlan::Fixed(ns),
         }
@@ -908,21 +901,13 @@ impl EpInner {
 
     /// Drop registrations whose source closed. Must be called with `registry` held.
     fn purge(&self, reg: &mut Registry) {
-        if !self.graves.load(SeqCst) {
-            return;
-        }
-        let dead: Vec<u64> = {
-            let mut g = crate::loom::lock(&self.graveyard);
-            self.graves.store(false, SeqCst);
-            std::mem::take(&mut *g)
-        };
-        for id in dead {
+        for id in self.graveyard.take() {
             // Topology links to a closed epoll are ignored by the walks (`is_closed`) and
             // pruned at the next link, so nothing here needs the topology lock.
             if reg.items.get(&id).is_some_and(|r| r.item.is_dead()) {
                 if let Some(r) = reg.items.remove(&id) {
                     if r.item.src.as_epoll().is_some() {
-                        reg.forget_nested(&r.item);
+                        reg.kernel.unnest(&r.item);
                     }
                 }
             }
@@ -933,12 +918,29 @@ impl EpInner {
     /// (under the lock, as every writer of it): the wait that saw it retries a harvest that
     /// the hint gates, so a stale hint can never make it spin between the two.
     pub(crate) fn has_ready(&self) -> bool {
-        let rd = crate::loom::lock(&self.ready);
-        let any = !rd.is_empty() || rd.ovf_active;
-        if any {
-            self.ready_hint.store(true, Relaxed);
+        self.ready.lock().has_ready()
+    }
+
+    /// Someone may wait (a new poller: an fd view): make sure kernel readiness will reach
+    /// it (`kernel`, invariant W).
+    pub(crate) fn ensure_watch(&self) {
+        self.kernel.watch(self);
+    }
+
+    /// The checks `add`, `modify` and `delete` share, in the kernel's order: the fork
+    /// refusal; then, for an in-memory source, its own fork refusal and "not this epoll"
+    /// (a kernel fd goes to the kernel side, whose `epoll_ctl` makes its own checks).
+    fn resolve<'s>(&self, src: &'s (impl Source + ?Sized)) -> io::Result<Resolved<'s>> {
+        self.check()?;
+        let sc = match src.source_ref() {
+            SourceRef::Mem(MemRef(sc)) => sc,
+            SourceRef::Kernel(k) => return Ok(Resolved::Kernel(k)),
+        };
+        sc.check()?;
+        if sc.id() == self.id {
+            return Err(invalid("an epoll cannot watch itself"));
         }
-        any
+        Ok(Resolved::Mem(sc))
     }
 
     /// `add`/`modify`'s poll: queue the item if the source is ready for `ev` (a pure check:
@@ -948,14 +950,14 @@ impl EpInner {
     /// queued. A `modify` of an item that is still on the ready list wakes nobody (unlike the
     /// wake callback, which wakes them even then), so an outer epoll watching this one is
     /// not re-queued by it.
-    fn queue_if_ready(&self, item: &Item, ev: Events, batch: &mut WakeBatch) {
+    pub(crate) fn queue_if_ready(&self, item: &Item, ev: Events, batch: &mut WakeBatch) {
         let r = item.src.poll(ev, false, batch) & ev & !Events::PRIVATE;
         if r.is_empty() {
             return;
         }
         let post = {
-            let mut rd = crate::loom::lock(&self.ready);
-            let queued = rd.queue(item, &self.ready_hint);
+            let mut rd = self.ready.lock();
+            let queued = rd.queue(item);
             queued && (self.has_sleeper() || !self.pollers.interest().is_empty())
         };
         if post {
@@ -975,8 +977,7 @@ impl EpInner {
                 r.item.src.wait_queue().remove(r.key);
             }
             reg.requeue.clear();
-            let left = self.kernel_close(&mut reg);
-            reg.nested.clear();
+            let left = self.kernel.close(&mut reg.kernel);
             (regs, left)
         };
         // Dropped with no lock held (it may deregister from a tokio reactor).
@@ -989,15 +990,7 @@ impl EpInner {
                 }
             }
         }
-        let lists = {
-            let mut rd = crate::loom::lock(&self.ready);
-            (
-                rd.one.take(),
-                std::mem::take(&mut rd.list),
-                std::mem::take(&mut rd.ovf),
-                std::mem::take(&mut rd.spare),
-            )
-        };
+        let lists = self.ready.lock().take_all();
         self.pollers.detach_all();
         drop(lists);
         drop(regs);

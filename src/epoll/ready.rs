@@ -1,9 +1,178 @@
-//! The ready list and the overflow list (`rdllist`, `ovflist`), guarded by `EpInner::ready`.
+//! The ready list and the overflow list (`rdllist`, `ovflist`), guarded by `EpInner::ready`,
+//! and the two lock-free mirrors of that state which [`Ready`] keeps in step inside its own
+//! methods: the ready hint ("the list may hold an item") and `scanning` ("a scan runs").
+//!
+//! # LOCKING
+//!
+//! ```text
+//! Ready::list    Mutex<ReadyState> (the epoll's lock (3), the kernel's ep->lock).
+//! Ready::hint    AtomicBool, written only with `list` held (by `ReadyGuard`), read without.
+//! Ready::scanning AtomicBool, written only with `list` held (by `ReadyGuard`), read without.
+//! ```
 
 use std::sync::Arc;
 
 use super::item::Item;
-use crate::loom::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use crate::loom::sync::atomic::{
+    AtomicBool,
+    Ordering::{Relaxed, Release, SeqCst},
+};
+use crate::loom::sync::{Mutex, MutexGuard};
+
+/// The ready list with its mirrors: the epoll's second cache-line group (`EpInner`), in
+/// this order (`repr(C)`), so that the lock word, the mirrors and the first queued item
+/// (`ReadyState::one`) share the lines a producer and the harvester pass back and forth.
+///
+/// Every change of the list goes through [`ReadyGuard`], which updates the mirrors itself;
+/// the `Deref` to the mutex is for read-only looks (`is_empty`, `len`, `any_live`: the
+/// mutating methods of `ReadyState` are private to this module).
+#[repr(C)]
+pub(crate) struct Ready {
+    /// Mirrors `ReadyState::ovf_active`, readable without the lock: see `Item::wake`'s
+    /// coalescing fast path.
+    scanning: AtomicBool,
+    /// Whether the ready list may hold an item (or a scan is running): written under the
+    /// lock at every change of the list, read without it. A hint for `wait`'s fast paths
+    /// (skip a harvest that would find nothing, spin on it before parking); never the last
+    /// word before sleeping, which [`ReadyGuard::has_ready`] gives under the lock.
+    hint: AtomicBool,
+    list: Mutex<ReadyState>,
+}
+
+impl std::ops::Deref for Ready {
+    type Target = Mutex<ReadyState>;
+    fn deref(&self) -> &Mutex<ReadyState> {
+        &self.list
+    }
+}
+
+impl Ready {
+    pub(crate) fn new() -> Ready {
+        Ready {
+            scanning: AtomicBool::new(false),
+            hint: AtomicBool::new(false),
+            list: Mutex::new(ReadyState::default()),
+        }
+    }
+
+    /// Take the ready lock.
+    #[inline]
+    pub(crate) fn lock(&self) -> ReadyGuard<'_> {
+        ReadyGuard {
+            rd: crate::loom::lock(&self.list),
+            mirrors: self,
+        }
+    }
+
+    /// The ready hint (lock-free; see [`Ready::hint`](Self)).
+    #[inline]
+    pub(crate) fn hint(&self) -> bool {
+        self.hint.load(Relaxed)
+    }
+
+    /// Whether a scan runs (SeqCst: the Dekker pair of `Item::wake`'s coalescing with the
+    /// scan's start).
+    #[inline]
+    pub(crate) fn scanning(&self) -> bool {
+        self.scanning.load(SeqCst)
+    }
+}
+
+/// What a scan takes from the ready list: its first item, then the rest.
+pub(crate) type Scan = (Option<Arc<Item>>, Vec<Arc<Item>>);
+
+/// Everything a closed epoll had queued (`ReadyGuard::take_all`).
+pub(crate) type Taken = (
+    Option<Arc<Item>>,
+    Vec<Arc<Item>>,
+    Vec<Arc<Item>>,
+    Vec<Arc<Item>>,
+);
+
+/// The ready lock held: the list's changes, each updating the mirrors with it.
+pub(crate) struct ReadyGuard<'a> {
+    rd: MutexGuard<'a, ReadyState>,
+    mirrors: &'a Ready,
+}
+
+impl std::ops::Deref for ReadyGuard<'_> {
+    type Target = ReadyState;
+    fn deref(&self) -> &ReadyState {
+        &self.rd
+    }
+}
+
+impl ReadyGuard<'_> {
+    /// Queue `item` (the callback's step 4): on the overflow list while a scan is active,
+    /// else at the tail of the ready list, unless it is already there. Returns whether the
+    /// item was newly put on the ready list (not the overflow list). Sets the ready hint,
+    /// which `wait` reads without the lock.
+    #[inline]
+    pub(crate) fn queue(&mut self, item: &Item) -> bool {
+        self.mirrors.hint.store(true, Relaxed);
+        self.rd.queue(item)
+    }
+
+    /// Is the ready list non-empty or a harvest running? A `true` also sets the ready hint:
+    /// the wait that saw it retries a harvest that the hint gates, so a stale hint can never
+    /// make it spin between the two.
+    pub(crate) fn has_ready(&self) -> bool {
+        let any = !self.rd.is_empty() || self.rd.ovf_active;
+        if any {
+            self.mirrors.hint.store(true, Relaxed);
+        }
+        any
+    }
+
+    /// See [`ReadyState::forget`].
+    pub(crate) fn forget(&mut self, item: &Item) -> Vec<Arc<Item>> {
+        self.rd.forget(item)
+    }
+
+    /// `ep_start_scan`, `None` if the list is empty. `scanning` is published (SeqCst)
+    /// before any source is polled: it pairs with `Item::wake`'s lock-free coalescing check.
+    pub(crate) fn start_scan(&mut self) -> Option<Scan> {
+        if self.rd.is_empty() {
+            return None;
+        }
+        self.mirrors.scanning.store(true, SeqCst);
+        self.mirrors.hint.store(true, Relaxed);
+        Some(self.rd.start_scan())
+    }
+
+    /// `ep_done_scan` (see [`ReadyState::done_scan`]). The caller then hands the drained
+    /// transfer list's buffer back ([`recycle`](Self::recycle)).
+    pub(crate) fn done_scan(
+        &mut self,
+        leftovers: impl Iterator<Item = Arc<Item>>,
+        any_leftovers: bool,
+        requeued: &mut Vec<Arc<Item>>,
+    ) {
+        self.rd.done_scan(leftovers, any_leftovers, requeued);
+        self.mirrors.hint.store(!self.rd.is_empty(), Relaxed);
+        // After every `linked = false` of this scan. Release is enough here: a callback that
+        // reads this `false` sees those stores (its `linked` load is Acquire), and one that
+        // reads the scan's `true` takes the lock. Only the `true` store needs SeqCst (the
+        // Dekker pair with the callback's source-state RMW, see `Item::wake`).
+        self.mirrors.scanning.store(false, Release);
+    }
+
+    /// Keep the drained transfer list's buffer for the next scan.
+    pub(crate) fn recycle(&mut self, spare: Vec<Arc<Item>>) {
+        self.rd.spare = spare;
+    }
+
+    /// `close`: everything queued, to be dropped after the lock is released.
+    pub(crate) fn take_all(&mut self) -> Taken {
+        let rd = &mut *self.rd;
+        (
+            rd.one.take(),
+            std::mem::take(&mut rd.list),
+            std::mem::take(&mut rd.ovf),
+            std::mem::take(&mut rd.spare),
+        )
+    }
+}
 
 /// Guarded by `EpInner::ready` (the kernel's `ep->lock`).
 ///
@@ -16,14 +185,14 @@ use crate::loom::sync::atomic::{AtomicBool, Ordering::Relaxed};
 pub(crate) struct ReadyState {
     /// The first item of the ready list, if it was queued into an empty list: the list in
     /// arrival order is `one` followed by `list`.
-    pub(crate) one: Option<Arc<Item>>,
+    one: Option<Arc<Item>>,
     /// Items that may be ready, in arrival order after `one`; each at most once (`LINKED`).
-    pub(crate) list: Vec<Arc<Item>>,
+    list: Vec<Arc<Item>>,
     /// While a scan runs (`ovf_active`), wakes are chained here in arrival order instead.
-    pub(crate) ovf: Vec<Arc<Item>>,
-    pub(crate) ovf_active: bool,
+    ovf: Vec<Arc<Item>>,
+    ovf_active: bool,
     /// A recycled buffer for the harvester's transfer list.
-    pub(crate) spare: Vec<Arc<Item>>,
+    spare: Vec<Arc<Item>>,
     /// How many items on `list` died (deleted, or their source closed) since the list was
     /// last compacted or handed to a harvester: see [`ReadyState::forget`].
     dead: usize,
@@ -35,12 +204,9 @@ const COMPACT_MIN: usize = 32;
 impl ReadyState {
     /// Queue `item` (the callback's step 4): on the overflow list while a scan is active,
     /// else at the tail of the ready list, unless it is already there. Returns whether the
-    /// item was newly put on the ready list (not the overflow list). Must be called with
-    /// `EpInner::ready` held. Sets the epoll's ready hint (`EpInner::ready_hint`), which
-    /// `wait` reads without the lock: every path that queues must pass it, or a `wait` could
-    /// skip a harvest that would have found the item.
-    pub(crate) fn queue(&mut self, item: &Item, hint: &AtomicBool) -> bool {
-        hint.store(true, Relaxed);
+    /// item was newly put on the ready list (not the overflow list). Only through
+    /// [`ReadyGuard::queue`], which sets the ready hint.
+    fn queue(&mut self, item: &Item) -> bool {
         if self.ovf_active {
             if !item.is_ovf() {
                 if let Some(me) = item.me.upgrade() {
@@ -90,7 +256,7 @@ impl ReadyState {
     /// transfer list and skips dead items itself; a dead overflow arrival is dropped by
     /// `done_scan`. Returns what was removed, to be dropped after `EpInner::ready` is
     /// released. Must be called with `EpInner::ready` held.
-    pub(crate) fn forget(&mut self, item: &Item) -> Vec<Arc<Item>> {
+    fn forget(&mut self, item: &Item) -> Vec<Arc<Item>> {
         debug_assert!(item.is_dead());
         if self.ovf_active || !item.is_linked() {
             return Vec::new();
@@ -137,7 +303,7 @@ impl ReadyState {
 
     /// `ep_start_scan`: hand the ready list to the harvester (`one`, then the rest), turn
     /// the overflow list on.
-    pub(crate) fn start_scan(&mut self) -> (Option<Arc<Item>>, Vec<Arc<Item>>) {
+    fn start_scan(&mut self) -> Scan {
         debug_assert!(
             !self.ovf_active,
             "scans are serialised by EpInner::registry"
@@ -152,7 +318,7 @@ impl ReadyState {
     /// `ep_done_scan`: the ready list becomes `[leftovers] ++ [overflow arrivals] ++
     /// [requeued]`, where `requeued` is what the harvester put back (level-triggered items),
     /// each item once.
-    pub(crate) fn done_scan(
+    fn done_scan(
         &mut self,
         leftovers: impl Iterator<Item = Arc<Item>>,
         any_leftovers: bool,

@@ -18,10 +18,10 @@ use crate::wait_queue::{WaitQueue, WakeBatch};
 pub(crate) enum SourceCore {
     Notifier(Arc<notifier::Inner>),
     Epoll(Arc<EpInner>),
-    /// The epoll's own kernel epoll, the source of its kernel item (`super::kernel_fds`).
+    /// The epoll's own kernel epoll, the source of its kernel item (`super::kernel`).
     /// Never registered in the interest set and never hooked into a wait queue.
     #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
-    Kernel(Arc<super::kernel_fds::KernelPoll>),
+    Kernel(Arc<super::kernel::KernelPoll>),
 }
 
 impl SourceCore {

@@ -39,6 +39,8 @@ pub(crate) mod mock;
 pub(crate) mod scm;
 #[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
 pub(crate) mod shm;
+#[cfg(feature = "tokio")]
+pub(crate) mod tokio;
 // Compiled (and unit-tested) everywhere, selected by `Bell` only where needed.
 #[cfg_attr(any(not(evfd_force_pipe), evfd_loom), allow(dead_code))]
 pub(crate) mod pipe;

@@ -1,4 +1,4 @@
-//! loom models of invariant W (`crate::epoll::kernel_fds`): kernel readiness reaches a
+//! loom models of invariant W (`crate::epoll::kernel`): kernel readiness reaches a
 //! waiter through the kernel item or the watcher, whatever the interleaving of the waiter
 //! (harvest, register, arm check, park), a kernel event and the watcher (fire: clear
 //! `armed`, queue the item, wake).
@@ -8,7 +8,7 @@
 //! an undelivered event", `oneshot` is the registration armed in the watcher's epoll.
 //! `epoll_ctl(MOD)` polls the fd: arming a readable kfd fires at once; a kernel event on
 //! an armed kfd fires (and disarms it). The rest — `linked`, `armed`, the `ready` mutex,
-//! the waiter's registration — mirrors `EpInner::ensure_watch`, `kernel_dropped`,
+//! the waiter's registration — mirrors `KernelSide::watch`, `KernelSide::dropped`,
 //! `watcher::fire` step for step. A lost wake is a waiter parked forever: loom reports it
 //! as a deadlock.
 
@@ -105,7 +105,7 @@ impl Model {
         if self.collect() {
             return true; // requeued (LT); stays linked
         }
-        // Dropped: `linked = false` during the scan, then `kernel_dropped` under `ready`.
+        // Dropped: `linked = false` during the scan, then `KernelSide::dropped` under `ready`.
         self.linked.store(false, SeqCst);
         let listened = {
             let _rd = self.ready.lock().unwrap();

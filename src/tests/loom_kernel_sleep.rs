@@ -1,4 +1,4 @@
-//! loom models of the kernel sleep of `Epoll::wait` (`crate::epoll::kernel_sleep`): a thread
+//! loom models of the kernel sleep of `Epoll::wait` (`crate::epoll::kernel::sleep`): a thread
 //! with kernel fds sleeps in `poll(2)` on the kernel epoll and its own bell; an in-memory
 //! wake rings the bell; a kernel event makes the kernel epoll readable. No wake may be lost,
 //! a late (stale) ring must not hang a later sleep, and an in-memory wake must reach the

@@ -1,11 +1,11 @@
 //! The process-wide watcher: notices that an `Epoll`'s kernel epoll became readable and
 //! queues that epoll's kernel item, so that every face of the epoll (blocking waiters,
 //! tasks, fd views, outer epolls) hears of kernel readiness through the in-memory wake
-//! path. See `kernel_fds` for the protocol (invariant W) and `docs/design.md`. Two kinds of
-//! waiter never use it: a thread blocked in `Epoll::wait` (it sleeps on the kernel epoll
-//! itself: `kernel_sleep`) and, with feature `tokio`, a task polled inside a tokio runtime
-//! (the runtime's reactor watches the kernel epoll: `kernel_fds`, "Kernel readiness through
-//! the tokio reactor").
+//! path (route 1 of `super`). See `super` for the protocol (invariant W) and
+//! `docs/design.md`. Two kinds of waiter never use it: a thread blocked in `Epoll::wait` (it
+//! sleeps on the kernel epoll itself: `super::sleep`) and, with feature `tokio`, a task
+//! polled inside a tokio runtime (the runtime's reactor watches the kernel epoll:
+//! `super::reactor`).
 //!
 //! One thread and one kernel epoll (`wfd`) for the whole process, both created by the first
 //! [`arm`]. Each `Epoll`'s kernel epoll is registered in `wfd` with its kernel-side id as
@@ -42,7 +42,8 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use super::item::Item;
+use super::KernelPoll;
+use crate::epoll::item::Item;
 use crate::events::Events;
 // The watcher is not part of the loom models (it is a real thread over real syscalls).
 use crate::wait_queue::{Callback, WakeBatch};
@@ -128,14 +129,41 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Arm the kernel side `id` (its kernel epoll `kfd`, its kernel item `item`): the caller
-/// won the side's `armed` flag. On failure (no memory for the registration, no thread) the
-/// item is queued at once instead, so a waiter is woken to harvest rather than left asleep.
-pub(crate) fn arm(id: u64, kfd: &OwnedFd, item: &Arc<Item>, et: bool) {
-    if try_arm(id, kfd, item, et).is_err() {
-        if let super::source::SourceCore::Kernel(kp) = &item.src {
-            kp.disarm();
+/// Arm the kernel epoll `poll` (whose kernel item is `item`): the caller won its `armed`
+/// flag (one-shot) or its `et` flag (edge-triggered, for good).
+///
+/// The arms of one kernel epoll are serialised (`KernelPoll::arming`), so a one-shot arm
+/// and an edge-triggered one racing for the first registration (both `MOD`, both
+/// `ENOENT`, both `ADD`) cannot leave it one-shot: under the lock a one-shot arm of a side
+/// already watched edge-triggered does nothing (the edge-triggered registration reports
+/// every wake), and an edge-triggered arm always writes `IN | ET`.
+///
+/// On failure (the watcher's epoll or thread cannot be made: `EMFILE`, a failed spawn; no
+/// memory for the registration) the flag the caller set is cleared again, so that the next
+/// arm retries, and the item is queued at once, so that a waiter or poller is woken to
+/// harvest rather than left asleep; that harvest, finding nothing, arms again
+/// (`KernelSide::dropped`). While the failure lasts, waiters are thus woken by their own
+/// harvests instead of by the watcher, and nothing is lost.
+pub(crate) fn arm(poll: &KernelPoll, item: &Arc<Item>, et: bool) {
+    let failed = {
+        let _arming = lock(&poll.arming);
+        if !et && poll.is_et() {
+            // Covered by the edge-triggered registration (module docs); the one-shot arm
+            // is not counted, so its flag goes.
+            poll.disarm();
+            return;
         }
+        let r = try_arm(poll.id, &poll.kfd, item, et);
+        if r.is_err() {
+            if et {
+                poll.et.store(false, SeqCst);
+            } else {
+                poll.disarm();
+            }
+        }
+        r.is_err()
+    };
+    if failed {
         queue(item);
     }
 }
@@ -146,7 +174,14 @@ fn try_arm(id: u64, kfd: &OwnedFd, item: &Arc<Item>, et: bool) -> io::Result<()>
     let r = match crate::sys::epoll::modify(w.wfd.as_fd(), kfd.as_fd(), ev, id) {
         Err(e) if e.raw_os_error() == Some(libc_enoent()) => {
             lock(&w.sides).insert(id, Arc::downgrade(item));
-            crate::sys::epoll::add(w.wfd.as_fd(), kfd.as_fd(), ev, id)
+            match crate::sys::epoll::add(w.wfd.as_fd(), kfd.as_fd(), ev, id) {
+                // Registered meanwhile (arms are serialised per side, so not by one of
+                // ours; kept for robustness): set our mask on it.
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::EXIST.raw_os_error()) => {
+                    crate::sys::epoll::modify(w.wfd.as_fd(), kfd.as_fd(), ev, id)
+                }
+                r => r,
+            }
         }
         r => r,
     };
@@ -156,9 +191,14 @@ fn try_arm(id: u64, kfd: &OwnedFd, item: &Arc<Item>, et: bool) -> io::Result<()>
     w.armed.fetch_add(1, SeqCst);
     let mut running = lock(&w.running);
     if !*running {
-        std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name("evfd-watcher".into())
-            .spawn(move || run(w))?;
+            .spawn(move || run(w));
+        if let Err(e) = spawned {
+            // Not counted after all: the caller clears its flag (`arm`).
+            w.armed.fetch_sub(1, SeqCst);
+            return Err(e);
+        }
         w.started.fetch_add(1, SeqCst);
         *running = true;
     }
@@ -181,7 +221,7 @@ pub(crate) fn forget(id: u64, counted: usize) {
 
 /// A fire: clear the side's `armed` flag, then queue its kernel item.
 fn fire(w: &Watcher, item: &Arc<Item>) {
-    if let super::source::SourceCore::Kernel(kp) = &item.src {
+    if let crate::epoll::source::SourceCore::Kernel(kp) = &item.src {
         // An edge-triggered registration stays (and stays counted).
         if !kp.is_et() && kp.disarm() {
             w.armed.fetch_sub(1, SeqCst);

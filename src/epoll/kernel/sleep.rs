@@ -1,7 +1,8 @@
 //! The direct kernel sleep of a thread blocked in [`Epoll::wait`](crate::Epoll::wait) on an
 //! epoll with kernel fds: it sleeps in `poll(2)` on the epoll's kernel epoll (`kfd`) and
 //! its own **bell**, an eventfd of the thread's, so that a kernel event wakes it with no
-//! watcher hop (`super::watcher` stays for tasks, fd views and outer epolls).
+//! watcher hop (`super::watcher` stays for tasks, fd views and outer epolls). Route 2 of
+//! `super`; the facade's `sleeper` makes one.
 //!
 //! # Protocol
 //!
@@ -9,8 +10,8 @@
 //!   [`KEY_KSLEEP`](super::KEY_KSLEEP), not `IN`: the wakes of `waiters` (the item
 //!   callback's one waiter, the LT cascade, the hand-on) carry `IN | KEY_KSLEEP` and reach
 //!   it like any waiter, but it does not count as a waiter that needs the watcher
-//!   (`EpInner::listened` looks for `IN`), so its waits arm nothing. (A task woken by a
-//!   tokio reactor registers with the same mask, for the same reason: `super::future`.)
+//!   (`super`'s `listened` looks for `IN`), so its waits arm nothing. (A task woken by a
+//!   tokio reactor registers with the same mask, for the same reason: `super::reactor`.)
 //! - An in-memory wake sets the waiter's `notified` under the queue lock, then, after the
 //!   unlock, rings its bell (`ThreadWaiter::unpark` → [`Bell::ring`]). The sleeper loads
 //!   `notified` and then sleeps in `poll(2)` on `[kfd, bell]`: the ring lands before the
@@ -21,7 +22,7 @@
 //!   collect reading a doorbell that another's wake had rung) cannot happen.
 //! - Kernel readiness: `kfd` is readable while it holds an event; a `poll` on it returns
 //!   then, whenever the fd became ready (before the sleep or during it). The sleeper needs
-//!   neither the kernel item nor the watcher: invariant W (`kernel_fds`) is about the
+//!   neither the kernel item nor the watcher: invariant W (`super`) is about the
 //!   waiters that do.
 //! - The choice is made at each registration: kernel fds registered and a bell available →
 //!   kernel sleep; otherwise the park path with its watcher arm (so a kernel fd added
@@ -42,8 +43,7 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec};
 
-use super::kernel_fds::KernelSide;
-use super::EpInner;
+use super::Side;
 use crate::wait_queue::thread::{Bell, Parked, ThreadWaiter};
 
 /// A thread's bell: a non-blocking eventfd that only its thread reads.
@@ -88,25 +88,19 @@ fn thread_bell() -> Option<Arc<ThreadBell>> {
 
 /// What a thread needs for a kernel sleep on one epoll: its kernel side and the bell.
 pub(crate) struct KernelSleep {
-    side: Arc<KernelSide>,
+    side: Arc<Side>,
     bell: Arc<ThreadBell>,
 }
 
-impl EpInner {
-    /// A kernel sleep for the calling thread, if this epoll holds kernel fds.
-    pub(crate) fn kernel_sleep(&self) -> Option<KernelSleep> {
-        let side = self.kernel_side()?;
-        if !side.poll.has_fds() {
-            return None;
-        }
+impl KernelSleep {
+    /// A kernel sleep on `side` for the calling thread; `None` without a bell.
+    pub(super) fn new(side: Arc<Side>) -> Option<KernelSleep> {
         Some(KernelSleep {
             side,
             bell: thread_bell()?,
         })
     }
-}
 
-impl KernelSleep {
     /// The waiter to queue: the calling thread, woken by its bell.
     pub(crate) fn waiter(&self) -> ThreadWaiter {
         ThreadWaiter::with_bell(Arc::clone(&self.bell) as Arc<dyn Bell>)

@@ -1,0 +1,75 @@
+//! [`KernelPoll`]: an `Epoll`'s kernel epoll, the source of its kernel item
+//! ([`SourceCore::Kernel`](crate::epoll::source::SourceCore)). It names nothing of
+//! `source.rs` (which names it), and nothing of the in-memory epoll: its state is the fd
+//! and the flags of invariant W (`super`).
+
+use std::os::fd::{AsFd, OwnedFd};
+
+use crate::events::Events;
+use crate::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use crate::sys;
+
+/// The kernel epoll of an `Epoll`: the source of its kernel item.
+pub(crate) struct KernelPoll {
+    pub(crate) id: u64,
+    pub(crate) kfd: OwnedFd,
+    /// Armed in the watcher and not fired yet (invariant W).
+    pub(super) armed: AtomicBool,
+    /// Watched edge-triggered for good: set once a poller (an outer epoll's item, an fd
+    /// view) watches this epoll, so that every wake of `kfd` reaches the pollers, as every
+    /// wake of a nested kernel epoll reaches its outer ones.
+    pub(super) et: AtomicBool,
+    /// Kernel fds registered (tokens in `Fds`). Written under `registry`.
+    pub(super) nfds: AtomicUsize,
+    /// Serialises this kernel epoll's arms in the watcher (`watcher::arm`): a one-shot arm
+    /// and an edge-triggered one never interleave their `MOD`/`ADD`, so the last one to
+    /// run decides the registration, and a one-shot arm after an edge-triggered one is
+    /// skipped. Leaf (std: the watcher is not part of the loom models).
+    pub(super) arming: std::sync::Mutex<()>,
+}
+
+impl KernelPoll {
+    /// A new kernel epoll, nothing registered, nothing armed.
+    pub(super) fn new() -> std::io::Result<KernelPoll> {
+        Ok(KernelPoll {
+            id: crate::events::next_id(),
+            kfd: sys::epoll::create()?,
+            armed: AtomicBool::new(false),
+            et: AtomicBool::new(false),
+            nfds: AtomicUsize::new(0),
+            arming: std::sync::Mutex::new(()),
+        })
+    }
+
+    /// `IN` if some registered kernel fd is ready (a poll of `kfd`: consumes nothing, as
+    /// polling a nested kernel epoll does not).
+    pub(crate) fn readiness(&self) -> Events {
+        match sys::poll_now(self.kfd.as_fd(), Events::IN) {
+            Ok(e) if e.contains(Events::IN) => Events::IN,
+            _ => Events::empty(),
+        }
+    }
+
+    /// The watcher fired (or could not arm): clear `armed`; whether it was set.
+    pub(crate) fn disarm(&self) -> bool {
+        self.armed.swap(false, SeqCst)
+    }
+
+    /// Watched edge-triggered (never disarmed).
+    pub(crate) fn is_et(&self) -> bool {
+        self.et.load(SeqCst)
+    }
+
+    pub(crate) fn has_fds(&self) -> bool {
+        self.nfds.load(SeqCst) > 0
+    }
+}
+
+impl Drop for KernelPoll {
+    fn drop(&mut self) {
+        super::watcher::forget(
+            self.id,
+            usize::from(self.armed.load(SeqCst)) + usize::from(self.et.load(SeqCst)),
+        );
+    }
+}

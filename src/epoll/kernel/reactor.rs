@@ -1,0 +1,446 @@
+//! Route 3 of `super`: the async wait of an epoll ([`KernelWake`], held by `wait_async`'s
+//! future and the stream), which hears kernel readiness through the current tokio
+//! runtime's reactor when it can (feature `tokio`, Linux), else through the watcher.
+//!
+//! # Kernel readiness through the tokio reactor
+//!
+//! Polled inside a tokio runtime, a wait registers `kfd` with that runtime's reactor (a
+//! [`Slot`] of the kernel side: a duplicate of `kfd` in a `tokio::io::unix::AsyncFd`
+//! ([`KernelReactor`]), one per epoll and runtime) and is woken by it, not by the watcher.
+//! Its entry on `waiters` has the mask `KEY_KSLEEP`, so it arms nothing. Anywhere else
+//! (another executor, a runtime without I/O, a runtime that shut down) it relies on the
+//! process-wide watcher thread (`super::watcher`, invariant W). The choice is made at each
+//! poll while the wait is not queued, and a queued wait whose choice no longer holds
+//! re-queues.
+//!
+//! The no-lost-wake argument for it (W's counterpart, not modelled in loom, which cannot
+//! run tokio): each try takes the reactor's readiness tick *before* its harvest and clears
+//! it only if that harvest delivered nothing (so it collected from `kfd` with every slot
+//! free and found it empty); then it waits in tokio's list of readiness waiters. Every
+//! later kernel event is a wake of `kfd`, hence an edge in the reactor's edge-triggered
+//! epoll, recorded with a new tick: before the clear (the clear's tick is stale: nothing is
+//! cleared), or after it (the readiness is set again: the waiter's registration sees it or
+//! is woken by it). docs/design.md has the whole design.
+//!
+//! # LOCKING
+//!
+//! ```text
+//! Slot    leaf Mutex: the reactor registration of `kfd` for one runtime. No tokio code
+//!         runs under it: a registration is made before it is taken, and one it replaces
+//!         is dropped after it is released.
+//! ```
+//! The reactor (tokio code) is called with no lock held.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use crate::epoll::harvest::Harvest;
+use crate::epoll::EpInner;
+use crate::events::{Event, Events};
+use crate::wait_queue::task::TaskWait;
+use crate::wait_queue::WaitFor;
+#[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+use {crate::sys::tokio::register_stable, std::io, std::os::fd::BorrowedFd};
+
+/// Whether the kernel-readiness path through a tokio reactor exists in this build.
+#[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+use via_tokio::Reactor;
+
+/// A stand-in when the reactor path is not built: never chosen.
+#[cfg(not(all(feature = "tokio", any(target_os = "linux", target_os = "android"))))]
+#[derive(Debug, Default)]
+struct Reactor(());
+
+#[cfg(not(all(feature = "tokio", any(target_os = "linux", target_os = "android"))))]
+impl Reactor {
+    fn choose(&mut self, _ep: &EpInner) -> bool {
+        false
+    }
+
+    fn try_harvest(
+        &mut self,
+        _ep: &Arc<EpInner>,
+        _out: &mut [Event],
+        _cx: &mut Context<'_>,
+    ) -> Option<usize> {
+        None
+    }
+}
+
+/// The async wait of an epoll (`wait_async`, the stream): the wait queue's [`TaskWait`] on
+/// `waiters`, plus how kernel readiness reaches it (module docs).
+///
+/// Through the watcher, the entry asks for `IN` (so `listened` counts it and a harvest
+/// that finds nothing arms the watcher: invariant W). Through a reactor, it asks for
+/// [`KEY_KSLEEP`](crate::epoll::KEY_KSLEEP), as a thread that watches the kernel epoll itself
+/// does: every wake of `waiters` reaches it, and it arms nothing.
+#[derive(Debug)]
+pub(crate) struct KernelWake {
+    wait: TaskWait,
+    /// The entry's mask is `KEY_KSLEEP` (reactor path), not `IN`.
+    direct: bool,
+    reactor: Reactor,
+}
+
+impl KernelWake {
+    pub(crate) fn new() -> Self {
+        KernelWake {
+            wait: TaskWait::new(Events::IN, true),
+            direct: false,
+            reactor: Reactor::default(),
+        }
+    }
+
+    pub(crate) fn is_registered(&self) -> bool {
+        self.wait.is_registered()
+    }
+
+    /// One poll: a harvest into `out`, or `Pending` with this task registered for every
+    /// kind of source.
+    pub(crate) fn poll(
+        &mut self,
+        ep: &Arc<EpInner>,
+        cx: &mut Context<'_>,
+        out: &mut [Event],
+    ) -> Poll<usize> {
+        let direct = self.reactor.choose(ep);
+        if direct != self.direct {
+            // The way kernel readiness reaches us changed (the first kernel fd, another
+            // runtime, a runtime gone): leave the queue (handing on a wake we had won but
+            // not used) and come back with the other mask.
+            self.wait
+                .cancel(&ep.waiters, &mut Harvest { ep, out: &mut [] });
+            let mask = if direct {
+                crate::epoll::KEY_KSLEEP
+            } else {
+                Events::IN
+            };
+            self.wait = TaskWait::new(mask, true);
+            self.direct = direct;
+        }
+        if !direct {
+            return self.wait.poll(&ep.waiters, cx, &mut Harvest { ep, out });
+        }
+        // Two contexts over the one waker: the wait queue's and the reactor's.
+        let waker = cx.waker();
+        let mut qcx = Context::from_waker(waker);
+        let mut rcx = Context::from_waker(waker);
+        self.wait.poll(
+            &ep.waiters,
+            &mut qcx,
+            &mut ReactorHarvest {
+                ep,
+                out,
+                reactor: &mut self.reactor,
+                cx: &mut rcx,
+            },
+        )
+    }
+
+    /// A child process's copy of a pre-fork wait goes away: leak its reactor side. Dropping
+    /// it would take tokio's locks (which another parent thread may have held at the fork)
+    /// and could deregister the parent's registration from the reactor's epoll, which the
+    /// child shares with the parent.
+    pub(crate) fn forget_in_child(&mut self) {
+        std::mem::forget(std::mem::take(&mut self.reactor));
+    }
+
+    /// The owner goes away: leave the queue (handing on a wake won and not used); a
+    /// pending reactor registration goes with it.
+    pub(crate) fn cancel(&mut self, ep: &Arc<EpInner>) {
+        self.wait
+            .cancel(&ep.waiters, &mut Harvest { ep, out: &mut [] });
+    }
+}
+
+/// The harvest of a wait that hears kernel readiness through a reactor.
+struct ReactorHarvest<'a, 'c, 'w> {
+    ep: &'a Arc<EpInner>,
+    out: &'a mut [Event],
+    reactor: &'a mut Reactor,
+    cx: &'c mut Context<'w>,
+}
+
+impl WaitFor for ReactorHarvest<'_, '_, '_> {
+    type Output = usize;
+
+    fn try_now(&mut self) -> Option<usize> {
+        self.reactor.try_harvest(self.ep, self.out, self.cx)
+    }
+
+    fn hand_on(&mut self) {
+        self.ep.hand_on();
+    }
+}
+
+#[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+mod via_tokio {
+    use std::future::Future;
+    use std::io;
+    use std::pin::Pin;
+    use std::sync::Arc;
+    use std::task::{Context, Poll};
+
+    use super::KernelReactor;
+    use crate::epoll::EpInner;
+    use crate::events::Event;
+
+    /// A registration in tokio's list of waiters for the kernel epoll's readiness.
+    type Armed = Pin<Box<dyn Future<Output = io::Result<()>> + Send + Sync>>;
+
+    /// How many reactor edges one `try_harvest` follows before it yields instead.
+    const ROUNDS: usize = 3;
+
+    /// The reactor side of one async wait (module docs).
+    #[derive(Default)]
+    pub(super) struct Reactor {
+        /// The registration this wait uses (its runtime's).
+        fd: Option<Arc<KernelReactor>>,
+        /// This wait's place in tokio's waiters of `fd`'s readiness.
+        armed: Option<Armed>,
+        /// `fd` failed (its runtime shut down): choose again at the next poll.
+        failed: bool,
+    }
+
+    impl std::fmt::Debug for Reactor {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("Reactor")
+                .field("fd", &self.fd)
+                .field("armed", &self.armed.is_some())
+                .finish()
+        }
+    }
+
+    impl Reactor {
+        /// Whether this poll hears kernel readiness through the current tokio runtime's
+        /// reactor: the epoll holds kernel fds, a runtime is current and the kernel epoll
+        /// is (or can now be) registered with it. Without kernel fds this is one load.
+        pub(super) fn choose(&mut self, ep: &EpInner) -> bool {
+            // One load without kernel fds (no kernel side).
+            if !ep.kernel.present() {
+                return self.drop_fd();
+            }
+            let Some(rt) = KernelReactor::current_runtime() else {
+                return self.drop_fd();
+            };
+            // The registration this wait used last time, still in its runtime and working:
+            // the epoll's kernel epoll is the same for the epoll's whole life.
+            if !self.failed && self.fd.as_ref().is_some_and(|fd| fd.runtime() == rt) {
+                return true;
+            }
+            let Some(side) = ep.kernel.side() else {
+                return self.drop_fd();
+            };
+            if !side.poll.has_fds() {
+                return self.drop_fd();
+            }
+            if self.failed {
+                if let Some(fd) = self.fd.take() {
+                    side.reactor.forget(&fd);
+                }
+                self.armed = None;
+                self.failed = false;
+            }
+            self.armed = None;
+            self.fd = side.reactor.get(rt, &side.poll.kfd);
+            self.fd.is_some()
+        }
+
+        fn drop_fd(&mut self) -> bool {
+            self.armed = None;
+            self.fd = None;
+            self.failed = false;
+            false
+        }
+
+        /// A harvest that clears the reactor's readiness only when it found the kernel
+        /// epoll empty, then (if it found nothing) a place in the reactor's waiters. `None`:
+        /// wait; a reactor readiness that came meanwhile, or a failed reactor, has woken
+        /// the task already.
+        pub(super) fn try_harvest(
+            &mut self,
+            ep: &Arc<EpInner>,
+            out: &mut [Event],
+            cx: &mut Context<'_>,
+        ) -> Option<usize> {
+            let fd = self.fd.as_ref()?;
+            for _ in 0..ROUNDS {
+                // A harvest that delivers nothing has collected from the kernel epoll with
+                // every slot free and got nothing: it was empty then (`harvest_now`).
+                let got = fd.around(cx, || {
+                    let n = ep.harvest_if_any(out);
+                    (n, n == 0)
+                });
+                match got {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        self.armed = None;
+                        return Some(n);
+                    }
+                    Err(_) => return self.fail(cx),
+                }
+                let armed = self
+                    .armed
+                    .get_or_insert_with(|| Box::pin(Arc::clone(fd).readable()));
+                match armed.as_mut().poll(cx) {
+                    Poll::Pending => return None,
+                    // An edge since the clear (or the clear lost to a newer one): look again.
+                    Poll::Ready(Ok(())) => self.armed = None,
+                    Poll::Ready(Err(_)) => return self.fail(cx),
+                }
+            }
+            // Edges keep coming and others take the events: let the executor run others.
+            cx.waker().wake_by_ref();
+            None
+        }
+
+        /// The reactor is gone (its runtime shut down): wake the task so that its next poll
+        /// chooses again (another runtime's reactor, or the watcher).
+        fn fail(&mut self, cx: &mut Context<'_>) -> Option<usize> {
+            self.armed = None;
+            self.failed = true;
+            cx.waker().wake_by_ref();
+            None
+        }
+    }
+}
+
+/// The kernel epoll in one tokio runtime's reactor (module docs): the runtime it was tried
+/// for, and the registration, `None` if it could not be made there (no I/O driver). Leaf
+/// lock; tokio is never called under it.
+#[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+#[derive(Default)]
+pub(crate) struct Slot(
+    crate::loom::sync::Mutex<Option<(::tokio::runtime::Id, Option<Arc<KernelReactor>>)>>,
+);
+
+#[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+impl Slot {
+    /// The kernel epoll `kfd` in the reactor of runtime `rt` (the current one),
+    /// registered by the first call from that runtime (one `dup` and one `epoll_ctl`);
+    /// `None` if it cannot be (the caller falls back to the watcher). One registration is
+    /// kept, for the runtime that asked last: waits in other runtimes hold their own `Arc`.
+    fn get(
+        &self,
+        rt: ::tokio::runtime::Id,
+        kfd: &std::os::fd::OwnedFd,
+    ) -> Option<Arc<KernelReactor>> {
+        use std::os::fd::AsFd;
+        if let Some((id, r)) = &*crate::loom::lock(&self.0) {
+            if *id == rt {
+                return r.clone();
+            }
+        }
+        // Registered with no lock held (tokio code).
+        let made = KernelReactor::new(kfd.as_fd(), rt).map(Arc::new);
+        let old = {
+            let mut slot = crate::loom::lock(&self.0);
+            match &*slot {
+                // Another wait of this runtime was quicker: use its registration.
+                Some((id, r)) if *id == rt => return r.clone(),
+                _ => slot.replace((rt, made.clone())),
+            }
+        };
+        // An older runtime's registration goes (tokio code) after the unlock.
+        drop(old);
+        made
+    }
+
+    /// `r` failed (its runtime shut down): forget it, so that the next wait of a live
+    /// runtime registers again. Drops it after the unlock.
+    fn forget(&self, r: &Arc<KernelReactor>) {
+        let old = {
+            let mut slot = crate::loom::lock(&self.0);
+            match &*slot {
+                Some((_, Some(cur))) if Arc::ptr_eq(cur, r) => slot.take(),
+                _ => None,
+            }
+        };
+        drop(old);
+    }
+
+    /// Take the registration out, to be dropped by the caller once it holds no lock
+    /// (`close`: `KernelLeft`).
+    pub(super) fn take(&self) -> Option<Arc<KernelReactor>> {
+        crate::loom::lock(&self.0).take().and_then(|(_, r)| r)
+    }
+}
+
+/// An epoll's kernel epoll in one tokio runtime's reactor: the fast path of
+/// `Epoll::wait_async` and `EpollStream` for kernel-fd sources (module docs).
+///
+/// It owns a duplicate of the kernel epoll's fd (the same open file, so the reactor sees
+/// the kernel epoll become readable) registered for `READABLE` with the runtime that was
+/// current when it was made. The reactor watches it edge-triggered: every wake of the
+/// kernel epoll (each kernel event of one of its fds) is an edge, and an edge bumps the
+/// `AsyncFd`'s readiness tick, so a clear made with an older tick does not take effect.
+#[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+#[derive(Debug)]
+pub(crate) struct KernelReactor {
+    rt: ::tokio::runtime::Id,
+    fd: ::tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+}
+
+#[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+impl KernelReactor {
+    /// The current tokio runtime's id, if the caller runs inside one.
+    pub(crate) fn current_runtime() -> Option<::tokio::runtime::Id> {
+        ::tokio::runtime::Handle::try_current().ok().map(|h| h.id())
+    }
+
+    /// Register a duplicate of `kfd` with the current runtime's reactor (`rt`). `None` if
+    /// it cannot be: the duplicate or the registration failed, or the runtime has no I/O
+    /// driver — tokio panics then, which is caught (with `panic = "abort"` that cannot be
+    /// caught, so no registration is tried: the caller uses the watcher thread).
+    pub(crate) fn new(kfd: BorrowedFd<'_>, rt: ::tokio::runtime::Id) -> Option<KernelReactor> {
+        if !cfg!(panic = "unwind") {
+            return None;
+        }
+        let dup = kfd.try_clone_to_owned().ok()?;
+        // tokio's registration panics in a runtime built without `enable_io`; nothing of
+        // ours is borrowed or locked across it, and the duplicate closes on unwind.
+        let fd =
+            std::panic::catch_unwind(move || register_stable(dup, ::tokio::io::Interest::READABLE))
+                .ok()?
+                .ok()?;
+        Some(KernelReactor { rt, fd })
+    }
+
+    /// Whether this was registered with runtime `rt`.
+    pub(crate) fn runtime(&self) -> ::tokio::runtime::Id {
+        self.rt
+    }
+
+    /// One look through the reactor around a harvest: take the reactor's readiness of the
+    /// kernel epoll (if set) *before* running `harvest`; if `harvest` reports that it found
+    /// the kernel epoll empty (`true` in its result), clear that readiness — which tokio
+    /// does only if no edge came since it was taken (the tick), so an event that arrived
+    /// after the harvest looked keeps it set. `Err` if the reactor is gone (its runtime
+    /// shut down). Calls tokio with no lock held (the caller holds none).
+    pub(crate) fn around<R>(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        harvest: impl FnOnce() -> (R, bool),
+    ) -> io::Result<R> {
+        let guard = match self.fd.poll_read_ready(cx) {
+            std::task::Poll::Ready(Ok(g)) => Some(g),
+            std::task::Poll::Ready(Err(e)) => return Err(e),
+            // Not ready (tokio stored the waker in its one-task slot: at worst a spurious
+            // wake later), or out of coop budget (tokio woke the task already).
+            std::task::Poll::Pending => None,
+        };
+        let (r, empty) = harvest();
+        if let (Some(mut g), true) = (guard, empty) {
+            g.clear_ready();
+        }
+        Ok(r)
+    }
+
+    /// A future that resolves once the reactor reports the kernel epoll readable (at once
+    /// if its readiness is set). Unlike `poll_read_ready`, whose one waker slot only the
+    /// last task to poll would keep, it waits in tokio's list of waiters, so every pending
+    /// wait of the epoll is woken.
+    pub(crate) async fn readable(self: std::sync::Arc<Self>) -> io::Result<()> {
+        self.fd.readable().await.map(drop)
+    }
+}
