@@ -236,7 +236,7 @@ impl EpInner {
                     kernel.collect(&reg.kernel, o)
                 })
             });
-            n + kernel.finish(self, &reg.kernel, &mut out[n..], batch)
+            n + kernel.finish(self, &reg.kernel, out, n, batch)
         })
     }
 

@@ -116,6 +116,7 @@ impl ReadyGuard<'_> {
     /// Is the ready list non-empty or a harvest running? A `true` also sets the ready hint:
     /// the wait that saw it retries a harvest that the hint gates, so a stale hint can never
     /// make it spin between the two.
+    #[inline]
     pub(crate) fn has_ready(&self) -> bool {
         let any = !self.rd.is_empty() || self.rd.ovf_active;
         if any {
@@ -125,12 +126,14 @@ impl ReadyGuard<'_> {
     }
 
     /// See [`ReadyState::forget`].
+    #[inline]
     pub(crate) fn forget(&mut self, item: &Item) -> Vec<Arc<Item>> {
         self.rd.forget(item)
     }
 
     /// `ep_start_scan`, `None` if the list is empty. `scanning` is published (SeqCst)
     /// before any source is polled: it pairs with `Item::wake`'s lock-free coalescing check.
+    #[inline]
     pub(crate) fn start_scan(&mut self) -> Option<Scan> {
         if self.rd.is_empty() {
             return None;
@@ -142,6 +145,7 @@ impl ReadyGuard<'_> {
 
     /// `ep_done_scan` (see [`ReadyState::done_scan`]). The caller then hands the drained
     /// transfer list's buffer back ([`recycle`](Self::recycle)).
+    #[inline]
     pub(crate) fn done_scan(
         &mut self,
         leftovers: impl Iterator<Item = Arc<Item>>,
@@ -158,6 +162,7 @@ impl ReadyGuard<'_> {
     }
 
     /// Keep the drained transfer list's buffer for the next scan.
+    #[inline]
     pub(crate) fn recycle(&mut self, spare: Vec<Arc<Item>>) {
         self.rd.spare = spare;
     }

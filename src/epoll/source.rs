@@ -52,6 +52,7 @@ impl SourceCore {
     ///
     /// A harvest that may unlink the item after this poll clears the source's settled mark
     /// ([`unsettle`](Self::unsettle)) before it (`harvest`).
+    #[inline]
     pub(crate) fn poll(&self, interest: Events, deliver: bool, batch: &mut WakeBatch) -> Events {
         match self {
             SourceCore::Notifier(n) => {

@@ -256,6 +256,7 @@ impl Collector {
     /// `kfd`, mapped through the tokens. An AutoReset `KernelNotifier` is delivered `IN`
     /// only if the read that resets it got the count (so each write is delivered at most
     /// once, whoever else consumes it). Must be called with `registry` held.
+    #[inline]
     pub(crate) fn collect(&mut self, reg: &Fds, out: &mut [Event]) -> usize {
         self.met = true;
         match &self.side {
@@ -264,8 +265,8 @@ impl Collector {
         }
     }
 
-    /// The end of a harvest that did not meet the kernel item: collect into `out` (the
-    /// slots left), and if that found events, queue the item (level-triggered: more may be
+    /// The end of a harvest that did not meet the kernel item: collect into `out[n..]`
+    /// (the slots left), and if that found events, queue the item (level-triggered: more may be
     /// ready), waking as a callback would — if someone relies on it (`listened`). Waiters
     /// that watch `kfd` themselves (threads in a kernel sleep, tasks through a reactor) do
     /// not: `kfd` stays readable while it holds events (a kernel sleep returns at once), a
@@ -279,15 +280,16 @@ impl Collector {
         ep: &EpInner,
         reg: &Fds,
         out: &mut [Event],
+        n: usize,
         batch: &mut WakeBatch,
     ) -> usize {
         let Some(side) = &self.side else {
             return 0;
         };
-        if self.met || out.is_empty() {
+        if self.met || n >= out.len() {
             return 0;
         }
-        let k = collect(reg, side, out);
+        let k = collect(reg, side, &mut out[n..]);
         if k > 0 {
             requeue(ep, side, batch);
         }

@@ -390,20 +390,26 @@ impl KernelReactor {
 
     /// Register a duplicate of `kfd` with the current runtime's reactor (`rt`). `None` if
     /// it cannot be: the duplicate or the registration failed, or the runtime has no I/O
-    /// driver — tokio panics then, which is caught (with `panic = "abort"` that cannot be
-    /// caught, so no registration is tried: the caller uses the watcher thread).
+    /// driver (the caller then uses the watcher thread).
+    ///
+    /// tokio offers no way to ask whether a runtime has an I/O driver: its registration
+    /// panics in a runtime built without `enable_io`. So the first registration in each
+    /// runtime is a probe ([`quietly`]: caught, with the process's panic hook kept silent
+    /// for it); a runtime found without I/O is remembered and never probed again. With
+    /// `panic = "abort"` a panic cannot be caught, so no registration is tried at all.
     pub(crate) fn new(kfd: BorrowedFd<'_>, rt: ::tokio::runtime::Id) -> Option<KernelReactor> {
-        if !cfg!(panic = "unwind") {
+        if !cfg!(panic = "unwind") || no_io(rt, false) {
             return None;
         }
         let dup = kfd.try_clone_to_owned().ok()?;
-        // tokio's registration panics in a runtime built without `enable_io`; nothing of
-        // ours is borrowed or locked across it, and the duplicate closes on unwind.
-        let fd =
-            std::panic::catch_unwind(move || register_stable(dup, ::tokio::io::Interest::READABLE))
-                .ok()?
-                .ok()?;
-        Some(KernelReactor { rt, fd })
+        // Nothing of ours is borrowed or locked across it, and the duplicate closes on
+        // unwind.
+        let Some(made) = quietly(move || register_stable(dup, ::tokio::io::Interest::READABLE))
+        else {
+            no_io(rt, true);
+            return None;
+        };
+        Some(KernelReactor { rt, fd: made.ok()? })
     }
 
     /// Whether this was registered with runtime `rt`.
@@ -443,4 +449,50 @@ impl KernelReactor {
     pub(crate) async fn readable(self: std::sync::Arc<Self>) -> io::Result<()> {
         self.fd.readable().await.map(drop)
     }
+}
+
+/// Runtimes found without an I/O driver (`KernelReactor::new`), the most recent first:
+/// whether `rt` is one, after adding it if `add`. Bounded: a process that makes runtimes
+/// without I/O by the thousand probes again only the ones it forgot.
+#[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+fn no_io(rt: ::tokio::runtime::Id, add: bool) -> bool {
+    use std::sync::Mutex;
+    const KEEP: usize = 64;
+    static NO_IO: Mutex<Vec<::tokio::runtime::Id>> = Mutex::new(Vec::new());
+    let mut v = NO_IO
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if add && !v.contains(&rt) {
+        v.insert(0, rt);
+        v.truncate(KEEP);
+    }
+    v.contains(&rt)
+}
+
+#[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+thread_local! {
+    /// Set while this thread runs a probe in [`quietly`].
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `f`, catching a panic (`None`) without running the process's panic hook for it: a
+/// hook is installed once, in front of whatever hook the process had then, that stays
+/// silent for a panic on a thread inside `quietly` and passes every other panic on. (A
+/// hook the program installs later replaces it; a probe then runs that hook, once per
+/// runtime without I/O.)
+#[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+fn quietly<R>(f: impl FnOnce() -> R) -> Option<R> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let before = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.try_with(std::cell::Cell::get).unwrap_or(false) {
+                before(info);
+            }
+        }));
+    });
+    let was = QUIET.with(|q| q.replace(true));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    QUIET.with(|q| q.set(was));
+    r.ok()
 }

@@ -50,7 +50,14 @@ impl Collector {
         0
     }
 
-    pub(crate) fn finish(self, _: &EpInner, _: &Fds, _: &mut [Event], _: &mut WakeBatch) -> usize {
+    pub(crate) fn finish(
+        self,
+        _: &EpInner,
+        _: &Fds,
+        _: &mut [Event],
+        _: usize,
+        _: &mut WakeBatch,
+    ) -> usize {
         0
     }
 }
