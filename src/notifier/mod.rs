@@ -25,6 +25,8 @@ pub(crate) mod api;
 pub(crate) mod future;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) mod kernel;
+#[cfg(not(evfd_loom))]
+pub(crate) mod signal;
 #[cfg(feature = "futures")]
 pub(crate) mod stream;
 
