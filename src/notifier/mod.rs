@@ -27,6 +27,7 @@ pub(crate) mod future;
 pub(crate) mod kernel;
 #[cfg(not(evfd_loom))]
 pub(crate) mod signal;
+pub(crate) mod signal_slot;
 #[cfg(feature = "futures")]
 pub(crate) mod stream;
 

@@ -28,54 +28,20 @@
 
 use std::fmt;
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::events::Events;
-use crate::mode::{self, Mode, WriteRefused};
 use crate::sys::{self, Bell, Doorbell};
 
+use super::signal_slot::Slot;
 use super::Notifier;
 
 /// The process's relay: its doorbell and the slots it serves.
-struct Relay {
+pub(crate) struct Relay {
     bell: Bell,
     /// The fork epoch the thread was started in: a child has no relay thread.
     born: u32,
     slots: Mutex<Vec<Arc<Slot>>>,
-}
-
-/// One handle's recorded wakes.
-struct Slot {
-    notifier: Notifier,
-    /// Writes made in handlers whose wake is still owed.
-    writes: AtomicU64,
-    /// Their units (Semaphore mode wakes one reader per unit).
-    units: AtomicU64,
-}
-
-impl Slot {
-    /// Make the owed wakes, if any (relay thread, or the handle's drop).
-    fn flush(&self) {
-        let writes = self.writes.swap(0, SeqCst);
-        if writes == 0 {
-            return;
-        }
-        let units = self.units.swap(0, SeqCst);
-        let inner = &self.notifier.inner;
-        if inner.forked() {
-            return;
-        }
-        // As `Inner::wake_readers` for each write: one exclusive reader per write
-        // (Counter, AutoReset) or per unit (Semaphore).
-        let nr = match inner.mode {
-            Mode::Semaphore => units.max(writes),
-            Mode::Counter | Mode::AutoReset => writes,
-        };
-        inner
-            .wq
-            .wake(Events::IN, usize::try_from(nr).unwrap_or(usize::MAX));
-    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -116,7 +82,7 @@ impl Relay {
             let _ = self.bell.drain();
             let due: Vec<Arc<Slot>> = lock(&self.slots)
                 .iter()
-                .filter(|s| s.writes.load(SeqCst) != 0)
+                .filter(|s| s.owes())
                 .cloned()
                 .collect();
             for s in due {
@@ -166,7 +132,7 @@ pub struct SignalNotifier {
 impl fmt::Debug for SignalNotifier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SignalNotifier")
-            .field("notifier", &self.slot.notifier)
+            .field("notifier", self.slot.notifier())
             .finish()
     }
 }
@@ -196,11 +162,7 @@ impl Notifier {
     pub fn signal_notifier(&self) -> io::Result<SignalNotifier> {
         self.inner.check()?;
         let relay = relay()?;
-        let slot = Arc::new(Slot {
-            notifier: self.clone(),
-            writes: AtomicU64::new(0),
-            units: AtomicU64::new(0),
-        });
+        let slot = Arc::new(Slot::new(self.clone()));
         lock(&relay.slots).push(Arc::clone(&slot));
         Ok(SignalNotifier { slot, relay })
     }
@@ -243,34 +205,12 @@ impl SignalNotifier {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write(&self, n: u64) -> io::Result<()> {
-        let inner = &self.slot.notifier.inner;
-        if inner.forked() {
-            return Err(io::ErrorKind::Unsupported.into());
+        if self.slot.write(n)? {
+            // Never waits (a private fd, and `ring` never waits whatever its flag says);
+            // "already rung" is success. Cannot fail short of the fd being closed behind
+            // our back; the record stays and the next ring or the drop delivers it.
+            let _ = self.relay.bell.ring();
         }
-        // The same lock-free CAS as `Inner::try_write`.
-        let mut cur = inner.count.load(SeqCst);
-        loop {
-            let next = match mode::write(cur, n) {
-                Ok(next) => next,
-                Err(WriteRefused::Invalid) => return Err(crate::error::invalid()),
-                Err(WriteRefused::Full) => return Err(crate::error::would_block()),
-            };
-            match inner.count.compare_exchange_weak(cur, next, SeqCst, SeqCst) {
-                Ok(_) => break,
-                Err(seen) => cur = seen,
-            }
-        }
-        // `WaitQueue::wake`'s fast path: nobody wants IN, no wake is owed.
-        crate::loom::dekker_fence();
-        if !inner.wq.interest().contains(Events::IN) {
-            return Ok(());
-        }
-        self.slot.units.fetch_add(n, SeqCst);
-        self.slot.writes.fetch_add(1, SeqCst);
-        // Never waits (a private fd, and `ring` never waits whatever its flag says);
-        // "already rung" is success. Cannot fail short of the fd being closed behind our
-        // back; the record stays and the next ring or the drop delivers it.
-        let _ = self.relay.bell.ring();
         Ok(())
     }
 
@@ -282,7 +222,7 @@ impl SignalNotifier {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn notifier(&self) -> &Notifier {
-        &self.slot.notifier
+        self.slot.notifier()
     }
 }
 
