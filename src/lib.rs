@@ -91,6 +91,8 @@ pub use notifier::api::EventNotifier;
 pub use notifier::future::{OwnedReadFuture, OwnedWriteFuture, ReadFuture, WriteFuture};
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub use notifier::kernel::{KernelNotifier, KernelNotifierBuilder};
+#[cfg(not(evfd_loom))]
+pub use notifier::signal::SignalNotifier;
 #[cfg(feature = "futures")]
 pub use notifier::stream::NotifierStream;
 pub use notifier::{Notifier, NotifierBuilder};

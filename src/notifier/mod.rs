@@ -25,6 +25,9 @@ pub(crate) mod api;
 pub(crate) mod future;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) mod kernel;
+#[cfg(not(evfd_loom))]
+pub(crate) mod signal;
+pub(crate) mod signal_slot;
 #[cfg(feature = "futures")]
 pub(crate) mod stream;
 
@@ -324,6 +327,9 @@ impl Notifier {
     /// Wakes readers (`IN`) even for `n == 0`, as eventfd does: an edge-triggered epoll item
     /// is re-armed by it.
     ///
+    /// Not async-signal-safe (its wake takes locks and runs wakers): from a signal handler
+    /// use [`SignalNotifier`](crate::SignalNotifier) (docs/semantics.md §6.3).
+    ///
     /// # Errors
     ///
     /// As `write(2)` on a non-blocking eventfd: `EINVAL` (`InvalidInput`) for
@@ -352,6 +358,9 @@ impl Notifier {
     /// Add `n` to the count, waiting for room if it would pass [`LIMIT`](crate::LIMIT) (a later read makes
     /// room). With `NONBLOCK`, behaves as [`try_write`](Self::try_write).
     ///
+    /// Not async-signal-safe (its wake takes locks and runs wakers): from a signal handler
+    /// use [`SignalNotifier`](crate::SignalNotifier) (docs/semantics.md §6.3).
+    ///
     /// # Errors
     ///
     /// `EINVAL` (`InvalidInput`) for `n == u64::MAX` (even when full); `EAGAIN`
@@ -378,6 +387,9 @@ impl Notifier {
 
     /// `write(1)`: the doorbell.
     ///
+    /// Not async-signal-safe (its wake takes locks and runs wakers): from a signal handler
+    /// use [`SignalNotifier`](crate::SignalNotifier) (docs/semantics.md §6.3).
+    ///
     /// # Errors
     ///
     /// As [`write`](Self::write).
@@ -394,6 +406,9 @@ impl Notifier {
 
     /// Take from the count without waiting: the whole count (Counter, AutoReset) or 1
     /// (Semaphore).
+    ///
+    /// Not async-signal-safe (its wake takes locks and runs wakers): from a signal handler
+    /// use [`SignalNotifier`](crate::SignalNotifier) (docs/semantics.md §6.3).
     ///
     /// # Errors
     ///

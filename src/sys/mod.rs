@@ -302,7 +302,7 @@ pub(crate) fn read_now_raw(
             r => return r,
         }
     }
-    let _ = how;
+    let _ = (how, probe);
     if !description_nonblocking(fd)? {
         // A peer made the description blocking: read only what poll says is there (a
         // readable, hung-up or failed fd answers at once).
@@ -343,7 +343,7 @@ pub(crate) fn write_now_raw(
             r => return r,
         }
     }
-    let _ = how;
+    let _ = (how, probe);
     if !description_nonblocking(fd)? {
         let ev = poll_flags_now(fd, PollFlags::IN | PollFlags::OUT)?;
         if !fits(ev)? {

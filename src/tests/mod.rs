@@ -14,3 +14,4 @@ mod loom_fd;
 mod loom_kernel_item;
 mod loom_kernel_sleep;
 mod loom_notifier;
+mod loom_signal;
