@@ -59,6 +59,7 @@
 //   shared                       SharedNotifier: one notifier across processes (sys: shm, futex, scm)
 //   tokio_fd, tokio_view         tokio AsyncFd glue (tokio_view: safe AsyncFds, AsyncEpoll)
 //   mio_source                   mio::event::Source impls
+//   vmm                          rust-vmm (vmm-sys-util) conversions for KernelNotifier
 mod epoll;
 mod error;
 mod events;
@@ -75,6 +76,11 @@ mod sys;
 mod tokio_fd;
 #[cfg(feature = "tokio")]
 mod tokio_view;
+#[cfg(all(
+    feature = "vmm-sys-util",
+    any(target_os = "linux", target_os = "android")
+))]
+mod vmm;
 mod wait_queue;
 
 #[cfg(feature = "futures")]
