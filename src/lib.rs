@@ -59,6 +59,8 @@
 //   shared                       SharedNotifier: one notifier across processes (sys: shm, futex, scm)
 //   tokio_fd, tokio_view         tokio AsyncFd glue (tokio_view: safe AsyncFds, AsyncEpoll)
 //   mio_source                   mio::event::Source impls
+//   pipe_halves                  kick/call halves over pipes (and eventfds)
+//   vmm                          rust-vmm (vmm-sys-util) conversions for KernelNotifier
 mod epoll;
 mod error;
 mod events;
@@ -68,6 +70,7 @@ mod loom;
 mod mio_source;
 mod mode;
 mod notifier;
+mod pipe_halves;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod shared;
 mod sys;
@@ -75,6 +78,11 @@ mod sys;
 mod tokio_fd;
 #[cfg(feature = "tokio")]
 mod tokio_view;
+#[cfg(all(
+    feature = "vmm-sys-util",
+    any(target_os = "linux", target_os = "android")
+))]
+mod vmm;
 mod wait_queue;
 
 #[cfg(feature = "futures")]
@@ -96,6 +104,7 @@ pub use notifier::signal::SignalNotifier;
 #[cfg(feature = "futures")]
 pub use notifier::stream::NotifierStream;
 pub use notifier::{Notifier, NotifierBuilder};
+pub use pipe_halves::{pipe_halves, ConsumerHalf, NotifierHalf};
 #[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
 pub use shared::{SharedFdView, SharedNotifier, SharedNotifierBuilder, SharedStats};
 #[doc(hidden)]
