@@ -380,3 +380,29 @@ fn semaphore_threads_conserve_units() {
     assert_eq!(got + b.count(), 4 * per);
     assert_eq!(b.sleepers(), (0, 0, 0));
 }
+
+/// Every would-block and timeout error carries its errno, as the other kinds' do
+/// (`EAGAIN` for `try_read`/`try_write` and the non-blocking `read`/`write`, `ETIMEDOUT`
+/// for `read_timeout`/`write_timeout`).
+#[test]
+fn would_block_and_timeout_carry_their_errno() {
+    let s = SharedNotifier::new(Mode::Counter).unwrap();
+    let e = s.try_read().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::WouldBlock);
+    assert_eq!(e.raw_os_error(), Some(libc::EAGAIN));
+    let e = s
+        .read_timeout(std::time::Duration::from_millis(2))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::TimedOut);
+    assert_eq!(e.raw_os_error(), Some(libc::ETIMEDOUT));
+    s.write(LIMIT).unwrap();
+    let e = s.try_write(1).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EAGAIN));
+    let e = s
+        .write_timeout(1, std::time::Duration::from_millis(2))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::TimedOut);
+    assert_eq!(e.raw_os_error(), Some(libc::ETIMEDOUT));
+    let nb = SharedNotifier::builder().nonblocking(true).build().unwrap();
+    assert_eq!(nb.read().unwrap_err().raw_os_error(), Some(libc::EAGAIN));
+}
