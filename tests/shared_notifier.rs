@@ -406,3 +406,33 @@ fn would_block_and_timeout_carry_their_errno() {
     let nb = SharedNotifier::builder().nonblocking(true).build().unwrap();
     assert_eq!(nb.read().unwrap_err().raw_os_error(), Some(libc::EAGAIN));
 }
+
+/// A doorbell that is an `EFD_SEMAPHORE` eventfd is refused (its drain takes 1 and can leave
+/// it readable), where the kernel shows the flag (`eventfd-semaphore`, Linux 6.4+).
+#[test]
+fn semaphore_doorbell_is_refused() {
+    let bell = rustix::event::eventfd(
+        0,
+        rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::SEMAPHORE,
+    )
+    .unwrap();
+    let shown = std::fs::read_to_string(format!(
+        "/proc/self/fdinfo/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&bell)
+    ))
+    .unwrap()
+    .contains("eventfd-semaphore");
+    let good_meta = meta(2, 1, SIZE);
+    let r = region("evfd-sembell", MAGIC, good_meta, SIZE, good_seals());
+    let (a, b) = UnixStream::pair().unwrap();
+    shared_util::send_fds(&a, PAYLOAD, &[r.as_fd(), bell.as_fd()]);
+    let got = SharedNotifier::recv(&b);
+    if shown {
+        assert_eq!(got.unwrap_err().kind(), ErrorKind::InvalidData);
+    } else {
+        assert!(
+            got.is_ok(),
+            "kernel without eventfd-semaphore: cannot tell, accepted"
+        );
+    }
+}
