@@ -380,3 +380,59 @@ fn semaphore_threads_conserve_units() {
     assert_eq!(got + b.count(), 4 * per);
     assert_eq!(b.sleepers(), (0, 0, 0));
 }
+
+/// Every would-block and timeout error carries its errno, as the other kinds' do
+/// (`EAGAIN` for `try_read`/`try_write` and the non-blocking `read`/`write`, `ETIMEDOUT`
+/// for `read_timeout`/`write_timeout`).
+#[test]
+fn would_block_and_timeout_carry_their_errno() {
+    let s = SharedNotifier::new(Mode::Counter).unwrap();
+    let e = s.try_read().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::WouldBlock);
+    assert_eq!(e.raw_os_error(), Some(libc::EAGAIN));
+    let e = s
+        .read_timeout(std::time::Duration::from_millis(2))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::TimedOut);
+    assert_eq!(e.raw_os_error(), Some(libc::ETIMEDOUT));
+    s.write(LIMIT).unwrap();
+    let e = s.try_write(1).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EAGAIN));
+    let e = s
+        .write_timeout(1, std::time::Duration::from_millis(2))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::TimedOut);
+    assert_eq!(e.raw_os_error(), Some(libc::ETIMEDOUT));
+    let nb = SharedNotifier::builder().nonblocking(true).build().unwrap();
+    assert_eq!(nb.read().unwrap_err().raw_os_error(), Some(libc::EAGAIN));
+}
+
+/// A doorbell that is an `EFD_SEMAPHORE` eventfd is refused (its drain takes 1 and can leave
+/// it readable), where the kernel shows the flag (`eventfd-semaphore`, Linux 6.4+).
+#[test]
+fn semaphore_doorbell_is_refused() {
+    let bell = rustix::event::eventfd(
+        0,
+        rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::SEMAPHORE,
+    )
+    .unwrap();
+    let shown = std::fs::read_to_string(format!(
+        "/proc/self/fdinfo/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&bell)
+    ))
+    .unwrap()
+    .contains("eventfd-semaphore");
+    let good_meta = meta(2, 1, SIZE);
+    let r = region("evfd-sembell", MAGIC, good_meta, SIZE, good_seals());
+    let (a, b) = UnixStream::pair().unwrap();
+    shared_util::send_fds(&a, PAYLOAD, &[r.as_fd(), bell.as_fd()]);
+    let got = SharedNotifier::recv(&b);
+    if shown {
+        assert_eq!(got.unwrap_err().kind(), ErrorKind::InvalidData);
+    } else {
+        assert!(
+            got.is_ok(),
+            "kernel without eventfd-semaphore: cannot tell, accepted"
+        );
+    }
+}

@@ -73,7 +73,7 @@ pub struct SharedFdView {
 }
 
 impl SharedFdView {
-    /// Deliver `IN` to this consumer: the readiness at delivery; a [`Mode::AutoReset`]
+    /// Deliver `IN` to this consumer: the readiness at delivery; a [`Mode::AutoReset`](crate::mode::Mode::AutoReset)
     /// notifier's count is reset to 0 (and the doorbell drained).
     ///
     /// # Errors

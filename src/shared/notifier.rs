@@ -280,7 +280,8 @@ impl SharedNotifier {
     /// The whole message is validated before anything is mapped: exactly two fds; the first
     /// a memfd open read-write, sealed against shrinking, growing and further sealing (and
     /// not against writes), of exactly the region's size, whose header has the right magic, layout
-    /// version and a known mode; the second an eventfd. Anything else is refused and every
+    /// version and a known mode; the second an eventfd, not `EFD_SEMAPHORE` (where the kernel shows the
+    /// flag in `/proc/self/fdinfo`, Linux 6.4+). Anything else is refused and every
     /// fd that came with the message is closed.
     ///
     /// The notifier is blocking and its fds close-on-exec; the mode is the sender's.
@@ -334,6 +335,13 @@ impl SharedNotifier {
         let meta = u64::from_ne_bytes(header[8..].try_into().expect("8 bytes"));
         let mode = protocol::parse_header(magic, meta)?;
         match eventfd::fdinfo(bell.as_fd()) {
+            // A semaphore eventfd's drain takes 1 and can leave it readable: the doorbell
+            // would no longer mirror `count > 0`.
+            Ok(Some(info)) if info.semaphore == Some(true) => {
+                return Err(refused(
+                    "shared notifier message: the doorbell is an EFD_SEMAPHORE eventfd",
+                ))
+            }
             Ok(Some(_)) => {}
             Ok(None) => {
                 return Err(refused(

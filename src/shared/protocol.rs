@@ -141,6 +141,7 @@
 use std::io;
 use std::time::Instant;
 
+use crate::error::{timed_out, would_block};
 use crate::events::Events;
 use crate::loom::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 use crate::mode::{self, Mode, WriteRefused};
@@ -298,14 +299,6 @@ fn contended() -> io::Error {
     bad_data(format!(
         "shared counter changed {MAX_CAS} times during one operation: the peer is misbehaving"
     ))
-}
-
-fn would_block() -> io::Error {
-    io::Error::from(io::ErrorKind::WouldBlock)
-}
-
-fn timed_out() -> io::Error {
-    io::Error::new(io::ErrorKind::TimedOut, "shared notifier wait timed out")
 }
 
 impl<W: Words, O: Os> Protocol<W, O> {

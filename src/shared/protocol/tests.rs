@@ -184,7 +184,7 @@ pub(crate) mod heap {
 
         fn backoff(&self, _deadline: Option<Instant>) {
             #[cfg(evfd_loom)]
-            loom::thread::yield_now();
+            ::loom::thread::yield_now();
             #[cfg(not(evfd_loom))]
             std::thread::yield_now();
         }
