@@ -214,20 +214,3 @@ impl sealed::Sealed for KernelNotifier {
 #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
 impl Source for KernelNotifier {}
 impl<T: Source + ?Sized> Source for &T {}
-
-/// A [`SharedNotifier`](crate::SharedNotifier): its doorbell eventfd, which mirrors
-/// `count > 0` while an epoll watches it, through the embedded kernel epoll. In AutoReset
-/// mode the delivery of `IN` resets the shared count; dropping the last handle removes it
-/// from every epoll, although the peer process keeps the doorbell open.
-#[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
-impl sealed::Sealed for crate::SharedNotifier {
-    fn source_ref(&self) -> sealed::SourceRef<'_> {
-        sealed::SourceRef::Kernel(sealed::KernelRef {
-            fd: self.epoll_bell(),
-            autoreset: self.mode() == Mode::AutoReset,
-            owner: Some(self.kernel_regs()),
-        })
-    }
-}
-#[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
-impl Source for crate::SharedNotifier {}

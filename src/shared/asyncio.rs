@@ -9,7 +9,7 @@
 //!   consumer, so the doorbell mirrors `count > 0` and the notifier's reader epoll
 //!   (level-triggered `IN`, shared by its read futures) reports it readable exactly then,
 //!   in whichever process the count was written.
-//! - **Writers** waiting for room (a count near [`LIMIT`](crate::LIMIT): rare) each watch
+//! - **Writers** waiting for room (a count near [`LIMIT`](crate::mode::LIMIT): rare) each watch
 //!   the doorbell edge-triggered in an epoll of their own and register in the region as
 //!   waiting writers, and ask for a pulse before each re-check; the next consumption then
 //!   pulses the doorbell (an eventfd write of 0), which reports an event to each such watch
@@ -18,9 +18,10 @@
 //! Both futures are cancel-safe: they consume or add only in the poll that returns
 //! `Ready`, and a dropped one unregisters (its `Drop` guard).
 
+use std::future::Future;
 use std::io;
 
-use super::handle::SharedNotifier;
+use super::notifier::SharedNotifier;
 use crate::epoll::Epoll;
 use crate::events::{Event, Events};
 
@@ -33,8 +34,96 @@ impl Drop for BellArm<'_> {
     }
 }
 
+impl SharedNotifier {
+    /// Take from the count, waiting while it is 0, as a future (any executor). The whole
+    /// count (Counter, AutoReset: the completion is the delivery, it resets) or 1
+    /// (Semaphore).
+    ///
+    /// Cancel-safe: a future dropped before it completes consumed nothing. While it is
+    /// pending it waits in an [`Epoll`](crate::Epoll) on the doorbell, which then mirrors
+    /// `count > 0` (one syscall on each edge); a read that finds units is memory only.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidData` if the peer corrupted the region; the OS error from the epoll.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::os::unix::net::UnixStream;
+    /// let (a, b) = UnixStream::pair()?;
+    /// let s = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
+    /// s.send(&a)?;
+    /// let peer = evfd::SharedNotifier::recv(&b)?;
+    /// let t = std::thread::spawn(move || peer.write(3));
+    /// assert_eq!(futures::executor::block_on(s.read_async())?, 3);
+    /// t.join().unwrap()?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
+    #[allow(clippy::manual_async_fn)]
+    pub fn read_async(&self) -> impl Future<Output = io::Result<u64>> + Send + '_ {
+        async move { read(self, self.reader_epoll()?).await }
+    }
+
+    /// Add `n` to the count, waiting for room while it would pass [`LIMIT`](crate::LIMIT),
+    /// as a future (any executor).
+    ///
+    /// A write that fits is memory only. A future that has to wait costs no thread of its
+    /// own: it watches the doorbell in an [`Epoll`](crate::Epoll) of its own
+    /// (edge-triggered) and registers in the region as a writer waiting for room; while it
+    /// is registered, every read or AutoReset delivery (in either process) pulses the
+    /// doorbell with one `write(2)` of 0, which wakes the future without changing the
+    /// doorbell's readability. The wake reaches the task through the epoll's kernel-fd
+    /// machinery (its watcher thread, one per process, shared with every other wait). A
+    /// waiting future holds one kernel epoll fd, closed when it completes or is dropped.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it completes adds nothing, unregisters it from the
+    /// region and closes its epoll. It never takes a wake that another waiter needs: every
+    /// consumption wakes every waiting writer (blocked or async, in either process), so a
+    /// dropped future's pending wake was also delivered to the others.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `n == u64::MAX`; `InvalidData` if the peer corrupted the region.
+    ///
+    /// ```
+    /// let s = evfd::SharedNotifier::builder().initial(evfd::LIMIT).build()?;
+    /// let s2 = s.clone();
+    /// let t = std::thread::spawn(move || {
+    ///     std::thread::sleep(std::time::Duration::from_millis(10));
+    ///     s2.read()
+    /// });
+    /// futures::executor::block_on(s.write_async(2))?;
+    /// assert_eq!(t.join().unwrap()?, evfd::LIMIT);
+    /// assert_eq!(s.count(), 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
+    #[allow(clippy::manual_async_fn)]
+    pub fn write_async(&self, n: u64) -> impl Future<Output = io::Result<()>> + Send + '_ {
+        write(self, n)
+    }
+
+    /// The epoll this notifier's read futures wait in (made by the first one): its
+    /// doorbell, level-triggered.
+    fn reader_epoll(&self) -> io::Result<&Epoll> {
+        let slot = self.reader_ep();
+        if let Some(ep) = slot.get() {
+            return Ok(ep);
+        }
+        let ep = Epoll::new();
+        ep.add(&self.bell_fd(), Events::IN, 0)?;
+        // A racing first reader may have set it: either epoll will do.
+        let _ = slot.set(ep);
+        Ok(slot.get().expect("set just above"))
+    }
+}
+
 /// `SharedNotifier::read_async`.
-pub(super) async fn read(s: &SharedNotifier, ep: &Epoll) -> io::Result<u64> {
+async fn read(s: &SharedNotifier, ep: &Epoll) -> io::Result<u64> {
     let mut arm = None;
     let mut evs = [Event::default(); 1];
     loop {
@@ -49,13 +138,6 @@ pub(super) async fn read(s: &SharedNotifier, ep: &Epoll) -> io::Result<u64> {
         }
         ep.wait_async(&mut evs).await?;
     }
-}
-
-/// The epoll a notifier's read futures wait in: its doorbell, level-triggered.
-pub(super) fn reader_epoll(bell: std::os::fd::BorrowedFd<'_>) -> io::Result<Epoll> {
-    let ep = Epoll::new();
-    ep.add(&bell, Events::IN, 0)?;
-    Ok(ep)
 }
 
 /// This future's registration as a writer waiting for room, and the epoll in which it
@@ -84,7 +166,7 @@ impl Drop for RoomWait<'_> {
 }
 
 /// `SharedNotifier::write_async`.
-pub(super) async fn write(s: &SharedNotifier, n: u64) -> io::Result<()> {
+async fn write(s: &SharedNotifier, n: u64) -> io::Result<()> {
     let mut wait: Option<RoomWait<'_>> = None;
     let mut evs = [Event::default(); 1];
     loop {

@@ -80,6 +80,7 @@
 //! undoes itself. loom: `tests::loom_epoll::settled_*`.
 
 pub(crate) mod list;
+pub(crate) mod spin;
 pub(crate) mod task;
 pub(crate) mod thread;
 

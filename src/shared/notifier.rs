@@ -1,49 +1,27 @@
-//! The public [`SharedNotifier`] over a mapped region.
+//! The public [`SharedNotifier`]: creation, passing over a Unix socket and validation of what
+//! arrives (`send`/`recv`), and the operations over the protocol; with its builder and its
+//! syscall counters ([`SharedStats`]). Its fd view is in `fd_view`, its futures in `asyncio`,
+//! its epoll source in `source`.
 
 use std::fmt;
-use std::future::Future;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
-use super::asyncio;
-use super::protocol::{self, Futex, Os, Protocol, Woke, Words, REGION_SIZE};
+use super::os::{Region, SysOs};
+use super::protocol::{self, Protocol, REGION_SIZE};
 use crate::epoll::Epoll;
+use crate::events::Events;
 use crate::mode::Mode;
 use crate::notifier::kernel::{KernelDeliver, Registrations};
-use crate::sys::{self, eventfd, futex, scm, shm};
-use crate::Events;
+use crate::sys::{self, eventfd, scm, shm};
 
 /// The payload that travels with the two fds: a tag, so that a stray message on the socket
 /// is told apart from ours before any fd is looked at.
 const MSG: [u8; 8] = *b"EVFDMSG1";
-
-/// The region's words, as atomics in the mapping.
-struct Region(shm::Mapping);
-
-impl Words for Region {
-    fn magic(&self) -> &AtomicU64 {
-        self.0.u64_at(protocol::OFF_MAGIC)
-    }
-    fn meta(&self) -> &AtomicU64 {
-        self.0.u64_at(protocol::OFF_META)
-    }
-    fn count(&self) -> &AtomicU64 {
-        self.0.u64_at(protocol::OFF_COUNT)
-    }
-    fn sleepers(&self) -> &AtomicU64 {
-        self.0.u64_at(protocol::OFF_SLEEPERS)
-    }
-    fn rseq(&self) -> &AtomicU32 {
-        self.0.u32_at(protocol::OFF_RSEQ)
-    }
-    fn wseq(&self) -> &AtomicU32 {
-        self.0.u32_at(protocol::OFF_WSEQ)
-    }
-}
 
 /// The syscalls a [`SharedNotifier`] made in this process (its clones included), counted.
 ///
@@ -69,66 +47,6 @@ pub struct SharedStats {
     pub drains: u64,
 }
 
-/// The OS side: the shared futex and the doorbell eventfd.
-struct SysOs {
-    /// Shared with the epoll registrations (`Inner::regs`), which must delete themselves
-    /// while it is open.
-    bell: Arc<OwnedFd>,
-    futex_wakes: AtomicU64,
-    futex_waits: AtomicU64,
-    rings: AtomicU64,
-    drains: AtomicU64,
-}
-
-impl Os for SysOs {
-    fn futex_wait(
-        &self,
-        _: Futex,
-        word: &AtomicU32,
-        expected: u32,
-        deadline: Option<Instant>,
-    ) -> io::Result<Woke> {
-        self.futex_waits.fetch_add(1, Relaxed);
-        Ok(match futex::wait(word, expected, deadline)? {
-            futex::Woke::Maybe => Woke::Maybe,
-            futex::Woke::TimedOut => Woke::TimedOut,
-        })
-    }
-
-    fn futex_wake(&self, _: Futex, word: &AtomicU32, n: u32) {
-        self.futex_wakes.fetch_add(1, Relaxed);
-        // EFAULT/EINVAL cannot happen on a mapped, aligned word; nothing to report to.
-        let _ = futex::wake(word, n);
-    }
-
-    fn ring(&self) {
-        self.rings.fetch_add(1, Relaxed);
-        // EAGAIN: saturated, so readable: rung.
-        let _ = eventfd::write(self.bell.as_fd(), 1);
-    }
-
-    fn drain(&self) {
-        self.drains.fetch_add(1, Relaxed);
-        // EAGAIN: already 0.
-        let _ = eventfd::read(self.bell.as_fd());
-    }
-
-    fn pulse(&self) {
-        self.rings.fetch_add(1, Relaxed);
-        // A write of 0 wakes the doorbell's watchers and changes nothing; it cannot fail on
-        // an eventfd (not EAGAIN: it adds nothing).
-        let _ = eventfd::write(self.bell.as_fd(), 0);
-    }
-
-    fn backoff(&self, deadline: Option<Instant>) {
-        let mut d = Duration::from_millis(1);
-        if let Some(dl) = deadline {
-            d = d.min(dl.saturating_duration_since(Instant::now()));
-        }
-        std::thread::sleep(d);
-    }
-}
-
 struct Inner {
     proto: Protocol<Region, SysOs>,
     memfd: OwnedFd,
@@ -141,7 +59,7 @@ struct Inner {
     /// registrations in the shared words.
     pid: u32,
     /// The epoll that `read_async` waits in (made at the first one).
-    reader_ep: std::sync::OnceLock<Epoll>,
+    reader_ep: OnceLock<Epoll>,
     /// Where the doorbell is registered as an epoll's kernel-fd source: dropping the last
     /// handle deletes those registrations, although the peer keeps the doorbell open. An
     /// AutoReset delivery through an epoll resets the shared count (`KernelDeliver`).
@@ -279,18 +197,6 @@ impl SharedNotifierBuilder {
     }
 }
 
-impl SysOs {
-    fn new(bell: OwnedFd) -> SysOs {
-        SysOs {
-            bell: Arc::new(bell),
-            futex_wakes: AtomicU64::new(0),
-            futex_waits: AtomicU64::new(0),
-            rings: AtomicU64::new(0),
-            drains: AtomicU64::new(0),
-        }
-    }
-}
-
 fn refused(msg: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg.into())
 }
@@ -311,7 +217,7 @@ impl SharedNotifier {
                 cloexec,
                 epoll_armed: AtomicBool::new(false),
                 pid: std::process::id(),
-                reader_ep: std::sync::OnceLock::new(),
+                reader_ep: OnceLock::new(),
                 regs: Registrations::new(bell, me.clone() as std::sync::Weak<dyn KernelDeliver>),
             }),
         }
@@ -680,44 +586,6 @@ impl SharedNotifier {
         }
     }
 
-    /// A real fd readable exactly while the count is non-zero (in either process), for OS
-    /// pollers (`poll(2)`, raw epoll, mio, tokio's `AsyncFd`).
-    ///
-    /// The fd is (a duplicate of) the doorbell eventfd. While a view exists (in any process)
-    /// the doorbell mirrors `count > 0`: the write that makes the count non-zero rings it and
-    /// the read that empties it drains it, each one syscall; writes and reads in between
-    /// cost none. Poll the fd, never read or write it; consume through the notifier
-    /// ([`read`](Self::read), [`SharedFdView::consume`] for AutoReset).
-    ///
-    /// # Errors
-    ///
-    /// The OS error from duplicating the doorbell fd.
-    ///
-    /// ```
-    /// use rustix::event::{poll, PollFd, PollFlags, Timespec};
-    /// let s = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
-    /// let view = s.fd_view()?;
-    /// let readable = || {
-    ///     let mut fds = [PollFd::new(&view, PollFlags::IN)];
-    ///     poll(&mut fds, Some(&Timespec { tv_sec: 0, tv_nsec: 0 })).unwrap() == 1
-    /// };
-    /// assert!(!readable());
-    /// s.notify()?;
-    /// assert!(readable());
-    /// s.read()?;
-    /// assert!(!readable());
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn fd_view(&self) -> io::Result<SharedFdView> {
-        let fd = eventfd::dup(self.inner.proto.os.bell.as_fd(), self.inner.cloexec)?;
-        self.inner.proto.arm_bell();
-        Ok(SharedFdView {
-            shared: self.clone(),
-            fd,
-            pid: std::process::id(),
-        })
-    }
-
     /// Deliver `IN` to this consumer, as an epoll harvest would: the readiness at delivery;
     /// a [`Mode::AutoReset`] notifier's count is reset to 0 (writers blocked at the limit are
     /// woken). Counter and Semaphore: nothing changes. Not a syscall unless a doorbell
@@ -740,78 +608,6 @@ impl SharedNotifier {
         self.inner.proto.deliver()
     }
 
-    /// Take from the count, waiting while it is 0, as a future (any executor). The whole
-    /// count (Counter, AutoReset: the completion is the delivery, it resets) or 1
-    /// (Semaphore).
-    ///
-    /// Cancel-safe: a future dropped before it completes consumed nothing. While it is
-    /// pending it waits in an [`Epoll`](crate::Epoll) on the doorbell, which then mirrors
-    /// `count > 0` (one syscall on each edge); a read that finds units is memory only.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidData` if the peer corrupted the region; the OS error from the epoll.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::os::unix::net::UnixStream;
-    /// let (a, b) = UnixStream::pair()?;
-    /// let s = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
-    /// s.send(&a)?;
-    /// let peer = evfd::SharedNotifier::recv(&b)?;
-    /// let t = std::thread::spawn(move || peer.write(3));
-    /// assert_eq!(futures::executor::block_on(s.read_async())?, 3);
-    /// t.join().unwrap()?;
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
-    #[allow(clippy::manual_async_fn)]
-    pub fn read_async(&self) -> impl Future<Output = io::Result<u64>> + Send + '_ {
-        async move { asyncio::read(self, self.reader_epoll()?).await }
-    }
-
-    /// Add `n` to the count, waiting for room while it would pass [`LIMIT`](crate::LIMIT),
-    /// as a future (any executor).
-    ///
-    /// A write that fits is memory only. A future that has to wait costs no thread of its
-    /// own: it watches the doorbell in an [`Epoll`](crate::Epoll) of its own
-    /// (edge-triggered) and registers in the region as a writer waiting for room; while it
-    /// is registered, every read or AutoReset delivery (in either process) pulses the
-    /// doorbell with one `write(2)` of 0, which wakes the future without changing the
-    /// doorbell's readability. The wake reaches the task through the epoll's kernel-fd
-    /// machinery (its watcher thread, one per process, shared with every other wait). A
-    /// waiting future holds one kernel epoll fd, closed when it completes or is dropped.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the future before it completes adds nothing, unregisters it from the
-    /// region and closes its epoll. It never takes a wake that another waiter needs: every
-    /// consumption wakes every waiting writer (blocked or async, in either process), so a
-    /// dropped future's pending wake was also delivered to the others.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidInput` for `n == u64::MAX`; `InvalidData` if the peer corrupted the region.
-    ///
-    /// ```
-    /// let s = evfd::SharedNotifier::builder().initial(evfd::LIMIT).build()?;
-    /// let s2 = s.clone();
-    /// let t = std::thread::spawn(move || {
-    ///     std::thread::sleep(std::time::Duration::from_millis(10));
-    ///     s2.read()
-    /// });
-    /// futures::executor::block_on(s.write_async(2))?;
-    /// assert_eq!(t.join().unwrap()?, evfd::LIMIT);
-    /// assert_eq!(s.count(), 2);
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
-    #[allow(clippy::manual_async_fn)]
-    pub fn write_async(&self, n: u64) -> impl Future<Output = io::Result<()>> + Send + '_ {
-        asyncio::write(self, n)
-    }
-
     pub(super) fn arm_bell_here(&self) {
         self.inner.proto.arm_bell();
     }
@@ -820,14 +616,14 @@ impl SharedNotifier {
         self.inner.proto.disarm_bell();
     }
 
-    fn reader_epoll(&self) -> io::Result<&Epoll> {
-        if let Some(ep) = self.inner.reader_ep.get() {
-            return Ok(ep);
-        }
-        let ep = asyncio::reader_epoll(self.inner.proto.os.bell.as_fd())?;
-        // A racing first reader may have set it: either epoll will do.
-        let _ = self.inner.reader_ep.set(ep);
-        Ok(self.inner.reader_ep.get().expect("set just above"))
+    /// The slot of the epoll that `read_async` waits in (made by the first one).
+    pub(super) fn reader_ep(&self) -> &OnceLock<Epoll> {
+        &self.inner.reader_ep
+    }
+
+    /// Whether this process's fds are close-on-exec (for duplicates of the doorbell).
+    pub(super) fn cloexec(&self) -> bool {
+        self.inner.cloexec
     }
 
     pub(super) fn arm_room_here(&self) {
@@ -847,13 +643,13 @@ impl SharedNotifier {
     }
 
     /// The epoll registrations of the doorbell.
-    pub(crate) fn kernel_regs(&self) -> &Registrations {
+    pub(super) fn kernel_regs(&self) -> &Registrations {
         &self.inner.regs
     }
 
     /// The doorbell fd, for the embedded kernel epoll. The first call registers this
     /// process as a doorbell consumer until the object is dropped.
-    pub(crate) fn epoll_bell(&self) -> BorrowedFd<'_> {
+    pub(super) fn epoll_bell(&self) -> BorrowedFd<'_> {
         if !self.inner.epoll_armed.swap(true, Relaxed) {
             self.inner.proto.arm_bell();
         }
@@ -874,88 +670,6 @@ impl fmt::Debug for SharedNotifier {
             .field("count", &self.count())
             .field("nonblocking", &self.inner.nonblock)
             .field("memfd", &self.inner.memfd.as_raw_fd())
-            .finish()
-    }
-}
-
-/// A real fd readable exactly while a [`SharedNotifier`]'s count is non-zero; made by
-/// [`SharedNotifier::fd_view`]. Dropping it unregisters it (writes stop ringing once no
-/// view or epoll is left).
-///
-/// # Examples
-///
-/// ```
-/// use evfd::{Events, Mode, SharedNotifier};
-/// let kick = SharedNotifier::new(Mode::AutoReset)?;
-/// let view = kick.fd_view()?;
-/// kick.notify()?;
-/// assert!(view.consume()?.contains(Events::IN)); // delivered: reset
-/// assert_eq!(kick.count(), 0);
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub struct SharedFdView {
-    shared: SharedNotifier,
-    fd: OwnedFd,
-    /// The process that registered this view (a fork child's copy must not unregister it).
-    pid: u32,
-}
-
-impl SharedFdView {
-    /// Deliver `IN` to this consumer: the readiness at delivery; a [`Mode::AutoReset`]
-    /// notifier's count is reset to 0 (and the doorbell drained).
-    ///
-    /// # Errors
-    ///
-    /// `InvalidData` if the peer corrupted the region.
-    ///
-    /// ```
-    /// let s = evfd::SharedNotifier::builder().initial(2).build()?;
-    /// let v = s.fd_view()?;
-    /// assert!(v.consume()?.contains(evfd::Events::IN));
-    /// assert_eq!(s.count(), 2); // Counter: delivery changes nothing
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn consume(&self) -> io::Result<Events> {
-        self.shared.consume()
-    }
-
-    /// The notifier this view follows.
-    ///
-    /// ```
-    /// let s = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
-    /// assert!(s.fd_view()?.notifier().ptr_eq(&s));
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn notifier(&self) -> &SharedNotifier {
-        &self.shared
-    }
-}
-
-impl Drop for SharedFdView {
-    fn drop(&mut self) {
-        if std::process::id() == self.pid {
-            self.shared.inner.proto.disarm_bell();
-        }
-    }
-}
-
-impl AsFd for SharedFdView {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
-}
-
-impl AsRawFd for SharedFdView {
-    fn as_raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
-    }
-}
-
-impl fmt::Debug for SharedFdView {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SharedFdView")
-            .field("fd", &self.fd.as_raw_fd())
-            .field("count", &self.shared.count())
             .finish()
     }
 }

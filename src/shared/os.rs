@@ -1,0 +1,108 @@
+//! The protocol's binding to this OS (`protocol::{Words, Os}`): the region's words as
+//! atomics in the shared mapping ([`Region`]), and the shared futex and the doorbell eventfd
+//! ([`SysOs`]), with the syscall counters behind `SharedNotifier::stats`.
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::protocol::{self, Futex, Os, Woke, Words};
+use crate::sys::{eventfd, futex, shm};
+
+/// The region's words, as atomics in the mapping.
+pub(super) struct Region(pub(super) shm::Mapping);
+
+impl Words for Region {
+    fn magic(&self) -> &AtomicU64 {
+        self.0.u64_at(protocol::OFF_MAGIC)
+    }
+    fn meta(&self) -> &AtomicU64 {
+        self.0.u64_at(protocol::OFF_META)
+    }
+    fn count(&self) -> &AtomicU64 {
+        self.0.u64_at(protocol::OFF_COUNT)
+    }
+    fn sleepers(&self) -> &AtomicU64 {
+        self.0.u64_at(protocol::OFF_SLEEPERS)
+    }
+    fn rseq(&self) -> &AtomicU32 {
+        self.0.u32_at(protocol::OFF_RSEQ)
+    }
+    fn wseq(&self) -> &AtomicU32 {
+        self.0.u32_at(protocol::OFF_WSEQ)
+    }
+}
+
+/// The OS side: the shared futex and the doorbell eventfd.
+pub(super) struct SysOs {
+    /// Shared with the epoll registrations (`Inner::regs`), which must delete themselves
+    /// while it is open.
+    pub(super) bell: Arc<OwnedFd>,
+    pub(super) futex_wakes: AtomicU64,
+    pub(super) futex_waits: AtomicU64,
+    pub(super) rings: AtomicU64,
+    pub(super) drains: AtomicU64,
+}
+
+impl Os for SysOs {
+    fn futex_wait(
+        &self,
+        _: Futex,
+        word: &AtomicU32,
+        expected: u32,
+        deadline: Option<Instant>,
+    ) -> io::Result<Woke> {
+        self.futex_waits.fetch_add(1, Relaxed);
+        Ok(match futex::wait(word, expected, deadline)? {
+            futex::Woke::Maybe => Woke::Maybe,
+            futex::Woke::TimedOut => Woke::TimedOut,
+        })
+    }
+
+    fn futex_wake(&self, _: Futex, word: &AtomicU32, n: u32) {
+        self.futex_wakes.fetch_add(1, Relaxed);
+        // EFAULT/EINVAL cannot happen on a mapped, aligned word; nothing to report to.
+        let _ = futex::wake(word, n);
+    }
+
+    fn ring(&self) {
+        self.rings.fetch_add(1, Relaxed);
+        // EAGAIN: saturated, so readable: rung.
+        let _ = eventfd::write(self.bell.as_fd(), 1);
+    }
+
+    fn drain(&self) {
+        self.drains.fetch_add(1, Relaxed);
+        // EAGAIN: already 0.
+        let _ = eventfd::read(self.bell.as_fd());
+    }
+
+    fn pulse(&self) {
+        self.rings.fetch_add(1, Relaxed);
+        // A write of 0 wakes the doorbell's watchers and changes nothing; it cannot fail on
+        // an eventfd (not EAGAIN: it adds nothing).
+        let _ = eventfd::write(self.bell.as_fd(), 0);
+    }
+
+    fn backoff(&self, deadline: Option<Instant>) {
+        let mut d = Duration::from_millis(1);
+        if let Some(dl) = deadline {
+            d = d.min(dl.saturating_duration_since(Instant::now()));
+        }
+        std::thread::sleep(d);
+    }
+}
+
+impl SysOs {
+    pub(super) fn new(bell: OwnedFd) -> SysOs {
+        SysOs {
+            bell: Arc::new(bell),
+            futex_wakes: AtomicU64::new(0),
+            futex_waits: AtomicU64::new(0),
+            rings: AtomicU64::new(0),
+            drains: AtomicU64::new(0),
+        }
+    }
+}

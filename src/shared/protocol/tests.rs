@@ -1,0 +1,579 @@
+//! The protocol's tests: heap words and a condition-variable OS (`heap`) for the unit tests
+//! (`unit`, also under Miri) and the loom models (`loom`: two threads stand for the two
+//! processes).
+
+use super::*;
+
+/// Heap words and a condition-variable OS, for unit tests, Miri and loom.
+pub(crate) mod heap {
+    use super::*;
+    use crate::loom::sync::atomic::AtomicBool;
+    use crate::loom::sync::Mutex;
+    #[cfg(evfd_loom)]
+    use ::loom::sync::Condvar;
+    #[cfg(not(evfd_loom))]
+    use std::sync::Condvar;
+
+    pub(crate) struct HeapWords {
+        pub(crate) magic: AtomicU64,
+        pub(crate) meta: AtomicU64,
+        pub(crate) count: AtomicU64,
+        pub(crate) sleepers: AtomicU64,
+        pub(crate) rseq: AtomicU32,
+        pub(crate) wseq: AtomicU32,
+    }
+
+    impl HeapWords {
+        pub(crate) fn new() -> Self {
+            HeapWords {
+                magic: AtomicU64::new(0),
+                meta: AtomicU64::new(0),
+                count: AtomicU64::new(0),
+                sleepers: AtomicU64::new(0),
+                rseq: AtomicU32::new(0),
+                wseq: AtomicU32::new(0),
+            }
+        }
+    }
+
+    impl Words for std::sync::Arc<HeapWords> {
+        fn magic(&self) -> &AtomicU64 {
+            &self.magic
+        }
+        fn meta(&self) -> &AtomicU64 {
+            &self.meta
+        }
+        fn count(&self) -> &AtomicU64 {
+            &self.count
+        }
+        fn sleepers(&self) -> &AtomicU64 {
+            &self.sleepers
+        }
+        fn rseq(&self) -> &AtomicU32 {
+            &self.rseq
+        }
+        fn wseq(&self) -> &AtomicU32 {
+            &self.wseq
+        }
+    }
+
+    /// A futex is "check the word and sleep" atomically: here, under one mutex, with a
+    /// condition variable per futex word and one for the doorbell.
+    pub(crate) struct CondOs {
+        lock: Mutex<()>,
+        readers: Condvar,
+        writers: Condvar,
+        bell_cv: Condvar,
+        /// The doorbell's readability.
+        pub(crate) bell: AtomicBool,
+        pub(crate) rings: AtomicU64,
+        pub(crate) drains: AtomicU64,
+        pub(crate) wakes: AtomicU64,
+        /// Doorbell pulses so far: an edge-triggered watch keeps each one it was registered
+        /// for ([`CondOs::wait_pulse`]).
+        pub(crate) pulses: AtomicU64,
+    }
+
+    impl CondOs {
+        pub(crate) fn new() -> Self {
+            CondOs {
+                lock: Mutex::new(()),
+                readers: Condvar::new(),
+                writers: Condvar::new(),
+                bell_cv: Condvar::new(),
+                bell: AtomicBool::new(false),
+                rings: AtomicU64::new(0),
+                drains: AtomicU64::new(0),
+                wakes: AtomicU64::new(0),
+                pulses: AtomicU64::new(0),
+            }
+        }
+
+        fn cv(&self, which: Futex) -> &Condvar {
+            match which {
+                Futex::Readers => &self.readers,
+                Futex::Writers => &self.writers,
+            }
+        }
+
+        /// Sleep until the doorbell is readable (an epoll consumer's `epoll_wait`).
+        #[cfg_attr(not(evfd_loom), allow(dead_code))]
+        pub(crate) fn wait_bell(&self) {
+            let mut g = crate::loom::lock(&self.lock);
+            while !self.bell.load(SeqCst) {
+                g = self.bell_cv.wait(g).unwrap();
+            }
+        }
+
+        /// Sleep until a pulse after `seen` (the pulse count when the watch was registered,
+        /// or at its last event): an async writer's edge-triggered epoll wait. The pulse
+        /// count now.
+        #[cfg_attr(not(evfd_loom), allow(dead_code))]
+        pub(crate) fn wait_pulse(&self, seen: u64) -> u64 {
+            let mut g = crate::loom::lock(&self.lock);
+            loop {
+                let now = self.pulses.load(SeqCst);
+                if now != seen {
+                    return now;
+                }
+                g = self.bell_cv.wait(g).unwrap();
+            }
+        }
+    }
+
+    impl Os for std::sync::Arc<CondOs> {
+        fn futex_wait(
+            &self,
+            which: Futex,
+            word: &AtomicU32,
+            expected: u32,
+            deadline: Option<Instant>,
+        ) -> io::Result<Woke> {
+            let g = crate::loom::lock(&self.lock);
+            if word.load(SeqCst) != expected {
+                return Ok(Woke::Maybe);
+            }
+            match deadline {
+                None => drop(self.cv(which).wait(g).unwrap()),
+                #[cfg(evfd_loom)]
+                Some(_) => {
+                    // loom has no clock: a timed wait may time out at once.
+                    drop(g);
+                    return Ok(Woke::TimedOut);
+                }
+                #[cfg(not(evfd_loom))]
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    let (_g, t) = self.cv(which).wait_timeout(g, left).unwrap();
+                    if t.timed_out() {
+                        return Ok(Woke::TimedOut);
+                    }
+                }
+            }
+            Ok(Woke::Maybe)
+        }
+
+        fn futex_wake(&self, which: Futex, _word: &AtomicU32, n: u32) {
+            self.wakes.fetch_add(1, SeqCst);
+            let _g = crate::loom::lock(&self.lock);
+            if n == 1 {
+                self.cv(which).notify_one();
+            } else {
+                self.cv(which).notify_all();
+            }
+        }
+
+        fn ring(&self) {
+            self.rings.fetch_add(1, SeqCst);
+            let _g = crate::loom::lock(&self.lock);
+            self.bell.store(true, SeqCst);
+            self.bell_cv.notify_all();
+        }
+
+        fn drain(&self) {
+            self.drains.fetch_add(1, SeqCst);
+            let _g = crate::loom::lock(&self.lock);
+            self.bell.store(false, SeqCst);
+        }
+
+        fn pulse(&self) {
+            let _g = crate::loom::lock(&self.lock);
+            self.pulses.fetch_add(1, SeqCst);
+            self.bell_cv.notify_all();
+        }
+
+        fn backoff(&self, _deadline: Option<Instant>) {
+            #[cfg(evfd_loom)]
+            loom::thread::yield_now();
+            #[cfg(not(evfd_loom))]
+            std::thread::yield_now();
+        }
+    }
+
+    pub(crate) type HeapProtocol = Protocol<std::sync::Arc<HeapWords>, std::sync::Arc<CondOs>>;
+
+    /// Two "processes" over one region: each has its own `Protocol` (as each process has
+    /// its own mapping) over the same words and OS.
+    pub(crate) fn pair(mode: Mode, initial: u64) -> (HeapProtocol, HeapProtocol) {
+        let words = std::sync::Arc::new(HeapWords::new());
+        let os = std::sync::Arc::new(CondOs::new());
+        let a = Protocol::init(
+            std::sync::Arc::clone(&words),
+            std::sync::Arc::clone(&os),
+            mode,
+            initial,
+        );
+        let b = Protocol::attach(words, os, mode);
+        (a, b)
+    }
+}
+
+#[cfg(not(evfd_loom))]
+mod unit {
+    use super::heap::pair;
+    use super::*;
+    use crate::mode::LIMIT;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn header_round_trip_and_refusals() {
+        for m in [Mode::Counter, Mode::Semaphore, Mode::AutoReset] {
+            assert_eq!(parse_header(MAGIC, meta(m)).unwrap(), m);
+        }
+        let bad = |magic, meta| parse_header(magic, meta).unwrap_err().kind();
+        assert_eq!(bad(0, meta(Mode::Counter)), io::ErrorKind::InvalidData);
+        assert_eq!(
+            bad(MAGIC, meta(Mode::Counter) + 1),
+            io::ErrorKind::InvalidData
+        );
+        assert_eq!(
+            bad(MAGIC, meta(Mode::Counter) | 3 << 16),
+            io::ErrorKind::InvalidData
+        );
+        assert_eq!(
+            bad(MAGIC, meta(Mode::Counter) + (1 << 32)),
+            io::ErrorKind::InvalidData
+        );
+    }
+
+    #[test]
+    fn eventfd_semantics_each_mode() {
+        let (a, b) = pair(Mode::Counter, 0);
+        assert_eq!(a.try_read().unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        a.try_write(3).unwrap();
+        b.try_write(4).unwrap();
+        assert_eq!(b.try_read().unwrap(), 7);
+        assert_eq!(
+            a.try_write(u64::MAX).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        a.try_write(LIMIT).unwrap();
+        assert_eq!(
+            a.try_write(1).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+        assert_eq!(
+            a.try_write(u64::MAX).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        assert_eq!(b.readiness(), Events::IN);
+        assert_eq!(a.count(), LIMIT);
+
+        let (s, t) = pair(Mode::Semaphore, 2);
+        assert_eq!(s.try_read().unwrap(), 1);
+        assert_eq!(t.try_read().unwrap(), 1);
+        assert_eq!(t.try_read().unwrap_err().kind(), io::ErrorKind::WouldBlock);
+
+        let (r, q) = pair(Mode::AutoReset, 5);
+        assert_eq!(q.deliver().unwrap(), Events::IN | Events::OUT);
+        assert_eq!(r.count(), 0);
+        assert_eq!(q.deliver().unwrap(), Events::OUT);
+        let (c, _) = pair(Mode::Counter, 5);
+        assert_eq!(c.deliver().unwrap(), Events::IN | Events::OUT);
+        assert_eq!(c.count(), 5);
+    }
+
+    #[test]
+    fn no_wake_work_while_nobody_sleeps() {
+        let (a, b) = pair(Mode::Counter, 0);
+        for _ in 0..100 {
+            a.try_write(1).unwrap();
+            b.try_read().unwrap();
+        }
+        assert_eq!(a.os.wakes.load(SeqCst), 0);
+        assert_eq!(a.os.rings.load(SeqCst) + a.os.drains.load(SeqCst), 0);
+    }
+
+    #[test]
+    fn blocking_read_and_write_across_the_pair() {
+        let (a, b) = pair(Mode::Semaphore, 0);
+        let a = Arc::new(a);
+        let a2 = Arc::clone(&a);
+        let t = std::thread::spawn(move || (0..3).map(|_| a2.read(None).unwrap()).sum::<u64>());
+        std::thread::sleep(Duration::from_millis(5));
+        b.try_write(3).unwrap();
+        assert_eq!(t.join().unwrap(), 3);
+
+        let (c, d) = pair(Mode::Counter, LIMIT);
+        let c = Arc::new(c);
+        let c2 = Arc::clone(&c);
+        let t = std::thread::spawn(move || c2.write(5, None));
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(d.try_read().unwrap(), LIMIT);
+        t.join().unwrap().unwrap();
+        assert_eq!(c.count(), 5);
+        assert_eq!(c.sleepers(), (0, 0, 0));
+    }
+
+    #[test]
+    fn timeout_is_timed_out_and_leaves_no_sleeper() {
+        let (a, _b) = pair(Mode::Counter, 0);
+        let d = Instant::now() + Duration::from_millis(3);
+        assert_eq!(a.read(Some(d)).unwrap_err().kind(), io::ErrorKind::TimedOut);
+        assert_eq!(a.sleepers(), (0, 0, 0));
+    }
+
+    #[test]
+    fn bell_mirrors_count_while_armed() {
+        let (a, b) = pair(Mode::Semaphore, 0);
+        a.arm_bell();
+        assert!(!a.os.bell.load(SeqCst));
+        b.try_write(2).unwrap();
+        assert!(a.os.bell.load(SeqCst));
+        b.try_write(1).unwrap(); // not an edge: no syscall
+        assert_eq!(a.os.rings.load(SeqCst), 1);
+        a.try_read().unwrap();
+        a.try_read().unwrap();
+        assert!(a.os.bell.load(SeqCst));
+        a.try_read().unwrap();
+        assert!(!a.os.bell.load(SeqCst));
+        a.disarm_bell();
+        b.try_write(1).unwrap();
+        assert!(!a.os.bell.load(SeqCst), "no consumer: no ring");
+    }
+
+    /// A sleeper that died registered (its count and its flag left in the region) costs
+    /// one wake, then none: the flag is cleared by that wake and never set again.
+    #[test]
+    fn dead_sleepers_cost_one_wake_then_none() {
+        let (a, b) = pair(Mode::Counter, 0);
+        // A reader and a blocked writer that announced themselves and died in FUTEX_WAIT,
+        // and an async writer that asked for a pulse and died.
+        b.words.sleepers.fetch_add(READER | WRITER, SeqCst);
+        b.words.rseq.fetch_or(WAIT_FLAG, SeqCst);
+        b.words.wseq.fetch_or(WAIT_FLAG | PULSE_FLAG, SeqCst);
+        for _ in 0..100 {
+            a.try_write(1).unwrap(); // an edge with a "reader" registered
+            assert_eq!(a.try_read().unwrap(), 1); // a consumption with a "writer"
+        }
+        assert_eq!(a.os.wakes.load(SeqCst), 2, "one FUTEX_WAKE per word, once");
+        assert_eq!(a.os.pulses.load(SeqCst), 1, "one pulse, once");
+        assert_eq!(
+            a.sleepers(),
+            (1, 1, 0),
+            "the counts stay (they cannot be told apart)"
+        );
+        // A live reader still sleeps and is still woken.
+        let a = Arc::new(a);
+        let a2 = Arc::clone(&a);
+        let t = std::thread::spawn(move || a2.read(Some(Instant::now() + Duration::from_secs(10))));
+        while a.sleepers().0 < 2 {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        b.try_write(3).unwrap();
+        assert_eq!(t.join().unwrap().unwrap(), 3);
+    }
+
+    #[test]
+    fn garbage_gives_invalid_data_or_legal_values() {
+        let (a, b) = pair(Mode::Counter, 0);
+        b.words.count.store(u64::MAX, SeqCst);
+        assert_eq!(a.readiness(), Events::IN | Events::ERR);
+        assert_eq!(
+            a.try_write(0).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+        assert_eq!(a.try_read().unwrap(), u64::MAX);
+        b.words.sleepers.store(u64::MAX, SeqCst);
+        a.try_write(1).unwrap(); // wakes nobody, rings a bell nobody hears: harmless
+        assert_eq!(a.try_read().unwrap(), 1);
+        b.words.magic.store(0, SeqCst);
+        assert_eq!(a.try_read().unwrap_err().kind(), io::ErrorKind::InvalidData);
+        assert_eq!(
+            a.try_write(1).unwrap_err().kind(),
+            io::ErrorKind::InvalidData
+        );
+        assert_eq!(a.read(None).unwrap_err().kind(), io::ErrorKind::InvalidData);
+    }
+}
+
+/// Loom models: two threads stand for the two processes, over the same words.
+#[cfg(evfd_loom)]
+mod loom {
+    use super::heap::{pair, HeapProtocol};
+    use super::*;
+    use crate::mode::LIMIT;
+    use ::loom::thread;
+    use std::sync::Arc;
+
+    /// A blocked reader in one process, a writer in the other: the reader is woken.
+    #[test]
+    fn shared_futex_reader_woken() {
+        ::loom::model(|| {
+            let (a, b) = pair(Mode::Counter, 0);
+            let a = Arc::new(a);
+            let a2 = Arc::clone(&a);
+            let r = thread::spawn(move || a2.read(None).unwrap());
+            b.try_write(1).unwrap();
+            assert_eq!(r.join().unwrap(), 1);
+            assert_eq!(a.sleepers(), (0, 0, 0));
+        });
+    }
+
+    /// Two blocked Semaphore readers, one `write(2)`: both are woken (one wake each, or a
+    /// hand-on).
+    #[test]
+    fn shared_futex_semaphore_two_readers() {
+        ::loom::model(|| {
+            let (a, b) = pair(Mode::Semaphore, 0);
+            let a = Arc::new(a);
+            let (a1, a2) = (Arc::clone(&a), Arc::clone(&a));
+            let r1 = thread::spawn(move || a1.read(None).unwrap());
+            let r2 = thread::spawn(move || a2.read(None).unwrap());
+            b.try_write(2).unwrap();
+            assert_eq!(r1.join().unwrap() + r2.join().unwrap(), 2);
+        });
+    }
+
+    /// Two blocked Semaphore readers, two `write(1)`s: the second write may find the count
+    /// positive and wake nobody (only edges wake); the first woken reader hands on.
+    #[test]
+    fn shared_futex_semaphore_hand_on() {
+        ::loom::model(|| {
+            let (a, b) = pair(Mode::Semaphore, 0);
+            let a = Arc::new(a);
+            let (a1, a2) = (Arc::clone(&a), Arc::clone(&a));
+            let r1 = thread::spawn(move || a1.read(None).unwrap());
+            let r2 = thread::spawn(move || a2.read(None).unwrap());
+            b.try_write(1).unwrap();
+            b.try_write(1).unwrap();
+            assert_eq!(r1.join().unwrap() + r2.join().unwrap(), 2);
+        });
+    }
+
+    /// A reader that died registered (its count and `WAIT` left in the region) and a
+    /// live reader taking two writes: the dead one's flag is cleared by the first wake,
+    /// the live one sets its own before each sleep, so it is woken every time.
+    #[test]
+    fn shared_futex_dead_and_live_reader() {
+        ::loom::model(|| {
+            let (a, b) = pair(Mode::Counter, 0);
+            b.words.sleepers.fetch_add(READER, SeqCst);
+            b.words.rseq.fetch_or(WAIT_FLAG, SeqCst);
+            let a = Arc::new(a);
+            let a2 = Arc::clone(&a);
+            let r = thread::spawn(move || {
+                let mut got = 0;
+                while got < 2 {
+                    got += a2.read(None).unwrap();
+                }
+                got
+            });
+            b.try_write(1).unwrap();
+            b.try_write(1).unwrap();
+            assert_eq!(r.join().unwrap(), 2);
+            assert_eq!(a.sleepers(), (1, 0, 0));
+        });
+    }
+
+    /// A writer blocked on a full counter in one process, a reader in the other.
+    #[test]
+    fn shared_futex_writer_woken() {
+        ::loom::model(|| {
+            let (a, b) = pair(Mode::Counter, LIMIT);
+            let a = Arc::new(a);
+            let a2 = Arc::clone(&a);
+            let w = thread::spawn(move || a2.write(1, None).unwrap());
+            assert_eq!(b.try_read().unwrap(), LIMIT);
+            w.join().unwrap();
+            assert_eq!(a.count(), 1);
+        });
+    }
+
+    /// A `write_async(1)` in a thread of its own: the watch first (the pulse count it
+    /// has seen), then the registration, then the re-check; waits on pulses only.
+    fn async_writer(p: Arc<HeapProtocol>) -> thread::JoinHandle<()> {
+        thread::spawn(move || {
+            let mut seen = p.os.pulses.load(SeqCst);
+            p.arm_room();
+            loop {
+                p.want_pulse();
+                if p.try_write(1).is_ok() {
+                    break;
+                }
+                seen = p.os.wait_pulse(seen);
+            }
+            p.disarm_room();
+        })
+    }
+
+    /// An async writer waiting for room (an edge-triggered watch of the doorbell, no
+    /// futex, no thread) in one process, a reader in the other: the writer is pulsed and
+    /// its write lands.
+    #[test]
+    fn shared_async_writer_pulsed() {
+        ::loom::model(|| {
+            let (a, b) = pair(Mode::Counter, LIMIT);
+            let a = Arc::new(a);
+            let w = async_writer(Arc::clone(&a));
+            assert_eq!(b.try_read().unwrap(), LIMIT);
+            w.join().unwrap();
+            assert_eq!(a.count(), 1);
+            assert_eq!(a.sleepers(), (0, 0, 0));
+        });
+    }
+
+    /// Two async writers, one consumption: it pulses every registered writer, so both
+    /// writes land (one wake per waiter would leave one of them asleep).
+    #[test]
+    fn shared_async_two_writers_pulsed() {
+        ::loom::model(|| {
+            let (a, b) = pair(Mode::Counter, LIMIT);
+            let a = Arc::new(a);
+            let w1 = async_writer(Arc::clone(&a));
+            let w2 = async_writer(Arc::clone(&a));
+            assert_eq!(b.try_read().unwrap(), LIMIT);
+            w1.join().unwrap();
+            w2.join().unwrap();
+            assert_eq!(a.count(), 2);
+            assert_eq!(a.sleepers(), (0, 0, 0));
+        });
+    }
+
+    /// The doorbell level claim: a registered consumer, a writer and a reader racing;
+    /// afterwards the doorbell is readable iff the count is non-zero.
+    #[test]
+    fn shared_bell_level() {
+        ::loom::model(|| {
+            let (a, b) = pair(Mode::Counter, 0);
+            let b = Arc::new(b);
+            let (b1, b2) = (Arc::clone(&b), Arc::clone(&b));
+            let w = thread::spawn(move || b1.try_write(1).unwrap());
+            let r = thread::spawn(move || {
+                let _ = b2.try_read();
+            });
+            a.arm_bell();
+            w.join().unwrap();
+            r.join().unwrap();
+            assert_eq!(a.os.bell.load(SeqCst), a.count() > 0);
+        });
+    }
+
+    /// A doorbell consumer (an epoll waiting on the doorbell fd) in one process, a writer
+    /// in the other: the consumer is woken and finds the unit.
+    #[test]
+    fn shared_bell_consumer_woken() {
+        ::loom::model(|| {
+            let (a, b) = pair(Mode::AutoReset, 0);
+            let a = Arc::new(a);
+            let a2 = Arc::clone(&a);
+            let c = thread::spawn(move || {
+                a2.arm_bell();
+                loop {
+                    // The consumer's harvest: deliver IN (AutoReset resets).
+                    if a2.deliver().unwrap().contains(Events::IN) {
+                        break;
+                    }
+                    a2.os.wait_bell();
+                    ::loom::thread::yield_now();
+                }
+                a2.disarm_bell();
+            });
+            b.try_write(1).unwrap();
+            c.join().unwrap();
+            assert_eq!(a.count(), 0);
+        });
+    }
+}
