@@ -5,7 +5,7 @@
 //! The pause is a busy-wait on both sides: a `nanosleep(500 ns)` lasts ~55 µs on small VMs
 //! (timer slack), which made the rows measure the sleep. Plain rows: evfd's default wait
 //! (adaptive spin, then park). `_spin`: the workers' epoll spins
-//! 50 µs before parking.
+//! 50 µs before parking. Under a co-tenant (`_contended`): `W1` and `W1_spin`.
 
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
@@ -100,6 +100,9 @@ fn twin_run(w: usize, dur: Duration) -> f64 {
 
 pub fn run(cfg: &Cfg, out: &mut Out) {
     for (w, spin) in [(1usize, false), (2, false), (1, true), (2, true)] {
+        if cfg.contended && w != 1 {
+            continue;
+        }
         let dur = cfg.dur;
         let (e, t) = interleaved(cfg.reps, || evfd_run(w, spin, dur), || twin_run(w, dur));
         let variant = format!("W{w}{}", if spin { "_spin" } else { "" });

@@ -6,6 +6,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 /// How long and how often each row runs.
+#[derive(Clone, Copy)]
 pub struct Cfg {
     /// Measured time of one run of one side of a row.
     pub dur: Duration,
@@ -13,6 +14,66 @@ pub struct Cfg {
     pub reps: usize,
     /// `--quick`: smaller fixed-count workloads too (`doorbell`).
     pub quick: bool,
+    /// This pass runs under a [`CoTenant`]: a family runs only its `_contended` subset
+    /// (the rows whose figures a busy CPU next door changes: the hand-offs and the hot
+    /// paths), and its rows get the `_contended` suffix.
+    pub contended: bool,
+}
+
+/// The co-tenant's command: one CPU-bound process that never sleeps, as a vCPU thread or
+/// a busy service next to a device backend.
+pub const CO_TENANT: &str = "while :; do :; done";
+
+/// One CPU-bound co-tenant process (`sh -c` [`CO_TENANT`]), unpinned (every CPU this
+/// process started with, whatever the spawning thread is pinned to) at this process's
+/// nice level, running from [`start`](Self::start) until dropped (`SIGKILL`, reaped).
+pub struct CoTenant {
+    child: std::process::Child,
+    t0: Instant,
+}
+
+impl CoTenant {
+    /// Start the co-tenant and give it a moment to be running.
+    pub fn start() -> std::io::Result<CoTenant> {
+        let child = std::process::Command::new("sh")
+            .args(["-c", CO_TENANT])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        if let Some(all) = all_cpus() {
+            let pid = rustix::thread::Pid::from_child(&child);
+            let _ = rustix::thread::sched_setaffinity(Some(pid), all);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        Ok(CoTenant {
+            child,
+            t0: Instant::now(),
+        })
+    }
+
+    /// CPU seconds the co-tenant has used (`/proc/<pid>/stat` utime + stime), if readable.
+    pub fn cpu_secs(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        // The fields after the command name (which is in parentheses, may hold spaces).
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+        // USER_HZ is 100 on every Linux ABI.
+        Some(ticks as f64 / 100.0)
+    }
+
+    /// Wall time since the co-tenant started.
+    pub fn wall_secs(&self) -> f64 {
+        self.t0.elapsed().as_secs_f64()
+    }
+}
+
+impl Drop for CoTenant {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// Spin-before-park of the `_spin` rows.

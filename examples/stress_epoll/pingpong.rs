@@ -6,7 +6,8 @@
 //! (`epoll_wait(0)` in a loop). Placement: `cross` pins the two threads to CPUs 0 and 1,
 //! `same` both to CPU 0. The `vs_floor_spin` / `vs_floor_park` rows put evfd's spinning /
 //! parking bounce next to the same bounce through one bare atomic per side (spinning) or a
-//! futex token (parking).
+//! futex token (parking). Under a co-tenant (`_contended`): `block-cross`, `park-cross`,
+//! `spin-cross_vs_kblock` and `vs_floor_spin`, with their p50 rows.
 
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -123,22 +124,26 @@ pub fn run(cfg: &Cfg, out: &mut Out) {
     let fixed = Some(Duration::from_micros(100));
     let park = Some(Duration::ZERO);
     let kblock = Twin::Kernel { busy: false };
-    // (variant, evfd spin setting, twin, placement)
-    let cases: [(&str, Option<Duration>, Twin, Placement); 7] = [
-        ("block-cross", None, kblock, cross),
-        ("block-same", None, kblock, same),
-        ("park-cross", park, kblock, cross),
-        ("spin-cross_vs_kblock", fixed, kblock, cross),
+    // (variant, evfd spin setting, twin, placement, also under a co-tenant)
+    let cases: [(&str, Option<Duration>, Twin, Placement, bool); 7] = [
+        ("block-cross", None, kblock, cross, true),
+        ("block-same", None, kblock, same, false),
+        ("park-cross", park, kblock, cross, true),
+        ("spin-cross_vs_kblock", fixed, kblock, cross, true),
         (
             "spin-cross_vs_kbusy",
             fixed,
             Twin::Kernel { busy: true },
             cross,
+            false,
         ),
-        ("vs_floor_spin", fixed, Twin::FloorSpin, cross),
-        ("vs_floor_park", park, Twin::FloorPark, cross),
+        ("vs_floor_spin", fixed, Twin::FloorSpin, cross, true),
+        ("vs_floor_park", park, Twin::FloorPark, cross, false),
     ];
-    for (variant, spin, twin, cpus) in cases {
+    for (variant, spin, twin, cpus, contended) in cases {
+        if cfg.contended && !contended {
+            continue;
+        }
         let dur = cfg.dur;
         let mut p50 = (Vec::new(), Vec::new());
         let (e, t) = interleaved(

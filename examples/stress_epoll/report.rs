@@ -75,6 +75,8 @@ pub struct Out {
     rows: Vec<Row>,
     /// Printed under the table, as `# ` lines.
     pub notes: Vec<String>,
+    /// Appended to every new row's variant (`_contended` while a co-tenant runs).
+    pub suffix: &'static str,
 }
 
 impl Out {
@@ -92,7 +94,7 @@ impl Out {
         let (t, ts) = median_spread(twin);
         self.rows.push(Row {
             bench,
-            variant: variant.into(),
+            variant: format!("{variant}{}", self.suffix),
             threads,
             evfd: e,
             twin: t,

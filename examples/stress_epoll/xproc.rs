@@ -12,6 +12,8 @@
 //!   them (`/proc/thread-self/io`), plus the futex wakes and doorbell writes the crate
 //!   counted (futex calls are not in the kernel's read/write accounting). The twin writes
 //!   an eventfd per notify.
+//!
+//! Under a co-tenant (`_contended`): `pingpong_block` only.
 
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
@@ -267,6 +269,9 @@ pub fn run(cfg: &Cfg, out: &mut Out) {
         || kernel_pingpong(dur),
     );
     out.row("xproc", "pingpong_block", 2, RT_S, (&e, &t));
+    if cfg.contended {
+        return;
+    }
     let (e, t) = interleaved(
         cfg.reps,
         || shared_pingpong(dur, true),

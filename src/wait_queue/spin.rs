@@ -7,6 +7,36 @@
 //! polls a caller's lock-free probe: it takes no lock and registers nothing, so a state
 //! change that lands while it spins costs its waker nothing.
 //!
+//! # The policy: spin only while spinning pays
+//!
+//! A spin pays when the peer it waits for is running on another CPU and answers within the
+//! budget: then neither side makes a syscall and the hand-off costs a few cache-line moves
+//! instead of a futex wake (~25 µs on VMs whose idle vCPUs halt). It stops paying the
+//! moment the peer is not on a CPU — descheduled by a co-tenant (a vCPU thread that never
+//! sleeps, a busy service), or waiting for the very CPU the spinner holds. Then every µs
+//! spun is taken from the thread the spinner waits for, or from its neighbour. So:
+//!
+//! * **No `sched_yield`, ever.** Under EEVDF a yield with a runnable co-tenant gives that
+//!   co-tenant the rest of a slice (milliseconds) — a spin of a few µs became a wait of a
+//!   slice. The spin polls memory and the clock only; no syscall per iteration or per batch.
+//! * **Preemption ends the spin.** Every [`SPIN_BATCH`] probes the spin reads the clock (a
+//!   vDSO read). A gap between two reads longer than [`SPIN_PREEMPTED`] — a batch takes
+//!   ~1 µs — means this thread was off its CPU meanwhile: something else wanted the CPU.
+//!   The spin takes one last look and stops ([`WaitEnd::Preempted`]), fixed or adaptive.
+//! * **Failures turn the site's spin off, successes keep it.** A wait that spinning
+//!   satisfied keeps the budget (at least 4× what it took); [`SPIN_MISSES`] spins in a row
+//!   that ran out their budget, or one preempted spin, set the budget to 0 for a rest of
+//!   parked waits, [`SPIN_REST`] at first and doubling with each failure that follows a
+//!   rest (up to [`SPIN_REST`] · 2^[`SPIN_LEVELS`] = 1 024 waits); each success halves it
+//!   back. On a machine where spinning keeps failing the site probes once per ~1 000
+//!   waits: at most one budget (50 µs) lost per 1 000 parked waits.
+//! * **Bounded.** A spin never outlasts its budget ([`SPIN_MAX_NS`] for the adaptive one)
+//!   nor the wait's deadline.
+//!
+//! The knobs are the constants below; the user's only one is `Epoll::set_spin` (a fixed
+//! budget for that epoll, or 0 for none; a fixed spin still stops when preempted, and
+//! learns nothing). `docs/design.md` (the spin) tells the story with the figures.
+//!
 //! # LOCKING
 //!
 //! None: the gauge is two relaxed atomics (racing updates lose a sample, which a heuristic
@@ -15,7 +45,6 @@
 use std::time::{Duration, Instant};
 
 use crate::loom::sync::atomic::{AtomicU32, Ordering::Relaxed};
-use crate::loom::thread;
 
 /// No CPU recorded.
 pub(crate) const NO_CPU: u32 = u32::MAX;
@@ -42,24 +71,34 @@ const SPIN_MAX_NS: u32 = 50_000;
 const SPIN_OBSERVE_NS: u32 = 250_000;
 /// Failed spins in a row (the wait parked anyway) before the site stops spinning.
 const SPIN_MISSES: u32 = 3;
-/// Parked waits after giving up before the site tries spinning again.
+/// Parked waits after the first failure before the site tries spinning again; doubled by
+/// each failure after a rest, up to [`SPIN_LEVELS`] times.
 const SPIN_REST: u32 = 16;
-/// A spin longer than this gives the CPU away once per this much (`sched_yield`), so that a
-/// spinning waiter does not keep a runnable producer off its CPU; a wake that comes sooner
-/// costs no syscall on either side.
-const SPIN_YIELD_EVERY: Duration = Duration::from_micros(4);
-/// A `sched_yield` that took this long ran someone else: the CPU is wanted, stop spinning.
-const SPIN_YIELD_STOLEN: Duration = Duration::from_micros(20);
+/// How many times the rest can double: 16 · 2^6 = 1 024 parked waits.
+const SPIN_LEVELS: u32 = 6;
+/// Probes between two clock reads of a spin (~1 µs of spinning).
+const SPIN_BATCH: u32 = 32;
+/// A gap this long between two clock reads of a spin means the thread was off its CPU
+/// (preempted, or its vCPU descheduled by the host): 20× a batch's time, and longer than a
+/// timer tick's handling.
+const SPIN_PREEMPTED: Duration = Duration::from_micros(20);
 /// The shortest adaptive spin once spinning has paid off.
 const SPIN_MIN_NS: u32 = 2_000;
 
+/// The low half of [`SpinGauge::count`]: misses or rest; the high half: the rest's level.
+const COUNT_MASK: u32 = 0xffff;
+
 /// How long one wait site (an epoll, a notifier) spins before parking, learned from its
-/// recent waits:
+/// recent waits (the module docs give the why):
 ///
 /// * a wait that spinning satisfied after `t` keeps the budget at least `4t` (never below
-///   [`SPIN_MIN_NS`]), lets it shrink by 1/8 towards that, and clears the misses;
+///   [`SPIN_MIN_NS`]), lets it shrink by 1/8 towards that, clears the misses and lowers the
+///   rest's level by one;
 /// * a wait that spun its whole budget and parked anyway is a miss; [`SPIN_MISSES`] in a
-///   row stop the spinning for the next [`SPIN_REST`] parked waits;
+///   row are a failure;
+/// * a wait whose spin was preempted ([`WaitEnd::Preempted`]) is a failure at once;
+/// * a failure stops the spinning for the next `SPIN_REST << level` parked waits and
+///   raises the level (at most [`SPIN_LEVELS`]);
 /// * a wait that did not spin, parked, and was woken from another CPU within
 ///   [`SPIN_OBSERVE_NS`] (after the rest, if any) starts spinning at [`SPIN_MAX_NS`];
 /// * a wait woken from the CPU it parked on stops the spinning: the waker could not run
@@ -73,7 +112,8 @@ const SPIN_MIN_NS: u32 = 2_000;
 pub(crate) struct SpinGauge {
     /// The budget in ns (0 = park at once).
     budget: AtomicU32,
-    /// Failed spins in a row while `budget > 0`; parked waits left to rest while it is 0.
+    /// Low 16 bits: failed spins in a row while `budget > 0`, parked waits left to rest
+    /// while it is 0. High 16 bits: the rest's level (failures since the last success).
     count: AtomicU32,
 }
 
@@ -87,6 +127,9 @@ pub(crate) enum WaitEnd {
     Parked { ns: u32, here: bool },
     /// Timed out.
     TimedOut,
+    /// The spin saw this thread lose its CPU for a while ([`SPIN_PREEMPTED`]), whether or
+    /// not the wait then succeeded: the CPU is contended, spinning competes for it.
+    Preempted,
 }
 
 impl SpinGauge {
@@ -102,19 +145,24 @@ impl SpinGauge {
     pub(crate) fn learn(&self, end: WaitEnd) {
         let b = self.budget.load(Relaxed);
         let c = self.count.load(Relaxed);
+        let (n, level) = (c & COUNT_MASK, c >> 16);
+        let pack = |n: u32, level: u32| (level << 16) | n.min(COUNT_MASK);
+        // A failure: off for a rest that doubles with each failure since the last success.
+        let fail = (0, pack(SPIN_REST << level, (level + 1).min(SPIN_LEVELS)));
         let (nb, nc) = match end {
             WaitEnd::Spun { ns } => (
                 (b - b / 8)
                     .max(ns.saturating_mul(4))
                     .clamp(SPIN_MIN_NS, SPIN_MAX_NS),
-                0,
+                pack(0, level.saturating_sub(1)),
             ),
-            WaitEnd::Parked { here: true, .. } => (0, 0),
-            WaitEnd::Parked { .. } if b > 0 && c + 1 >= SPIN_MISSES => (0, SPIN_REST),
-            WaitEnd::Parked { .. } if b > 0 => (b, c + 1),
-            WaitEnd::Parked { .. } if c > 0 => (0, c - 1),
-            WaitEnd::Parked { ns, .. } if ns < SPIN_OBSERVE_NS => (SPIN_MAX_NS, 0),
-            WaitEnd::Parked { .. } => (0, 0),
+            WaitEnd::Preempted => fail,
+            WaitEnd::Parked { here: true, .. } => (0, pack(0, level)),
+            WaitEnd::Parked { .. } if b > 0 && n + 1 >= SPIN_MISSES => fail,
+            WaitEnd::Parked { .. } if b > 0 => (b, pack(n + 1, level)),
+            WaitEnd::Parked { .. } if n > 0 => (0, pack(n - 1, level)),
+            WaitEnd::Parked { ns, .. } if ns < SPIN_OBSERVE_NS => (SPIN_MAX_NS, pack(0, level)),
+            WaitEnd::Parked { .. } => (0, pack(0, level)),
             WaitEnd::TimedOut => (b / 2, c),
         };
         if nb != b {
@@ -144,6 +192,8 @@ pub(crate) struct Spin {
     start: Option<Instant>,
     /// The CPU this thread parked on.
     cpu: u32,
+    /// The spin saw this thread off its CPU ([`SPIN_PREEMPTED`]).
+    preempted: bool,
 }
 
 impl Spin {
@@ -157,6 +207,7 @@ impl Spin {
             budget_ns,
             start: None,
             cpu: NO_CPU,
+            preempted: false,
         }
     }
 
@@ -166,10 +217,11 @@ impl Spin {
         })
     }
 
-    /// Spin until `ready()` holds, the budget is spent or `deadline` passes, polling a cheap
-    /// readiness probe (no lock, no registration). Returns whether `ready()` held. The budget
+    /// Spin until `ready()` holds, the budget is spent, `deadline` passes or the thread is
+    /// seen to have been off its CPU (then one last look), polling a cheap readiness probe
+    /// (no lock, no registration, no syscall). Returns whether `ready()` held. The budget
     /// counts from the first call, so a wait that spins again after a stale `ready` does not
-    /// spin longer in total.
+    /// spin longer in total; a preempted spin does not spin again.
     pub(crate) fn spin(
         &mut self,
         deadline: Option<Instant>,
@@ -199,33 +251,28 @@ impl Spin {
                 return false;
             }
             let mut i = 0u32;
-            let mut next_yield = start + SPIN_YIELD_EVERY;
+            let mut last = now;
             loop {
                 if ready() {
                     return true;
                 }
                 std::hint::spin_loop();
                 i = i.wrapping_add(1);
-                if i % 32 == 0 {
+                if i % SPIN_BATCH == 0 {
                     let now = Instant::now();
+                    if now - last >= SPIN_PREEMPTED {
+                        // Off the CPU for a while: someone else wanted it (the peer we wait
+                        // for, on a CPU short of room, or a co-tenant). Spinning on competes
+                        // for it: one last look at what came meanwhile, then park.
+                        self.preempted = true;
+                        self.budget_ns = 0;
+                        return ready();
+                    }
                     if now >= limit {
                         self.budget_ns = 0;
                         return false;
                     }
-                    if now >= next_yield {
-                        // Let a thread that waits for this CPU run (the producer we wait for,
-                        // on a machine with fewer CPUs than busy threads). With nothing else
-                        // runnable here it returns at once; if it did not, the CPU is
-                        // oversubscribed and spinning only competes for it: stop, and park
-                        // (the gauge counts it as a miss).
-                        thread::yield_now();
-                        let after = Instant::now();
-                        if after - now >= SPIN_YIELD_STOLEN {
-                            self.budget_ns = 0;
-                            return false;
-                        }
-                        next_yield = after + SPIN_YIELD_EVERY;
-                    }
+                    last = now;
                 }
             }
         }
@@ -242,14 +289,20 @@ impl Spin {
 
     /// How a wait that spinning satisfied ended.
     pub(crate) fn spun(&self) -> WaitEnd {
+        if self.preempted {
+            return WaitEnd::Preempted;
+        }
         WaitEnd::Spun {
             ns: self.elapsed_ns(),
         }
     }
 
     /// How a parked wait ended: `claimed` by a wake from CPU `from`, or not (timed out).
+    /// A wait whose spin was preempted ends [`WaitEnd::Preempted`] either way.
     pub(crate) fn parked(&self, claimed: bool, from: u32) -> WaitEnd {
-        if claimed {
+        if self.preempted {
+            WaitEnd::Preempted
+        } else if claimed {
             WaitEnd::Parked {
                 ns: self.elapsed_ns(),
                 here: from != NO_CPU && from == self.cpu,
@@ -305,10 +358,7 @@ mod tests {
         }
         parked(&g, 60_000, false);
         assert_eq!(g.budget_ns(), 0, "{SPIN_MISSES} misses in a row stop it");
-        for _ in 0..SPIN_REST {
-            parked(&g, 10_000, false);
-            assert_eq!(g.budget_ns(), 0, "resting");
-        }
+        rest(&g, SPIN_REST);
         parked(&g, 10_000, false);
         assert_eq!(
             g.budget_ns(),
@@ -324,6 +374,88 @@ mod tests {
         parked(&g, 10_000, false);
         g.learn(WaitEnd::TimedOut);
         assert_eq!(g.budget_ns(), SPIN_MAX_NS / 2, "a timeout halves it");
+    }
+
+    /// `SPIN_REST`.. parked waits at budget 0, then the next short wait restarts the spin.
+    fn rest(g: &SpinGauge, waits: u32) {
+        for i in 0..waits {
+            parked(g, 10_000, false);
+            assert_eq!(g.budget_ns(), 0, "resting: wait {i} of {waits}");
+        }
+    }
+
+    /// A preempted spin stops the site's spinning at once; failures after a rest double the
+    /// rest up to `SPIN_REST << SPIN_LEVELS` parked waits; successes bring it back down.
+    #[test]
+    fn failures_back_off_and_successes_recover() {
+        let g = SpinGauge::new();
+        parked(&g, 10_000, false);
+        assert_eq!(g.budget_ns(), SPIN_MAX_NS);
+        g.learn(WaitEnd::Preempted);
+        assert_eq!(g.budget_ns(), 0, "one preempted spin stops it");
+        for level in 1..=SPIN_LEVELS + 1 {
+            rest(&g, SPIN_REST << (level - 1).min(SPIN_LEVELS));
+            parked(&g, 10_000, false);
+            assert_eq!(g.budget_ns(), SPIN_MAX_NS, "probes again after the rest");
+            g.learn(WaitEnd::Preempted);
+        }
+        // At the top level now: the longest rest, and no longer.
+        rest(&g, SPIN_REST << SPIN_LEVELS);
+        parked(&g, 10_000, false);
+        assert_eq!(g.budget_ns(), SPIN_MAX_NS, "the rest is capped");
+        // Successes bring the level down one each: after one, a failure rests half as long.
+        g.learn(WaitEnd::Spun { ns: 1_000 });
+        g.learn(WaitEnd::Preempted);
+        rest(&g, SPIN_REST << (SPIN_LEVELS - 1));
+        parked(&g, 10_000, false);
+        assert_eq!(g.budget_ns(), SPIN_MAX_NS);
+        // Misses count as a failure at the current level too.
+        for _ in 0..SPIN_MISSES {
+            parked(&g, 60_000, false);
+        }
+        assert_eq!(g.budget_ns(), 0);
+        rest(&g, SPIN_REST << SPIN_LEVELS);
+    }
+
+    /// A spin that loses its CPU for longer than `SPIN_PREEMPTED` (here: a probe that
+    /// sleeps once, which looks the same to the spin's clock) stops at once, long before its
+    /// budget, and the wait reports `Preempted` however it ends.
+    #[test]
+    #[cfg_attr(miri, ignore = "spins on the clock")]
+    fn a_preempted_spin_stops() {
+        let mut s = Spin::new(SpinPlan::Adaptive(u32::MAX));
+        let mut slept = false;
+        let t0 = Instant::now();
+        let got = s.spin(None, || {
+            if !slept {
+                slept = true;
+                std::thread::sleep(SPIN_PREEMPTED * 5);
+            }
+            false
+        });
+        assert!(!got);
+        assert!(
+            t0.elapsed() < Duration::from_secs(1),
+            "spun on after losing the CPU: {:?}",
+            t0.elapsed()
+        );
+        assert!(
+            !s.spin(None, || true),
+            "a preempted spin does not spin again"
+        );
+        assert!(matches!(s.parked(true, NO_CPU), WaitEnd::Preempted));
+        assert!(matches!(s.spun(), WaitEnd::Preempted));
+        // The last look after the gap: what came meanwhile is taken.
+        let mut s = Spin::new(SpinPlan::Fixed(u64::from(u32::MAX)));
+        let mut calls = 0;
+        assert!(s.spin(None, || {
+            calls += 1;
+            if calls == 1 {
+                std::thread::sleep(SPIN_PREEMPTED * 5);
+            }
+            calls > SPIN_BATCH as usize
+        }));
+        assert!(matches!(s.spun(), WaitEnd::Preempted));
     }
 
     /// A probe that keeps saying "ready" (while the operation keeps failing) does not keep a
@@ -343,7 +475,7 @@ mod tests {
 
     /// A spin never outlasts the deadline, whatever its budget: a 4.3 s budget against a
     /// 2 ms deadline comes back (the bound below is a hang check, far above the deadline;
-    /// the spin may also end sooner, when a `sched_yield` shows the CPU is wanted).
+    /// the spin may also end sooner, when it sees it lost its CPU).
     #[test]
     #[cfg_attr(miri, ignore = "a 2 ms spin is minutes under Miri")]
     fn spin_stops_at_the_deadline() {

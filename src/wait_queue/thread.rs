@@ -14,8 +14,8 @@
 //!    ([`SpinGauge`]; a fixed time for an epoll with `set_spin(Some(..))`), polling the
 //!    operation's lock-free readiness probe ([`WaitFor::probe`]) and trying again when it
 //!    says so. A state change that lands meanwhile finds no entry to wake: it costs its
-//!    waker nothing, and neither side makes a syscall. The spin yields the CPU every few
-//!    µs (a producer may be waiting for it) and never outlasts the deadline.
+//!    waker nothing, and neither side makes a syscall. The spin makes no syscall, stops
+//!    when it sees it lost its CPU, and never outlasts the deadline (`super::spin`).
 //! 2. Register (publish interest, `SeqCst`, under the queue lock), then re-check: a state
 //!    change that lands between 1 and 2 either sees the interest and wakes the waiter, or
 //!    is seen by the re-check (the Dekker pair of `super`).
