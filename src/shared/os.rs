@@ -3,7 +3,7 @@
 //! ([`SysOs`]), with the syscall counters behind `SharedNotifier::stats`.
 
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -70,20 +70,20 @@ impl Os for SysOs {
     fn ring(&self) {
         self.rings.fetch_add(1, Relaxed);
         // EAGAIN: saturated, so readable: rung.
-        let _ = eventfd::write(self.bell.as_fd(), 1);
+        let _ = bell_write(self.bell.as_fd(), 1);
     }
 
     fn drain(&self) {
         self.drains.fetch_add(1, Relaxed);
         // EAGAIN: already 0.
-        let _ = eventfd::read(self.bell.as_fd());
+        let _ = bell_read(self.bell.as_fd());
     }
 
     fn pulse(&self) {
         self.rings.fetch_add(1, Relaxed);
         // A write of 0 wakes the doorbell's watchers and changes nothing; it cannot fail on
         // an eventfd (not EAGAIN: it adds nothing).
-        let _ = eventfd::write(self.bell.as_fd(), 0);
+        let _ = bell_write(self.bell.as_fd(), 0);
     }
 
     fn backoff(&self, deadline: Option<Instant>) {
@@ -105,4 +105,16 @@ impl SysOs {
             drains: AtomicU64::new(0),
         }
     }
+}
+
+/// Every doorbell write of this module (ring, pulse). The doorbell's open file description
+/// is the peer's too, so a peer can clear `O_NONBLOCK` on it: this is the one place to make
+/// the write independent of that flag.
+fn bell_write(fd: BorrowedFd<'_>, n: u64) -> io::Result<()> {
+    eventfd::write(fd, n)
+}
+
+/// Every doorbell read of this module (drain); as [`bell_write`].
+fn bell_read(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    eventfd::read(fd)
 }
