@@ -108,13 +108,13 @@ impl SysOs {
 }
 
 /// Every doorbell write of this module (ring, pulse). The doorbell's open file description
-/// is the peer's too, so a peer can clear `O_NONBLOCK` on it: this is the one place to make
-/// the write independent of that flag.
+/// is the peer's too, so a peer can clear `O_NONBLOCK` on it: the write never waits,
+/// whatever that flag says (`eventfd::write_now`).
 fn bell_write(fd: BorrowedFd<'_>, n: u64) -> io::Result<()> {
-    eventfd::write(fd, n)
+    eventfd::write_now(fd, n)
 }
 
 /// Every doorbell read of this module (drain); as [`bell_write`].
 fn bell_read(fd: BorrowedFd<'_>) -> io::Result<u64> {
-    eventfd::read(fd)
+    eventfd::read_now(fd)
 }
