@@ -436,3 +436,22 @@ fn semaphore_doorbell_is_refused() {
         );
     }
 }
+
+/// A peer that sends the fds with a payload shorter than the protocol's and keeps its end
+/// open: `recv` refuses the message at once instead of waiting for the rest.
+#[test]
+fn short_payload_with_fds_is_refused_at_once() {
+    let (a, b) = UnixStream::pair().unwrap();
+    let memfd = rustix::fs::memfd_create("short", MemfdFlags::CLOEXEC).unwrap();
+    let bell = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).unwrap();
+    shared_util::send_fds(&a, b"EVF", &[memfd.as_fd(), bell.as_fd()]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(SharedNotifier::recv(&b).map(|_| ()).map_err(|e| e.kind()));
+    });
+    let got = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("recv waited for the rest of a short payload");
+    assert_eq!(got, Err(ErrorKind::InvalidData));
+    drop(a); // kept open until here
+}

@@ -89,17 +89,11 @@ pub(crate) fn recv(sock: BorrowedFd<'_>, payload: &mut [u8]) -> io::Result<Recei
         }
     }
     let truncated = other || msg.flags.contains(ReturnFlags::CTRUNC);
-    let mut len = msg.bytes.min(payload.len());
-    // A stream may split the payload; the fds are already in hand (and will be closed if
-    // the caller refuses them).
-    while len > 0 && len < payload.len() {
-        match rustix::net::recv(sock, &mut payload[len..], RecvFlags::empty()) {
-            Ok((0, _)) => break,
-            Ok((n, _)) => len += n,
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
+    // No second read to complete a short payload: a sender's `sendmsg` puts the payload and
+    // its fds in one segment, which one `recvmsg` takes whole. A short payload that came with
+    // fds is malformed, and waiting for the rest would let a peer that keeps its end open
+    // hold the receiver for ever; the caller refuses it (and closes the fds).
+    let len = msg.bytes.min(payload.len());
     Ok(Received {
         len,
         fds,
