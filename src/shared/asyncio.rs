@@ -123,9 +123,17 @@ impl SharedNotifier {
 }
 
 /// `SharedNotifier::read_async`.
+///
+/// A readable doorbell with an empty count is a spurious wake: a stray ring by the peer, or a
+/// peer killed between emptying the count and draining the doorbell. The future then makes
+/// the doorbell agree with the count again (drain, re-check: a real ring after the drain
+/// leaves it readable) and waits again; after [`SPURIOUS_BEFORE_YIELD`] spurious wakes in a
+/// row it returns `Pending` once (waking itself), so a peer that rings without writing
+/// can cost the task some syscalls but never its executor's other tasks or a timeout.
 async fn read(s: &SharedNotifier, ep: &Epoll) -> io::Result<u64> {
     let mut arm = None;
     let mut evs = [Event::default(); 1];
+    let mut spurious = 0;
     loop {
         match s.try_read() {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -136,7 +144,36 @@ async fn read(s: &SharedNotifier, ep: &Epoll) -> io::Result<u64> {
             arm = Some(BellArm(s));
             continue; // re-check: the doorbell follows the count from now on
         }
+        if spurious > 0 {
+            s.resync_bell_here();
+            if spurious >= SPURIOUS_BEFORE_YIELD {
+                spurious = 0;
+                YieldOnce(false).await;
+            }
+        }
         ep.wait_async(&mut evs).await?;
+        spurious += 1; // reset by returning: a wake that finds units completes the future
+    }
+}
+
+/// Spurious doorbell wakes a read future absorbs in one poll before it yields.
+const SPURIOUS_BEFORE_YIELD: u32 = 4;
+
+/// `Pending` once (with a wake), then `Ready`: lets the executor run other tasks.
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
     }
 }
 

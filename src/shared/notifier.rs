@@ -624,6 +624,11 @@ impl SharedNotifier {
         self.inner.proto.disarm_bell();
     }
 
+    /// Make the doorbell agree with the count again after a spurious wake (drain first).
+    pub(super) fn resync_bell_here(&self) {
+        self.inner.proto.sync_bell(false);
+    }
+
     /// The slot of the epoll that `read_async` waits in (made by the first one).
     pub(super) fn reader_ep(&self) -> &OnceLock<Epoll> {
         &self.inner.reader_ep
