@@ -6,7 +6,7 @@
 
 mod shared_util;
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
 use std::thread;
