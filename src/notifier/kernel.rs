@@ -48,16 +48,17 @@ use crate::sys::{self, eventfd};
 /// Runs no waker: its blocking calls sleep in the kernel, and async use goes through your
 /// reactor (`AsyncFdNotifier` with feature `tokio`).
 ///
-/// # The fd is always `O_NONBLOCK`
+/// # The fd is made `O_NONBLOCK`, and no call depends on it
 ///
 /// Created or adopted ([`from_owned_fd`](Self::from_owned_fd), `TryFrom<OwnedFd>`), the
-/// eventfd's open file description is `O_NONBLOCK`; the blocking calls (`read`, `write`,
+/// eventfd's open file description is set `O_NONBLOCK`; the blocking calls (`read`, `write`,
 /// `read_timeout`) wait in `poll(2)` and retry, so a blocking `read` that loses a race to
 /// another reader goes back to waiting instead of sleeping inside `read(2)`. The flag
 /// belongs to the open file description, which every dup of the fd shares, in every process
-/// it is passed to: a peer that reads the same description gets `EAGAIN` at count 0. KVM
-/// and vhost ignore the flag; for a C peer that wants a blocking `read(2)`, hand the fd over
-/// with [`into_blocking_fd`](Self::into_blocking_fd).
+/// it is passed to, and a peer may clear it again (QEMU does so on fds it receives): every
+/// read and write evfd makes is non-blocking per call, whatever the flag says
+/// (docs/semantics.md §6.4). For a C peer that wants a blocking
+/// `read(2)`, hand the fd over with [`into_blocking_fd`](Self::into_blocking_fd).
 ///
 /// The trait [`EventNotifier`](crate::EventNotifier) covers what this type shares with the
 /// in-memory [`Notifier`](crate::Notifier).
@@ -250,8 +251,8 @@ impl KernelNotifier {
     /// - `O_NONBLOCK` is set on the fd's **open file description**, which every dup of it
     ///   shares, in every process: a peer that relied on blocking reads of the same
     ///   description would see `EAGAIN`. Peers that received the fd over `SCM_RIGHTS` share
-    ///   the description; eventfds are almost always used non-blocking (KVM and vhost
-    ///   ignore the flag entirely).
+    ///   the description; a peer may also clear the flag again, which changes nothing for
+    ///   evfd's own calls (they are non-blocking per call).
     ///
     /// # Errors
     ///
