@@ -7,22 +7,11 @@
 
 mod shared_util;
 
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use evfd::{Mode, SharedNotifier};
-use shared_util::recv_fds;
-
-fn doorbell(fds: Vec<OwnedFd>) -> OwnedFd {
-    fds.into_iter()
-        .find(|fd| {
-            std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd()))
-                .unwrap_or_default()
-                .contains("eventfd-count")
-        })
-        .expect("an eventfd doorbell")
-}
+use shared_util::{doorbell, recv_fds};
 
 #[test]
 fn stray_rings_neither_spin_nor_starve_a_current_thread_runtime() {

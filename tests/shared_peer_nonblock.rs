@@ -14,19 +14,7 @@ use std::time::Duration;
 
 use evfd::{Events, Mode, SharedNotifier};
 use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
-use shared_util::recv_fds;
-
-/// The doorbell among the fds of a received message: the one eventfd.
-fn doorbell(fds: Vec<OwnedFd>) -> OwnedFd {
-    fds.into_iter()
-        .find(|fd| {
-            use std::os::fd::AsRawFd;
-            let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd()))
-                .unwrap_or_default();
-            info.contains("eventfd-count")
-        })
-        .expect("the message carries an eventfd doorbell")
-}
+use shared_util::{doorbell, recv_fds};
 
 /// The honest side's notifier, and the peer's copy of its doorbell made blocking.
 fn shared_with_a_blocking_doorbell(mode: Mode) -> (SharedNotifier, OwnedFd) {

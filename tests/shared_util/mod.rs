@@ -145,6 +145,18 @@ pub fn recv_fds(sock: &UnixStream, payload: &mut [u8]) -> Vec<OwnedFd> {
     fds
 }
 
+/// The doorbell among the fds of a received `SharedNotifier` message: the one eventfd.
+pub fn doorbell(fds: Vec<OwnedFd>) -> OwnedFd {
+    use std::os::fd::AsRawFd;
+    fds.into_iter()
+        .find(|fd| {
+            std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd()))
+                .unwrap_or_default()
+                .contains("eventfd-count")
+        })
+        .expect("the message carries an eventfd doorbell")
+}
+
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// A peer process, the command channel to it, and a second socket for fds (so that a
