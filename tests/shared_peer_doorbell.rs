@@ -3,65 +3,250 @@
 //! doorbell readable with a count of 0. A pending `read_async` must treat that as a spurious
 //! wake: time out on time, burn no CPU, starve no other task, and still complete on the
 //! next real write.
+//!
+//! The regression this guards (fixed by re-syncing the doorbell on a spurious wake and
+//! yielding after a few in a row): before, the read future's loop went straight back into
+//! the reader epoll's `wait_async`, which harvests the level-triggered doorbell again at
+//! once, so one `poll` of the future never returned and the runtime thread spun at 100 %;
+//! `tokio::time::timeout` could not fire and every other task on a current-thread runtime
+//! starved. Each test here therefore runs its runtime on a thread under a watchdog: the old
+//! code fails with "watchdog: ... still blocked" instead of hanging the run.
+//!
+//! The stray ring must land while the read is pending with the doorbell armed (registered
+//! as a doorbell consumer): a ring that lands before the arm is drained by the arm's own
+//! re-sync and proves nothing. So the ringer waits until the region shows a doorbell
+//! consumer before it rings, and each test checks that the doorbell was silent before the
+//! ring.
+//!
+//! Both routes by which kernel readiness reaches `Epoll::wait_async` are covered: the tokio
+//! reactor (a runtime with I/O, feature `tokio`) and the watcher thread (a runtime without
+//! I/O; in a build without the feature both tests take this route). All four tests failed
+//! under the watchdog with the fix reverted, on both routes, with one ring and with a storm.
+//!
+//! (The earlier version of this file rang from a thread 10 ms after the runtime started, with
+//! no watchdog and no check that the read was armed. With the fix reverted it hung here, in
+//! both builds, rather than failing; and whenever the read's first poll comes after the ring
+//! (a loaded machine), the arm's re-sync drains the ring and it passes with the bug.)
 #![cfg(target_os = "linux")]
 
 mod shared_util;
 
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::thread;
 use std::time::{Duration, Instant};
 
 use evfd::{Mode, SharedNotifier};
-use shared_util::{doorbell, recv_fds};
+use shared_util::{doorbell, readable, recv_fds};
 
-#[test]
-fn stray_rings_neither_spin_nor_starve_a_current_thread_runtime() {
+/// The tests measure their runtime thread's CPU time and count doorbell drains: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// The read's timeout; the whole scenario must finish well within the watchdog.
+const TIMEOUT: Duration = Duration::from_millis(150);
+const WATCHDOG: Duration = Duration::from_secs(10);
+
+/// This thread's CPU time (user + system).
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a valid out-pointer.
+    assert_eq!(
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) },
+        0
+    );
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// A notifier and the raw doorbell fd a peer would hold.
+fn shared() -> (SharedNotifier, OwnedFd) {
     let n = SharedNotifier::new(Mode::Counter).unwrap();
     let (a, b) = UnixStream::pair().unwrap();
     n.send(&a).unwrap();
-    let mut payload = [0u8; 64];
+    let mut payload = [0u8; 256];
     let bell = doorbell(recv_fds(&b, &mut payload));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let (ticks, timed_out, took) = rt.block_on(async {
-        // The other task on this thread: it must keep running.
+    (n, bell)
+}
+
+/// Runs `f` on its own thread; fails naming `what` if it has not returned within the
+/// watchdog (the spinning thread is left behind: the test fails instead of hanging).
+fn watchdog<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    let h = thread::spawn(move || {
+        let r = f();
+        let _ = tx.send(());
+        r
+    });
+    match rx.recv_timeout(WATCHDOG) {
+        Ok(()) => h.join().unwrap(),
+        Err(mpsc::RecvTimeoutError::Disconnected) => match h.join() {
+            Err(p) => std::panic::resume_unwind(p),
+            Ok(_) => unreachable!("the thread sends before returning"),
+        },
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!(
+            "watchdog: {what} still blocked after {WATCHDOG:?}: a pending read_async spins \
+             on a readable doorbell with an empty count"
+        ),
+    }
+}
+
+/// What one scenario saw.
+struct Seen {
+    timed_out: bool,
+    took: Duration,
+    ticks: u32,
+    cpu: Duration,
+    rings: u32,
+    drains: u64,
+}
+
+/// A current-thread runtime (`io`: with the I/O driver, so the reactor route when the
+/// feature is on) runs `timeout(TIMEOUT, read_async())` beside a ticker task, while another
+/// thread rings the doorbell `rings` times (1 ms apart), each time only once the read is
+/// pending with the doorbell armed. Then a real write must still complete a read.
+fn stray_rings(io: bool, rings: u32) -> Seen {
+    let (n, bell) = shared();
+    let mut b = tokio::runtime::Builder::new_current_thread();
+    b.enable_time();
+    if io {
+        b.enable_io();
+    }
+    let rt = b.build().unwrap();
+    let drains0 = n.stats().drains;
+    let ringer = thread::spawn({
+        let n = n.clone();
+        move || {
+            let mut rung = 0;
+            for _ in 0..rings {
+                // Until the read future is registered as a doorbell consumer (armed).
+                let end = Instant::now() + WATCHDOG;
+                while n.sleepers().2 == 0 {
+                    assert!(Instant::now() < end, "the read never armed the doorbell");
+                    thread::sleep(Duration::from_micros(200));
+                }
+                thread::sleep(Duration::from_millis(1));
+                if n.sleepers().2 == 0 {
+                    break; // the read timed out meanwhile
+                }
+                if rung == 0 {
+                    assert!(!readable(&bell), "the armed doorbell is readable at count 0");
+                }
+                rustix::io::write(&bell, &1u64.to_ne_bytes()).unwrap();
+                rung += 1;
+            }
+            (bell, rung)
+        }
+    });
+    let (timed_out, took, ticks, cpu) = rt.block_on(async {
         let ticker = tokio::spawn(async {
             let mut ticks = 0u32;
-            for _ in 0..20 {
+            let end = Instant::now() + TIMEOUT;
+            while Instant::now() < end {
                 tokio::time::sleep(Duration::from_millis(2)).await;
                 ticks += 1;
             }
             ticks
         });
-        // The stray ring, from another thread while the read waits.
-        let ringer = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(10));
-            rustix::io::write(&bell, &1u64.to_ne_bytes()).unwrap();
-            bell
-        });
-        let start = Instant::now();
-        let r = tokio::time::timeout(Duration::from_millis(100), n.read_async()).await;
-        let took = start.elapsed();
-        drop(ringer.join().unwrap());
-        (ticker.await.unwrap(), r.is_err(), took)
+        let (start, cpu0) = (Instant::now(), thread_cpu());
+        let r = tokio::time::timeout(TIMEOUT, n.read_async()).await;
+        let (took, cpu) = (start.elapsed(), thread_cpu() - cpu0);
+        (r.is_err(), took, ticker.await.unwrap(), cpu)
     });
-    assert!(timed_out, "a stray ring completed a read of an empty count");
-    assert!(
-        took < Duration::from_secs(2),
-        "timeout(100 ms) took {took:?}"
-    );
-    assert_eq!(ticks, 20, "the other task starved");
+    let (bell, rung) = ringer.join().unwrap();
+    assert!(rung >= 1, "no stray ring landed while the read was pending");
+    let drains = n.stats().drains - drains0;
     // A real write still completes the next read.
-    let peer_write = std::thread::spawn({
+    let w = thread::spawn({
         let n = n.clone();
         move || {
-            std::thread::sleep(Duration::from_millis(20));
+            thread::sleep(Duration::from_millis(10));
             n.write(5).unwrap();
         }
     });
     let got =
         rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), n.read_async()).await });
     assert_eq!(got.expect("the real write was missed").unwrap(), 5);
-    peer_write.join().unwrap();
+    w.join().unwrap();
+    assert_eq!(n.count(), 0);
+    drop(bell);
+    Seen {
+        timed_out,
+        took,
+        ticks,
+        cpu,
+        rings: rung,
+        drains,
+    }
+}
+
+fn check(what: &str, s: &Seen) {
+    eprintln!(
+        "{what}: {} stray rings, timed out after {:?}, {} ticks, runtime thread CPU {:?}, \
+         {} doorbell drains",
+        s.rings, s.took, s.ticks, s.cpu, s.drains
+    );
+    assert!(s.timed_out, "{what}: a stray ring completed a read of an empty count");
+    assert!(
+        s.took < TIMEOUT + Duration::from_millis(500),
+        "{what}: timeout({TIMEOUT:?}) took {:?}",
+        s.took
+    );
+    // 2 ms ticks over the 150 ms window: ~75 on an idle machine; a starved ticker gets 0-1.
+    assert!(s.ticks >= 10, "{what}: the other task starved ({} ticks)", s.ticks);
+    // Idle but for the rings: a few syscalls each. A spin would be ~the whole window.
+    assert!(
+        s.cpu < TIMEOUT / 3,
+        "{what}: the runtime thread burned {:?} of a {TIMEOUT:?} window",
+        s.cpu
+    );
+    // The arm drains once; each spurious wake the future sees drains once (its re-sync), and
+    // rings that land together are seen as one. At least one was seen and answered.
+    assert!(
+        s.drains >= 2 && s.drains <= u64::from(s.rings) + 4,
+        "{what}: {} drains for {} rings",
+        s.drains,
+        s.rings
+    );
+}
+
+fn guard() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[test]
+fn one_stray_ring_through_the_reactor_route() {
+    let _g = guard();
+    let s = watchdog("a runtime with I/O, one stray ring", || stray_rings(true, 1));
+    check("reactor, 1 ring", &s);
+}
+
+#[test]
+fn one_stray_ring_through_the_watcher_route() {
+    let _g = guard();
+    let s = watchdog("a runtime without I/O, one stray ring", || {
+        stray_rings(false, 1)
+    });
+    check("watcher, 1 ring", &s);
+}
+
+#[test]
+fn a_storm_of_stray_rings_through_the_reactor_route() {
+    let _g = guard();
+    let s = watchdog("a runtime with I/O, a ring storm", || stray_rings(true, 60));
+    check("reactor, ring storm", &s);
+}
+
+#[test]
+fn a_storm_of_stray_rings_through_the_watcher_route() {
+    let _g = guard();
+    let s = watchdog("a runtime without I/O, a ring storm", || {
+        stray_rings(false, 60)
+    });
+    check("watcher, ring storm", &s);
 }
