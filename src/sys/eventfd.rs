@@ -141,9 +141,9 @@ fn short_read(fd: BorrowedFd<'_>, n: usize) -> io::Error {
 /// `InvalidInput` (`EINVAL`) for `n == u64::MAX`. `EINTR` is retried.
 ///
 /// `pwritev2(RWF_NOWAIT)` where the kernel honours it for eventfds (no kernel so far: it
-/// answers `EOPNOTSUPP` once, cached). The fallback: `fcntl(F_GETFL)`; a non-blocking
-/// description takes the plain `write(2)`; on one a peer made blocking, the write is made
-/// only if it fits now — `poll(2)`: count 0 (not `IN`) fits anything, `OUT` fits 1, an
+/// answers `EOPNOTSUPP` once, cached). The fallback, whatever the description's flag says
+/// (a peer may flip it between any look at it and the write): the write is made only if
+/// it fits now — `poll(2)`: count 0 (not `IN`) fits anything, `OUT` fits 1, an
 /// overflowed count (`ERR`) fits nothing, and a larger `n` into a non-empty count is
 /// checked against `eventfd-count` in `/proc/self/fdinfo` (read without allocating).
 /// Residual window: a concurrent writer that fills the counter between that check and the

@@ -202,9 +202,9 @@ pub(crate) fn retry<T>(
 /// 1. `preadv2`/`pwritev2` with `RWF_NOWAIT` (Linux 4.14+), which the file's own read or
 ///    write path honours per call (eventfd reads since Linux 5.12, pipes both ways);
 /// 2. where the kernel refuses `RWF_NOWAIT` for that file (`EOPNOTSUPP`, `ENOSYS`), the
-///    answer is cached in this probe and the fallback runs: `fcntl(F_GETFL)`; if the
-///    description is non-blocking, the plain call; if a peer made it blocking, a zero-timeout
-///    `poll(2)` first, and the call only if it says the call cannot wait.
+///    answer is cached in this probe and the fallback runs: a zero-timeout `poll(2)` first,
+///    and the call only if it says the call cannot wait, whatever the description's flag
+///    says now (a peer may flip it between any check of it and the call).
 ///
 /// Async-signal-safe: atomics and syscalls only, no allocation.
 #[derive(Debug)]
@@ -303,13 +303,12 @@ pub(crate) fn read_now_raw(
         }
     }
     let _ = (how, probe);
-    if !description_nonblocking(fd)? {
-        // A peer made the description blocking: read only what poll says is there (a
-        // readable, hung-up or failed fd answers at once).
-        let ev = poll_flags_now(fd, PollFlags::IN)?;
-        if ev.is_empty() {
-            return Err(rustix::io::Errno::AGAIN);
-        }
+    // Read only what poll says is there (a readable, hung-up or failed fd answers at once),
+    // whatever `F_GETFL` would say: a peer can clear `O_NONBLOCK` between that check and
+    // the read (the torture suite's flipping peer did).
+    let ev = poll_flags_now(fd, PollFlags::IN)?;
+    if ev.is_empty() {
+        return Err(rustix::io::Errno::AGAIN);
     }
     retry(|| (), || rustix::io::read(fd, &mut *buf))
 }
@@ -344,11 +343,11 @@ pub(crate) fn write_now_raw(
         }
     }
     let _ = (how, probe);
-    if !description_nonblocking(fd)? {
-        let ev = poll_flags_now(fd, PollFlags::IN | PollFlags::OUT)?;
-        if !fits(ev)? {
-            return Err(rustix::io::Errno::AGAIN);
-        }
+    // Checked whatever `F_GETFL` says: a peer can clear `O_NONBLOCK` between that check and
+    // the write, which then waits at the limit (the torture suite's flipping peer did).
+    let ev = poll_flags_now(fd, PollFlags::IN | PollFlags::OUT)?;
+    if !fits(ev)? {
+        return Err(rustix::io::Errno::AGAIN);
     }
     retry(|| (), || rustix::io::write(fd, buf))
 }

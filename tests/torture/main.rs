@@ -1,6 +1,7 @@
 //! The permanent attack suite (issue 10): conservation across every mode × wait style,
-//! cancellation storms, signals without `SA_RESTART`, fd exhaustion, RSS stability and a
-//! mixed soak. Every blocking call is under a watchdog; every unit is counted.
+//! cancellation storms, signals without `SA_RESTART`, fd exhaustion, RSS stability, a
+//! mixed soak and hostile peers (`peer`). Every blocking call is under a watchdog; every
+//! unit is counted.
 //!
 //! Short mode (the default, what CI runs as part of `cargo test --all-features`): bounded
 //! to well under a minute on 2 cores. Long mode: `EVFD_TORTURE=long` (the soak's length in
@@ -13,9 +14,12 @@
 //! The scenarios take one lock, so they run one at a time whatever `--test-threads` says.
 
 mod harness;
+#[path = "../shared_util/mod.rs"]
+mod shared_util;
 
 mod cancel;
 mod conservation;
 mod fdlimit;
+mod peer;
 mod signals;
 mod soak;
