@@ -133,7 +133,10 @@ fn stray_rings(io: bool, rings: u32) -> Seen {
                     break; // the read timed out meanwhile
                 }
                 if rung == 0 {
-                    assert!(!readable(&bell), "the armed doorbell is readable at count 0");
+                    assert!(
+                        !readable(&bell),
+                        "the armed doorbell is readable at count 0"
+                    );
                 }
                 rustix::io::write(&bell, &1u64.to_ne_bytes()).unwrap();
                 rung += 1;
@@ -189,14 +192,21 @@ fn check(what: &str, s: &Seen) {
          {} doorbell drains",
         s.rings, s.took, s.ticks, s.cpu, s.drains
     );
-    assert!(s.timed_out, "{what}: a stray ring completed a read of an empty count");
+    assert!(
+        s.timed_out,
+        "{what}: a stray ring completed a read of an empty count"
+    );
     assert!(
         s.took < TIMEOUT + Duration::from_millis(500),
         "{what}: timeout({TIMEOUT:?}) took {:?}",
         s.took
     );
     // 2 ms ticks over the 150 ms window: ~75 on an idle machine; a starved ticker gets 0-1.
-    assert!(s.ticks >= 10, "{what}: the other task starved ({} ticks)", s.ticks);
+    assert!(
+        s.ticks >= 10,
+        "{what}: the other task starved ({} ticks)",
+        s.ticks
+    );
     // Idle but for the rings: a few syscalls each. A spin would be ~the whole window.
     assert!(
         s.cpu < TIMEOUT / 3,
@@ -222,7 +232,9 @@ fn guard() -> std::sync::MutexGuard<'static, ()> {
 #[test]
 fn one_stray_ring_through_the_reactor_route() {
     let _g = guard();
-    let s = watchdog("a runtime with I/O, one stray ring", || stray_rings(true, 1));
+    let s = watchdog("a runtime with I/O, one stray ring", || {
+        stray_rings(true, 1)
+    });
     check("reactor, 1 ring", &s);
 }
 
