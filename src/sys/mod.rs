@@ -248,8 +248,8 @@ fn nowait_refused(e: rustix::io::Errno) -> bool {
 }
 
 /// Whether the open file description is `O_NONBLOCK` right now (a peer may change it at
-/// any time: only a hint for the fallback).
-#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+/// any time: no call relies on it; the tests look at it).
+#[cfg(test)]
 pub(crate) fn description_nonblocking(fd: BorrowedFd<'_>) -> rustix::io::Result<bool> {
     Ok(rustix::fs::fcntl_getfl(fd)?.contains(rustix::fs::OFlags::NONBLOCK))
 }
