@@ -53,13 +53,13 @@
 // module's path:
 //   events, loom, mode, sys      vocabulary, sync primitives, arithmetic, OS calls
 //   wait_queue                   the wait queue, the blocking wait and the async wait
-//   notifier                     Notifier (+ futures, stream), KernelNotifier
+//   notifier                     Notifier (+ futures, stream), KernelNotifier, the kick/call
+//                                halves (notifier/halves.rs, public as `halves`)
 //   epoll                        the user-space epoll (+ its futures, kernel fds)
 //   fd                           fd views over notifiers and epolls
 //   shared                       SharedNotifier: one notifier across processes (sys: shm, futex, scm)
 //   tokio_fd, tokio_view         tokio AsyncFd glue (tokio_view: safe AsyncFds, AsyncEpoll)
 //   mio_source                   mio::event::Source impls
-//   pipe_halves                  kick/call halves over pipes (and eventfds)
 //   vmm                          rust-vmm (vmm-sys-util) conversions for KernelNotifier
 mod epoll;
 mod error;
@@ -69,8 +69,10 @@ mod loom;
 #[cfg(feature = "mio")]
 mod mio_source;
 mod mode;
+// A notifier kind, public as a module of its own (`evfd::halves`).
+#[path = "notifier/halves.rs"]
+pub mod halves;
 mod notifier;
-mod pipe_halves;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod shared;
 mod sys;
@@ -104,7 +106,6 @@ pub use notifier::signal::SignalNotifier;
 #[cfg(feature = "futures")]
 pub use notifier::stream::NotifierStream;
 pub use notifier::{Notifier, NotifierBuilder};
-pub use pipe_halves::{pipe_halves, ConsumerHalf, NotifierHalf};
 #[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
 pub use shared::{SharedFdView, SharedNotifier, SharedNotifierBuilder, SharedStats};
 #[doc(hidden)]
