@@ -74,6 +74,7 @@ struct Held {
     partial: [u8; 8],
     partial_len: usize,
     /// The held bell is rung (readable): kept equal to `units > 0`.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
     bell_rung: bool,
 }
 
