@@ -455,14 +455,14 @@ mod tokio_pollers {
     fn asyncfdnotifier_every_mode() {
         rt().block_on(async {
             let sem = Notifier::builder().mode(Mode::Semaphore).build().unwrap();
-            let a = evfd::AsyncFdNotifier::new(&sem).unwrap();
+            let a = evfd::tokio::AsyncNotifierFd::new(&sem).unwrap();
             a.write(2).await.unwrap();
             assert_eq!(a.read().await.unwrap(), 1);
             assert_eq!(a.read().await.unwrap(), 1);
             assert!(!poll_readable(&a));
 
             let kick = Notifier::builder().mode(Mode::AutoReset).build().unwrap();
-            let a = evfd::AsyncFdNotifier::new(&kick).unwrap();
+            let a = evfd::tokio::AsyncNotifierFd::new(&kick).unwrap();
             let k2 = kick.clone();
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(5));
@@ -481,7 +481,7 @@ mod tokio_pollers {
     fn asyncfdnotifier_write_waits_for_room() {
         rt().block_on(async {
             let n = Notifier::builder().initial(LIMIT).build().unwrap();
-            let a = evfd::AsyncFdNotifier::new(&n).unwrap();
+            let a = evfd::tokio::AsyncNotifierFd::new(&n).unwrap();
             let n2 = n.clone();
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(20));
@@ -504,7 +504,7 @@ mod tokio_pollers {
         rt.block_on(async {
             const N: u64 = 20_000;
             let n = Notifier::new();
-            let a = Arc::new(evfd::AsyncFdNotifier::new(&n).unwrap());
+            let a = Arc::new(evfd::tokio::AsyncNotifierFd::new(&n).unwrap());
             let got = Arc::new(AtomicU64::new(0));
             let tasks: Vec<_> = (0..4)
                 .map(|_| {
