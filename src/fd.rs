@@ -496,6 +496,10 @@ impl FdView {
     /// this is [`Epoll::poll`]`(IN)`, which re-polls the queued items and drains the
     /// doorbell if none is ready any more.
     ///
+    /// Infallible: the delivery is in memory. `SharedFdView::consume` returns an
+    /// `io::Result<Events>` because a shared count can be corrupted by the other process
+    /// (`InvalidData`); the two agree otherwise.
+    ///
     /// # Examples
     ///
     /// ```
