@@ -224,7 +224,7 @@ impl ViewSource for EpHandle {
     }
 
     fn is_readable(&self) -> bool {
-        crate::loom::lock(&self.ready).any_live()
+        self.ready.lock().any_live()
     }
 
     /// An epoll is never consumed by being polled: this re-polls the queued items (dropping

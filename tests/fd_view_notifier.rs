@@ -208,7 +208,17 @@ fn backend_matches_the_build() {
 #[test]
 fn cloexec_follows_the_notifier() {
     use rustix::io::{fcntl_getfd, FdFlags};
-    let plain = Notifier::new().fd_view().unwrap();
+    // Close-on-exec by default, as every kind; `from_flags` follows eventfd2.
+    let default = Notifier::new().fd_view().unwrap();
+    assert!(fcntl_getfd(&default).unwrap().contains(FdFlags::CLOEXEC));
+    let plain = Notifier::builder()
+        .cloexec(false)
+        .build()
+        .unwrap()
+        .fd_view()
+        .unwrap();
+    assert!(!fcntl_getfd(&plain).unwrap().contains(FdFlags::CLOEXEC));
+    let plain = Notifier::from_flags(0, 0).unwrap().fd_view().unwrap();
     assert!(!fcntl_getfd(&plain).unwrap().contains(FdFlags::CLOEXEC));
     let cx = Notifier::from_flags(0, evfd::flags::CLOEXEC)
         .unwrap()

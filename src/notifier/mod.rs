@@ -38,7 +38,8 @@ use std::time::{Duration, Instant};
 use crate::events::{next_id, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use crate::mode::{self, invalid_write, Mode, Options, WriteRefused};
-use crate::wait_queue::thread::{self, QueueSleeper, SpinGauge};
+use crate::wait_queue::spin::SpinGauge;
+use crate::wait_queue::thread::{self, QueueSleeper};
 use crate::wait_queue::{WaitFor, WaitQueue, WakeBatch};
 
 /// The shared state behind every clone of a [`Notifier`]. Cache-line aligned (128: the
