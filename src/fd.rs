@@ -224,7 +224,7 @@ impl ViewSource for EpHandle {
     }
 
     fn is_readable(&self) -> bool {
-        crate::loom::lock(&self.ready).any_live()
+        self.ready.lock().any_live()
     }
 
     /// An epoll is never consumed by being polled: this re-polls the queued items (dropping
@@ -495,6 +495,10 @@ impl FdView {
     /// For a view of an [`Epoll`], nothing is consumed (an epoll is consumed by `wait`):
     /// this is [`Epoll::poll`]`(IN)`, which re-polls the queued items and drains the
     /// doorbell if none is ready any more.
+    ///
+    /// Infallible: the delivery is in memory. `SharedFdView::consume` returns an
+    /// `io::Result<Events>` because a shared count can be corrupted by the other process
+    /// (`InvalidData`); the two agree otherwise.
     ///
     /// # Examples
     ///

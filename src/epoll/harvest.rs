@@ -17,7 +17,7 @@ use super::source::SourceCore;
 use super::{EpInner, Registry};
 use crate::events::{Event, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::Ordering::{Relaxed, SeqCst};
-use crate::wait_queue::thread::SpinGauge;
+use crate::wait_queue::spin::SpinGauge;
 use crate::wait_queue::{PostWake, WaitFor, WakeBatch};
 
 /// The LT cascade's deferred wake: one more `wait`er.

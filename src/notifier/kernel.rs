@@ -46,7 +46,7 @@ use crate::sys::{self, eventfd};
 /// # Panicking wakers
 ///
 /// Runs no waker: its blocking calls sleep in the kernel, and async use goes through your
-/// reactor (`AsyncFdNotifier` with feature `tokio`).
+/// reactor (`AsyncNotifierFd` with feature `tokio`).
 ///
 /// # The fd is made `O_NONBLOCK`, and no call depends on it
 ///
@@ -126,7 +126,7 @@ crate::mode::builder! {
     ///
     /// ```
     /// let k = evfd::KernelNotifier::builder().cloexec(false).build()?;
-    /// assert!(!k.is_cloexec()?);
+    /// assert!(!k.is_cloexec());
     /// # Ok::<(), std::io::Error>(())
     /// ```
     fn cloexec;
@@ -224,7 +224,7 @@ impl KernelNotifier {
     /// use evfd::{flags, KernelNotifier, Mode};
     /// let k = KernelNotifier::from_flags(1, flags::AUTORESET | flags::CLOEXEC)?;
     /// assert_eq!(k.mode(), Mode::AutoReset);
-    /// assert!(k.is_cloexec()?);
+    /// assert!(k.is_cloexec());
     /// assert!(KernelNotifier::from_flags(0, flags::SEMAPHORE | flags::AUTORESET).is_err());
     /// # Ok::<(), std::io::Error>(())
     /// ```
@@ -299,18 +299,16 @@ impl KernelNotifier {
         self.nonblock
     }
 
-    /// Whether the fd is close-on-exec (`FD_CLOEXEC`, read from the kernel).
-    ///
-    /// # Errors
-    ///
-    /// The kernel's errno from `fcntl(2)`.
+    /// Whether the fd is close-on-exec (`FD_CLOEXEC`, read from the kernel with
+    /// `fcntl(F_GETFD)`, which cannot fail on an open fd).
     ///
     /// ```
-    /// assert!(evfd::KernelNotifier::new(evfd::Mode::Counter)?.is_cloexec()?);
+    /// assert!(evfd::KernelNotifier::new(evfd::Mode::Counter)?.is_cloexec());
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn is_cloexec(&self) -> io::Result<bool> {
-        eventfd::is_cloexec(self.fd.as_fd())
+    pub fn is_cloexec(&self) -> bool {
+        // F_GETFD fails only on a closed fd, which an `OwnedFd` is not.
+        eventfd::is_cloexec(self.fd.as_fd()).unwrap_or(false)
     }
 
     /// A snapshot of the kernel's count, from `/proc/self/fdinfo` (`eventfd-count`): a
@@ -384,6 +382,36 @@ impl KernelNotifier {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write(&self, n: u64) -> io::Result<()> {
+        self.write_until(n, None)
+    }
+
+    /// As [`write`](Self::write), giving up after `timeout` if `n` does not fit below
+    /// [`LIMIT`](crate::LIMIT) by then. With `NONBLOCK`, behaves as
+    /// [`try_write`](Self::try_write).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `n == u64::MAX`; `TimedOut` (`ETIMEDOUT`) if `n` did not fit
+    /// within `timeout`; `WouldBlock` with `NONBLOCK`. Nothing changes on error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let k = evfd::KernelNotifier::builder().initial(evfd::LIMIT).build()?;
+    /// let e = k.write_timeout(1, Duration::from_millis(5)).unwrap_err();
+    /// assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+    /// assert_eq!(e.raw_os_error(), Some(libc::ETIMEDOUT));
+    /// assert_eq!(k.read()?, evfd::LIMIT);
+    /// k.write_timeout(2, Duration::from_millis(5))?;
+    /// assert_eq!(k.count()?, 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn write_timeout(&self, n: u64, timeout: Duration) -> io::Result<()> {
+        self.write_until(n, sys::deadline(timeout))
+    }
+
+    fn write_until(&self, n: u64, deadline: Option<Instant>) -> io::Result<()> {
         if self.nonblock {
             return self.try_write(n);
         }
@@ -394,13 +422,22 @@ impl KernelNotifier {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 r => return r,
             }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(crate::error::timed_out());
+            }
             if after_poll {
                 // poll(2) said writable but `n` still does not fit (room for 1 only, or an
-                // overflowed count reporting ERR): nothing to poll for; back off.
-                std::thread::sleep(backoff);
+                // overflowed count reporting ERR): nothing to poll for; back off, never
+                // past the deadline.
+                let mut nap = backoff;
+                if let Some(d) = deadline {
+                    nap = nap.min(d.saturating_duration_since(Instant::now()));
+                }
+                std::thread::sleep(nap);
                 backoff = (backoff * 2).min(Duration::from_millis(10));
             }
-            sys::poll_until(self.fd.as_fd(), Events::OUT, None)?;
+            // An empty result is the deadline: the loop's next try decides.
+            sys::poll_until(self.fd.as_fd(), Events::OUT, deadline)?;
             after_poll = true;
         }
     }
@@ -574,7 +611,7 @@ impl KernelNotifier {
     /// ```
     #[doc(alias = "dup")]
     pub fn try_clone(&self) -> io::Result<KernelNotifier> {
-        let fd = eventfd::dup(self.fd.as_fd(), self.is_cloexec()?)?;
+        let fd = eventfd::dup(self.fd.as_fd(), self.is_cloexec())?;
         Ok(KernelNotifier::wrap(fd, self.mode, self.nonblock))
     }
 

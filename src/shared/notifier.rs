@@ -31,7 +31,7 @@ const MSG: [u8; 8] = *b"EVFDMSG1";
 /// let a = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
 /// a.notify()?;
 /// assert_eq!(a.read()?, 1);
-/// assert_eq!(a.stats(), evfd::SharedStats::default()); // nobody slept: no syscall
+/// assert_eq!(a.stats(), evfd::stats::SharedStats::default()); // nobody slept: no syscall
 /// # Ok::<(), std::io::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -707,8 +707,8 @@ impl fmt::Debug for SharedNotifier {
 /// assert!(EventNotifier::fd(&s).is_none());
 /// # Ok::<(), std::io::Error>(())
 /// ```
-impl crate::notifier::api::EventNotifier for SharedNotifier {
-    crate::notifier::api::forward_common!();
+impl crate::event_notifier::EventNotifier for SharedNotifier {
+    crate::event_notifier::forward_common!();
 
     fn count(&self) -> io::Result<u64> {
         Ok(SharedNotifier::count(self))
@@ -722,6 +722,8 @@ impl crate::notifier::api::EventNotifier for SharedNotifier {
         None
     }
 }
+
+impl crate::event_notifier::Sealed for SharedNotifier {}
 
 #[cfg(test)]
 mod tests {

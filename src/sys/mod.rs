@@ -136,11 +136,11 @@ static GLOBAL_DRAINS: AtomicU64 = AtomicU64::new(0);
 /// # Examples
 ///
 /// ```
-/// let before = evfd::doorbell_stats();
+/// let before = evfd::stats::doorbell_stats();
 /// let n = evfd::Notifier::new();
 /// let _view = n.fd_view()?;
 /// n.notify()?;
-/// assert!(evfd::doorbell_stats().rings > before.rings);
+/// assert!(evfd::stats::doorbell_stats().rings > before.rings);
 /// # Ok::<(), std::io::Error>(())
 /// ```
 #[doc(hidden)]
