@@ -60,6 +60,7 @@
 //   epoll                        the user-space epoll (+ its futures, kernel fds)
 //   fd                           fd views over notifiers and epolls
 //   event_notifier, kernel_async the trait over every kind; KernelNotifier's async waits
+//   halves_async                 the kick/call halves' async waits (through kernel_async)
 //   shared                       SharedNotifier: one notifier across processes (sys: shm, futex, scm)
 //   tokio_fd, tokio_view         tokio AsyncFd glue (tokio_view: safe AsyncFds, AsyncEpollFd)
 //   mio_source                   mio::event::Source impls
@@ -78,6 +79,8 @@ mod mode;
 // A notifier kind, public as a module of its own (`evfd::halves`).
 #[path = "notifier/halves.rs"]
 pub mod halves;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod halves_async;
 mod notifier;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod shared;
