@@ -42,7 +42,9 @@
 //! in-memory sources, the blocking, timed and async waits, the `futures`, `tokio` and `mio`
 //! integrations, and [`FdView`]s, whose fd is then a pipe instead of an eventfd. The
 //! kernel-eventfd parts are Linux-only and absent elsewhere: [`KernelNotifier`] (and what
-//! takes one), and kernel fds (`BorrowedFd`) as [`Epoll`] sources.
+//! takes one), and kernel fds (`BorrowedFd`) as [`Epoll`] sources. The kick/call
+//! [`halves`] work over pipes on every Unix (blocking and timed reads and writes, `poll`,
+//! `consume`); as `Epoll` sources and with `read_async`/`write_async` they are Linux-only.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_code)]
 #![deny(missing_docs)]

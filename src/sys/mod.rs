@@ -210,9 +210,12 @@ pub(crate) fn retry<T>(
 #[derive(Debug)]
 pub(crate) struct NowProbe {
     /// `RWF_NOWAIT` was refused for this kind of file: use the fallback from now on.
+    /// (Only Linux has `RWF_NOWAIT`: elsewhere the fallback is all there is.)
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     refused: std::sync::atomic::AtomicBool,
 }
 
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 impl NowProbe {
     pub(crate) const fn new() -> NowProbe {
         NowProbe {

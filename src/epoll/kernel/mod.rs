@@ -108,8 +108,10 @@ pub(crate) use sleep::KernelSleep;
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 pub(crate) use stub::{Fds, KernelPoll, KernelSide, KernelSleep};
 
-/// A kernel-fd `epoll_ctl`: what [`KernelSide::ctl`] does.
+/// A kernel-fd `epoll_ctl`: what [`KernelSide::ctl`] does. (Off Linux the stub's `ctl`
+/// never reads it: no kernel fd is ever added.)
 #[derive(Clone, Copy)]
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
 pub(crate) enum Ctl {
     /// `EPOLL_CTL_ADD` (events, data).
     Add(crate::events::Events, u64),
