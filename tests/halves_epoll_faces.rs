@@ -334,3 +334,26 @@ fn borrowed_fd_of_a_half_is_plain() -> io::Result<()> {
     assert!(wait(&ep, SHORT)?.is_empty());
     Ok(())
 }
+
+/// One AutoReset consumer in two epolls: each wake is delivered by exactly one of them (the
+/// delivery that drained it), as for a `KernelNotifier` in two epolls.
+#[test]
+fn autoreset_in_two_epolls_is_delivered_once() -> io::Result<()> {
+    for (what, c, n) in pairs(Mode::AutoReset)? {
+        let (a, b) = (Epoll::new(), Epoll::new());
+        a.add(&c, Events::IN, 1)?;
+        b.add(&c, Events::IN, 2)?;
+        for round in 0..20 {
+            n.notify()?;
+            n.notify()?;
+            let (first, second) = if round % 2 == 0 { (&a, &b) } else { (&b, &a) };
+            assert_eq!(wait(first, LONG)?.len(), 1, "{what} round {round}");
+            assert!(
+                wait(second, SHORT)?.is_empty(),
+                "{what} round {round}: twice"
+            );
+            assert!(wait(first, SHORT)?.is_empty(), "{what} round {round}");
+        }
+    }
+    Ok(())
+}

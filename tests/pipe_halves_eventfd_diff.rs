@@ -1,7 +1,8 @@
 //! Kick/call halves over pipes against the same halves over a real eventfd
 //! (`KernelNotifier::halves`): scripted and pseudo-random sequences give the same answers in
 //! every mode, within what a pipe can carry (docs/pipes.md); then what differs, asserted as
-//! documented, and the halves as evfd `Epoll` sources through `BorrowedFd`.
+//! documented, and the halves as evfd `Epoll` sources (themselves, in the random sequences,
+//! and through `BorrowedFd`).
 #![cfg(target_os = "linux")]
 
 use std::io;
@@ -34,10 +35,23 @@ fn run(mode: Mode, seed: u64, steps: usize) -> io::Result<()> {
     let k = KernelNotifier::new(mode)?;
     let (kc, kn) = k.halves()?;
     let (pc, pn) = halves::pipe(mode)?;
+    // Each consumer also watched by an evfd Epoll (level-triggered IN): its waits agree too
+    // (the AutoReset delivery drains, held units count as readable).
+    let (kep, pep) = (Epoll::new(), Epoll::new());
+    kep.add(&kc, Events::IN, 1)?;
+    pep.add(&pc, Events::IN, 1)?;
+    let wait0 = |ep: &Epoll| {
+        let mut evs = [Event::default(); 2];
+        outcome(
+            ep.wait(&mut evs, Some(Duration::ZERO))
+                .map(|n| evs[..n].to_vec()),
+        )
+    };
     let mut rng = Rng(seed);
     let mut written = 0u64;
     for step in 0..steps {
-        let (a, b, what) = match rng.next() % 6 {
+        let (a, b, what) = match rng.next() % 7 {
+            6 => (wait0(&kep), wait0(&pep), "Epoll::wait(0)".into()),
             0 | 1 => {
                 // Small writes (0 included); the pipe holds 8192 words, so stay well below.
                 let n = rng.next() % 4;
