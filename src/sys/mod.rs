@@ -284,34 +284,28 @@ pub(crate) fn read_now_raw(
     probe: &NowProbe,
     how: Now,
 ) -> rustix::io::Result<usize> {
-    #[cfg(all(target_os = "linux", not(evfd_loom)))]
-    if how == Now::Probed && probe.nowait() {
-        let r = retry(
-            || (),
-            || {
-                rustix::io::preadv2(
+    call_now(
+        fd,
+        probe,
+        how,
+        |nowait| {
+            #[cfg(all(target_os = "linux", not(evfd_loom)))]
+            if nowait {
+                return rustix::io::preadv2(
                     fd,
                     &mut [std::io::IoSliceMut::new(buf)],
                     u64::MAX,
                     rustix::io::ReadWriteFlags::NOWAIT,
-                )
-            },
-        );
-        match r {
-            Err(e) if nowait_refused(e) => probe.refuse(),
-            r => return r,
-        }
-    }
-    let _ = (how, probe);
-    if !description_nonblocking(fd)? {
+                );
+            }
+            let _ = nowait;
+            rustix::io::read(fd, &mut *buf)
+        },
         // A peer made the description blocking: read only what poll says is there (a
         // readable, hung-up or failed fd answers at once).
-        let ev = poll_flags_now(fd, PollFlags::IN)?;
-        if ev.is_empty() {
-            return Err(rustix::io::Errno::AGAIN);
-        }
-    }
-    retry(|| (), || rustix::io::read(fd, &mut *buf))
+        PollFlags::IN,
+        |ev| Ok(!ev.is_empty()),
+    )
 }
 
 /// One `write(2)` of `buf` that never waits, whatever `O_NONBLOCK` says (see
@@ -325,32 +319,53 @@ pub(crate) fn write_now_raw(
     how: Now,
     fits: impl FnOnce(PollFlags) -> rustix::io::Result<bool>,
 ) -> rustix::io::Result<usize> {
-    #[cfg(all(target_os = "linux", not(evfd_loom)))]
-    if how == Now::Probed && probe.nowait() {
-        let r = retry(
-            || (),
-            || {
-                rustix::io::pwritev2(
+    call_now(
+        fd,
+        probe,
+        how,
+        |nowait| {
+            #[cfg(all(target_os = "linux", not(evfd_loom)))]
+            if nowait {
+                return rustix::io::pwritev2(
                     fd,
                     &[std::io::IoSlice::new(buf)],
                     u64::MAX,
                     rustix::io::ReadWriteFlags::NOWAIT,
-                )
-            },
-        );
-        match r {
+                );
+            }
+            let _ = nowait;
+            rustix::io::write(fd, buf)
+        },
+        PollFlags::IN | PollFlags::OUT,
+        fits,
+    )
+}
+
+/// What `read_now_raw` and `write_now_raw` share ([`NowProbe`]'s two steps): `call(true)`,
+/// the `RWF_NOWAIT` call, unless the probe found it refused; else the fallback, which on a
+/// description a peer made blocking asks `may` (given the zero-timeout `poll(2)` of
+/// `flags`) whether the plain call `call(false)` cannot wait, and answers `EAGAIN` if not.
+/// `EINTR` is retried.
+fn call_now(
+    fd: BorrowedFd<'_>,
+    probe: &NowProbe,
+    how: Now,
+    mut call: impl FnMut(bool) -> rustix::io::Result<usize>,
+    flags: PollFlags,
+    may: impl FnOnce(PollFlags) -> rustix::io::Result<bool>,
+) -> rustix::io::Result<usize> {
+    #[cfg(all(target_os = "linux", not(evfd_loom)))]
+    if how == Now::Probed && probe.nowait() {
+        match retry(|| (), || call(true)) {
             Err(e) if nowait_refused(e) => probe.refuse(),
             r => return r,
         }
     }
     let _ = (how, probe);
-    if !description_nonblocking(fd)? {
-        let ev = poll_flags_now(fd, PollFlags::IN | PollFlags::OUT)?;
-        if !fits(ev)? {
-            return Err(rustix::io::Errno::AGAIN);
-        }
+    if !description_nonblocking(fd)? && !may(poll_flags_now(fd, flags)?)? {
+        return Err(rustix::io::Errno::AGAIN);
     }
-    retry(|| (), || rustix::io::write(fd, buf))
+    retry(|| (), || call(false))
 }
 
 /// `poll(2)` on one fd until one of `interest`'s bits (or `ERR`/`HUP`/`NVAL`) holds, or
