@@ -85,18 +85,18 @@ pub(crate) trait Doorbell: Send + Sync + Sized + 'static {
     not(evfd_force_pipe),
     any(target_os = "linux", target_os = "android")
 ))]
-pub(crate) type Bell = eventfd::EventfdDoorbell;
+pub(crate) type BuildDoorbell = eventfd::EventfdDoorbell;
 
 /// The doorbell backend of this build (see the module docs).
 #[cfg(all(
     not(evfd_loom),
     any(evfd_force_pipe, not(any(target_os = "linux", target_os = "android")))
 ))]
-pub(crate) type Bell = pipe::PipeDoorbell;
+pub(crate) type BuildDoorbell = pipe::PipeDoorbell;
 
 /// The doorbell backend of this build (see the module docs).
 #[cfg(evfd_loom)]
-pub(crate) type Bell = mock::MockDoorbell;
+pub(crate) type BuildDoorbell = mock::MockDoorbell;
 
 /// Doorbell syscalls, counted (not guessed): every `write(2)` that rings a doorbell and
 /// every `read(2)` that drains one, including retries after `EINTR` and calls that got
