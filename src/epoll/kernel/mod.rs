@@ -106,7 +106,7 @@ pub(crate) use reactor::KernelWake;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) use sleep::KernelSleep;
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub(crate) use stub::{Fds, KernelPoll, KernelSide, KernelSleep};
+pub(crate) use stub::{Collector, Fds, KernelPoll, KernelSide, KernelSleep};
 
 /// A kernel-fd `epoll_ctl`: what [`KernelSide::ctl`] does.
 #[derive(Clone, Copy)]
@@ -157,6 +157,8 @@ mod linux {
         /// The kernel epoll in one tokio runtime's reactor (`reactor`).
         #[cfg(feature = "tokio")]
         pub(super) reactor: super::reactor::Slot,
+        /// The direct sleep's slot and bell (`sleep`).
+        pub(super) direct: super::sleep::Direct,
     }
 
     /// A closed epoll's kernel side, dropped by `close` after it released `registry`: its
@@ -194,7 +196,7 @@ mod linux {
         }
 
         /// Whether a kernel fd was ever added (one load).
-        pub(super) fn present(&self) -> bool {
+        pub(crate) fn present(&self) -> bool {
             self.present.load(SeqCst)
         }
 
@@ -224,6 +226,7 @@ mod linux {
                 item,
                 #[cfg(feature = "tokio")]
                 reactor: super::reactor::Slot::default(),
+                direct: super::sleep::Direct::default(),
             })
         }
 

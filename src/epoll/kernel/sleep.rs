@@ -37,13 +37,16 @@
 //! again. The loom model `src/tests/loom_kernel_sleep.rs` checks the protocol.
 
 use std::cell::RefCell;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::OnceLock;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec};
 
 use super::Side;
+use crate::events::Events;
 use crate::wait_queue::thread::{Bell, Parked, ThreadWaiter};
 
 /// A thread's bell: a non-blocking eventfd that only its thread reads.
@@ -86,35 +89,134 @@ fn thread_bell() -> Option<Arc<ThreadBell>> {
     .flatten()
 }
 
-/// What a thread needs for a kernel sleep on one epoll: its kernel side and the bell.
+/// The token of the direct bell in the kernel epoll: no registration's (those are
+/// `next_id()`s, counted up from 1).
+pub(crate) const BELL_TOKEN: u64 = u64::MAX;
+
+/// The direct sleep's slot and bell of one kernel epoll (module docs, "Direct sleep").
+#[derive(Default)]
+pub(crate) struct Direct {
+    /// Made (and registered in `kfd`) by the first direct sleep; `None` if that failed
+    /// (every sleep then takes the `poll` path).
+    bell: OnceLock<Option<Arc<DirectBell>>>,
+    /// A thread holds the slot: it sleeps, or is about to sleep, in `epoll_wait` on `kfd`.
+    held: AtomicBool,
+}
+
+impl Direct {
+    /// Take the slot, making the bell first if need be; `None` if it is held or there is
+    /// no bell.
+    fn acquire(&self, kfd: &OwnedFd) -> Option<Arc<DirectBell>> {
+        let bell = self
+            .bell
+            .get_or_init(|| DirectBell::new(kfd).ok().map(Arc::new))
+            .as_ref()?;
+        self.held
+            .compare_exchange(false, true, SeqCst, SeqCst)
+            .ok()?;
+        Some(Arc::clone(bell))
+    }
+
+    fn release(&self) {
+        self.held.store(false, SeqCst);
+    }
+
+    /// A collect (`fds::collect`) took the bell's event out of `kfd`: if a thread holds
+    /// the slot, the ring may have been for it, so ring again (module docs).
+    pub(crate) fn taken_by_collect(&self) {
+        if self.held.load(SeqCst) {
+            if let Some(Some(b)) = self.bell.get() {
+                b.ring();
+            }
+        }
+    }
+}
+
+/// The direct bell: a non-blocking eventfd registered in `kfd` edge-triggered with
+/// [`BELL_TOKEN`]. Never read: each write is one edge, whatever the count.
+#[derive(Debug)]
+pub(crate) struct DirectBell {
+    fd: OwnedFd,
+}
+
+impl DirectBell {
+    fn new(kfd: &OwnedFd) -> std::io::Result<DirectBell> {
+        let fd = crate::sys::eventfd::create(0, false, true)?;
+        crate::sys::epoll::add(
+            kfd.as_fd(),
+            fd.as_fd(),
+            Events::IN | Events::ET,
+            BELL_TOKEN,
+        )?;
+        Ok(DirectBell { fd })
+    }
+}
+
+impl Bell for DirectBell {
+    fn ring(&self) {
+        // Fails only at the counter's maximum (2^64 - 2 rings): not reachable.
+        let _ = crate::sys::eventfd::write(self.fd.as_fd(), 1);
+    }
+}
+
+/// How this sleep waits: in `poll(2)` with the thread's bell, or directly in `epoll_wait`
+/// holding the slot.
+enum How {
+    Poll(Arc<ThreadBell>),
+    Direct(Arc<DirectBell>),
+}
+
+/// What a thread needs for a kernel sleep on one epoll: its kernel side and the bell (the
+/// direct slot and the epoll's bell, else the thread's own). Dropping it leaves the slot.
 pub(crate) struct KernelSleep {
     side: Arc<Side>,
-    bell: Arc<ThreadBell>,
+    how: How,
+}
+
+impl Drop for KernelSleep {
+    fn drop(&mut self) {
+        if let How::Direct(_) = self.how {
+            self.side.direct.release();
+        }
+    }
 }
 
 impl KernelSleep {
-    /// A kernel sleep on `side` for the calling thread; `None` without a bell.
+    /// A kernel sleep on `side` for the calling thread: the direct slot if it is free,
+    /// else `poll(2)` with the thread's bell; `None` without any bell.
     pub(super) fn new(side: Arc<Side>) -> Option<KernelSleep> {
+        if let Some(b) = side.direct.acquire(&side.poll.kfd) {
+            return Some(KernelSleep {
+                side,
+                how: How::Direct(b),
+            });
+        }
         Some(KernelSleep {
             side,
-            bell: thread_bell()?,
+            how: How::Poll(thread_bell()?),
         })
     }
 
     /// The waiter to queue: the calling thread, woken by its bell.
     pub(crate) fn waiter(&self) -> ThreadWaiter {
-        ThreadWaiter::with_bell(Arc::clone(&self.bell) as Arc<dyn Bell>)
+        match &self.how {
+            How::Poll(b) => ThreadWaiter::with_bell(Arc::clone(b) as Arc<dyn Bell>),
+            How::Direct(b) => ThreadWaiter::with_bell(Arc::clone(b) as Arc<dyn Bell>),
+        }
     }
 
-    /// Sleep until `waiter` (queued with [`Self::waiter`]) is notified, `kfd` is readable,
+    /// Sleep until `waiter` (queued with [`Self::waiter`]) is notified, `kfd` has events,
     /// or `deadline`; first spin for up to `spin` (clamped to the deadline) on the
     /// in-memory wake. `Woken` also when `kfd` is readable or on a stale ring: the caller
-    /// harvests and decides.
+    /// harvests and decides. A direct sleep puts the kernel events it took into `got`
+    /// (at most `max`; the caller must deliver them: `EpInner::harvest_seeded`).
     pub(crate) fn park(
         &self,
         waiter: &ThreadWaiter,
         deadline: Option<Instant>,
         spin: Duration,
+        got: &mut Vec<(Events, u64)>,
+        max: usize,
     ) -> Parked {
         if !spin.is_zero() {
             let now = Instant::now();
@@ -134,7 +236,10 @@ impl KernelSleep {
             }
         }
         let kfd = self.side.poll.kfd.as_fd();
-        let bell = self.bell.fd.as_fd();
+        let bell = match &self.how {
+            How::Poll(b) => b.fd.as_fd(),
+            How::Direct(_) => return direct(kfd, waiter, deadline, got, max),
+        };
         loop {
             if waiter.is_notified() {
                 return Parked::Woken;
@@ -166,6 +271,36 @@ impl KernelSleep {
                 // Not expected on our own fds; the caller harvests and sleeps again.
                 Err(_) => return Parked::Woken,
             }
+        }
+    }
+}
+
+/// The direct sleep: `epoll_wait` on `kfd` itself, which returns the kernel events (into
+/// `got`) or the direct bell's edge.
+fn direct(
+    kfd: BorrowedFd<'_>,
+    waiter: &ThreadWaiter,
+    deadline: Option<Instant>,
+    got: &mut Vec<(Events, u64)>,
+    max: usize,
+) -> Parked {
+    loop {
+        if waiter.is_notified() {
+            return Parked::Woken;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Parked::TimedOut;
+        }
+        // EINTR and a timeout come back as nothing: looked at again above.
+        if crate::sys::epoll::wait(kfd, got, max, deadline).is_err() {
+            // Not expected on our own epoll; the caller harvests and sleeps again.
+            got.clear();
+            return Parked::Woken;
+        }
+        // The bell's edge is only a wake: ours (then `notified` is set) or a stale one.
+        got.retain(|&(_, token)| token != BELL_TOKEN);
+        if !got.is_empty() {
+            return Parked::Woken;
         }
     }
 }
