@@ -114,8 +114,13 @@ fn main() {
             use rustix::event::epoll;
             let fd = Arc::new(kfd());
             let ep = epoll::create(epoll::CreateFlags::CLOEXEC).expect("epoll");
-            epoll::add(&ep, &*fd, epoll::EventData::new_u64(1), epoll::EventFlags::IN)
-                .expect("add");
+            epoll::add(
+                &ep,
+                &*fd,
+                epoll::EventData::new_u64(1),
+                epoll::EventFlags::IN,
+            )
+            .expect("add");
             let fd2 = Arc::clone(&fd);
             (
                 Box::new(move || kwrite(&fd2)),

@@ -47,7 +47,9 @@ fn every_kernel_event_a_direct_sleep_takes_is_delivered() {
                 k.write(1).unwrap();
             }
         }
-        let got = rx.recv_timeout(WATCHDOG).expect("watchdog: kernel event lost");
+        let got = rx
+            .recv_timeout(WATCHDOG)
+            .expect("watchdog: kernel event lost");
         assert_eq!(got.len(), 1);
         seen.push(got[0].data);
     }
@@ -87,7 +89,13 @@ fn in_memory_wake_survives_a_collect_taking_the_bell_edge() {
         stop.store(true, SeqCst);
         spinner.join().unwrap();
         let got = got.unwrap_or_else(|_| panic!("watchdog: round {round}: the wake was lost"));
-        assert_eq!(got, vec![Event { events: Events::IN, data: 7 }]);
+        assert_eq!(
+            got,
+            vec![Event {
+                events: Events::IN,
+                data: 7
+            }]
+        );
     }
 }
 
@@ -123,9 +131,18 @@ fn direct_sleep_times_out_and_leaves_nothing_behind() {
     ep.add(&fd, Events::IN, 9).unwrap();
     let mut buf = [Event::default(); 2];
     let t = Instant::now();
-    assert_eq!(ep.wait(&mut buf, Some(Duration::from_millis(20))).unwrap(), 0);
+    assert_eq!(
+        ep.wait(&mut buf, Some(Duration::from_millis(20))).unwrap(),
+        0
+    );
     assert!(t.elapsed() >= Duration::from_millis(20));
     k.write(1).unwrap();
     assert_eq!(ep.wait(&mut buf, Some(Duration::from_secs(5))).unwrap(), 1);
-    assert_eq!(buf[0], Event { events: Events::IN, data: 9 });
+    assert_eq!(
+        buf[0],
+        Event {
+            events: Events::IN,
+            data: 9
+        }
+    );
 }

@@ -764,7 +764,9 @@ pub(crate) const WAITER_KEY: Events = Events::IN.union(KEY_KSLEEP);
 /// which comes before registering); kernel fds
 /// reach a parked thread through the kernel item, which its registration makes sure the
 /// watcher will queue (`kernel`, invariant W). With kernel fds it sleeps in the kernel
-/// instead, on the kernel epoll and its own bell (the facade's `sleeper`): no watcher hop.
+/// instead (the facade's `sleeper`): in `epoll_wait` on the kernel epoll if it takes the
+/// direct slot (the kernel events that returns are its `seed`), else in `poll(2)` on it and
+/// its own bell. No watcher hop.
 struct EpollSleeper<'a> {
     /// The operation (and where the events go).
     harvest: Harvest<'a>,

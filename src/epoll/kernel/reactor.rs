@@ -20,7 +20,9 @@
 //! later kernel event is a wake of `kfd`, hence an edge in the reactor's edge-triggered
 //! epoll, recorded with a new tick: before the clear (the clear's tick is stale: nothing is
 //! cleared), or after it (the readiness is set again: the waiter's registration sees it or
-//! is woken by it). docs/design.md has the whole design.
+//! is woken by it). A try that finds the readiness clear harvests the in-memory side only
+//! (no syscall) and clears nothing. Such a wait does not yield once. docs/design.md has the
+//! whole design.
 //!
 //! # LOCKING
 //!

@@ -1,46 +1,34 @@
-//! The direct kernel sleep of a thread blocked in [`Epoll::wait`](crate::Epoll::wait) on an
-//! epoll with kernel fds: it sleeps in `poll(2)` on the epoll's kernel epoll (`kfd`) and
-//! its own **bell**, an eventfd of the thread's, so that a kernel event wakes it with no
-//! watcher hop (`super::watcher` stays for tasks, fd views and outer epolls). Route 2 of
-//! `super`; the facade's `sleeper` makes one.
+//! The kernel sleep of a thread blocked in [`Epoll::wait`](crate::Epoll::wait) on an epoll
+//! with kernel fds, so that a kernel event wakes it with no watcher hop (`super::watcher`
+//! stays for tasks, fd views and outer epolls). Route 2 of `super`; the facade's `sleeper`
+//! makes one at each registration.
 //!
-//! # Protocol
+//! - **Direct** ([`Direct`]): the thread that takes the epoll's direct slot sleeps in
+//!   `epoll_wait` on the kernel epoll (`kfd`) itself and hands the kernel events it took
+//!   to its harvest (`EpInner::harvest_seeded`); its in-memory wakes ring the epoll's
+//!   [`DirectBell`], registered in `kfd` edge-triggered with [`BELL_TOKEN`]. A collect
+//!   that takes the bell's edge rings it again while the slot is held
+//!   ([`Direct::taken_by_collect`], called from `fds`).
+//! - **`poll(2)`**: every other blocked thread sleeps in `poll` on `[kfd, bell]`, its bell
+//!   being an eventfd of its own ([`ThreadBell`]) that only it reads.
 //!
-//! - The sleeper registers on `waiters` (exclusive, at the head: LIFO) with the mask
-//!   [`KEY_KSLEEP`](super::KEY_KSLEEP), not `IN`: the wakes of `waiters` (the item
-//!   callback's one waiter, the LT cascade, the hand-on) carry `IN | KEY_KSLEEP` and reach
-//!   it like any waiter, but it does not count as a waiter that needs the watcher
-//!   (`super`'s `listened` looks for `IN`), so its waits arm nothing. (A task woken by a
-//!   tokio reactor registers with the same mask, for the same reason: `super::reactor`.)
-//! - An in-memory wake sets the waiter's `notified` under the queue lock, then, after the
-//!   unlock, rings its bell (`ThreadWaiter::unpark` → [`Bell::ring`]). The sleeper loads
-//!   `notified` and then sleeps in `poll(2)` on `[kfd, bell]`: the ring lands before the
-//!   `poll` (the bell is readable: it returns at once) or during it (it wakes it). Only this
-//!   thread reads its bell, after its `poll` returned; a ring that lands later is at worst
-//!   one spurious return of a later sleep, which the wait loop absorbs (it harvests,
-//!   finds nothing, sleeps again). Nobody else drains it, so the old hang (one harvester's
-//!   collect reading a doorbell that another's wake had rung) cannot happen.
-//! - Kernel readiness: `kfd` is readable while it holds an event; a `poll` on it returns
-//!   then, whenever the fd became ready (before the sleep or during it). The sleeper needs
-//!   neither the kernel item nor the watcher: invariant W (`super`) is about the
-//!   waiters that do.
-//! - The choice is made at each registration: kernel fds registered and a bell available →
-//!   kernel sleep; otherwise the park path with its watcher arm (so a kernel fd added
-//!   while a thread is parked still reaches it through W).
+//! Both register on `waiters` with the mask [`KEY_KSLEEP`](crate::epoll::KEY_KSLEEP): they
+//! need neither the kernel item nor the watcher (invariant W of `super` is about the
+//! waiters that do). The protocol and its no-lost-wake argument (why a ring is never lost,
+//! why a stale one is harmless, what the direct slot costs other waiters) are in
+//! docs/design.md, "A blocked thread sleeps in the kernel"; the loom models are
+//! `src/tests/loom_kernel_sleep.rs` (`poll`) and `src/tests/loom_kernel_direct.rs` (direct).
 //!
-//! A bell belongs to a thread of one process: after `fork` the child's thread makes a new
-//! one (checked by the fork epoch at each registration, no syscall), so no two processes share a bell
-//! (`tests/fork_kernel_sleep.rs`).
-//!
-//! Every thread in a kernel sleep on one `kfd` is woken by its readiness (`poll` wakes all
-//! its waiters), unlike the kernel's exclusive `epoll_wait`; those that find nothing sleep
-//! again. The loom model `src/tests/loom_kernel_sleep.rs` checks the protocol.
+//! A thread bell belongs to a thread of one process: after `fork` the child's thread makes
+//! a new one (checked by the fork epoch at each registration, no syscall), so no two
+//! processes share a bell (`tests/fork_kernel_sleep.rs`). The direct bell belongs to an
+//! epoll, which a child refuses to use.
 
 use std::cell::RefCell;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-use std::sync::OnceLock;
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec};
@@ -142,12 +130,7 @@ pub(crate) struct DirectBell {
 impl DirectBell {
     fn new(kfd: &OwnedFd) -> std::io::Result<DirectBell> {
         let fd = crate::sys::eventfd::create(0, false, true)?;
-        crate::sys::epoll::add(
-            kfd.as_fd(),
-            fd.as_fd(),
-            Events::IN | Events::ET,
-            BELL_TOKEN,
-        )?;
+        crate::sys::epoll::add(kfd.as_fd(), fd.as_fd(), Events::IN | Events::ET, BELL_TOKEN)?;
         Ok(DirectBell { fd })
     }
 }
