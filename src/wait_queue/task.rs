@@ -69,6 +69,8 @@ pub(crate) struct TaskWait {
     exclusive: bool,
     /// Where this wait is.
     state: State,
+    /// Whether a poll that would wait yields once first ("Yield once").
+    yields: bool,
 }
 
 /// The states of one async wait. A success goes back to `Idle`, so that a stream yields at
@@ -91,7 +93,16 @@ impl TaskWait {
             mask,
             exclusive,
             state: State::Idle,
+            yields: true,
         }
+    }
+
+    /// Never yield once: for a wait whose wake comes from outside the process's tasks (an
+    /// epoll task woken by a tokio reactor: `epoll::kernel::reactor`), where the extra
+    /// round of the run queue buys nothing and moves the task to another worker.
+    pub(crate) const fn without_yield(mut self) -> Self {
+        self.yields = false;
+        self
     }
 
     /// Whether this waiter has an entry in the queue, or had one that a wake removed and has
@@ -115,7 +126,7 @@ impl TaskWait {
             self.finish(wq);
             return Poll::Ready(r);
         }
-        if self.state == State::Idle && !wq.interest().intersects(self.mask) {
+        if self.yields && self.state == State::Idle && !wq.interest().intersects(self.mask) {
             // Yield once (type docs). No lock is held.
             self.state = State::Yielded;
             return yield_pending(cx);
