@@ -55,14 +55,14 @@
 // module's path:
 //   events, loom, mode, sys      vocabulary, sync primitives, arithmetic, OS calls
 //   wait_queue                   the wait queue, the blocking wait and the async wait
-//   notifier                     Notifier (+ futures, stream), KernelNotifier
+//   notifier                     Notifier (+ futures, stream), KernelNotifier, the kick/call
+//                                halves (notifier/halves.rs, public as `halves`)
 //   epoll                        the user-space epoll (+ its futures, kernel fds)
 //   fd                           fd views over notifiers and epolls
 //   event_notifier, kernel_async the trait over every kind; KernelNotifier's async waits
 //   shared                       SharedNotifier: one notifier across processes (sys: shm, futex, scm)
 //   tokio_fd, tokio_view         tokio AsyncFd glue (tokio_view: safe AsyncFds, AsyncEpollFd)
 //   mio_source                   mio::event::Source impls
-//   pipe_halves                  kick/call halves over pipes (and eventfds)
 //   vmm                          rust-vmm (vmm-sys-util) conversions for KernelNotifier
 mod epoll;
 mod error;
@@ -75,8 +75,10 @@ mod loom;
 #[cfg(feature = "mio")]
 mod mio_source;
 mod mode;
+// A notifier kind, public as a module of its own (`evfd::halves`).
+#[path = "notifier/halves.rs"]
+pub mod halves;
 mod notifier;
-mod pipe_halves;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod shared;
 mod sys;
@@ -102,7 +104,6 @@ pub use notifier::kernel::KernelNotifier;
 #[cfg(not(evfd_loom))]
 pub use notifier::signal::SignalNotifier;
 pub use notifier::Notifier;
-pub use pipe_halves::{pipe_halves, ConsumerHalf, NotifierHalf};
 #[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
 pub use shared::{SharedFdView, SharedNotifier};
 

@@ -141,7 +141,9 @@ pub(crate) mod sealed {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     pub struct KernelRef<'a> {
         pub(crate) fd: BorrowedFd<'a>,
-        /// A `KernelNotifier` in AutoReset mode: the delivery of `IN` reads it.
+        /// The owner's delivery rule applies (`KernelDeliver`): an AutoReset
+        /// `KernelNotifier`'s read at the delivery of `IN`, a pipe consumer's drain or
+        /// held units.
         pub(crate) autoreset: bool,
         /// A `KernelNotifier`'s registrations: it leaves every epoll when it is dropped.
         pub(crate) owner: Option<&'a crate::notifier::kernel::Registrations>,
@@ -236,4 +238,42 @@ impl sealed::Sealed for KernelNotifier {
 #[cfg(any(target_os = "linux", target_os = "android"))]
 #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
 impl Source for KernelNotifier {}
+/// A consumer half ([`halves::ConsumerHalf`](crate::halves::ConsumerHalf)): over an
+/// eventfd, watched as a `KernelNotifier` is; over a pipe, through its own kernel epoll of
+/// the pipe and its held bell, so that units it holds are readable (module docs of
+/// `evfd::halves`). Each delivery goes through the consumer: AutoReset drains, Counter and
+/// Semaphore report readiness. Dropping it removes it from every epoll. Linux only.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+impl sealed::Sealed for crate::halves::ConsumerHalf {
+    fn source_ref(&self) -> sealed::SourceRef<'_> {
+        let regs = self.registrations();
+        sealed::SourceRef::Kernel(sealed::KernelRef {
+            fd: regs.fd(),
+            autoreset: self.delivers(),
+            owner: Some(regs),
+        })
+    }
+}
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
+impl Source for crate::halves::ConsumerHalf {}
+
+/// A notifier half ([`halves::NotifierHalf`](crate::halves::NotifierHalf)), for `OUT`: its
+/// write end (or eventfd), with the kernel's readiness. Dropping it removes it from every
+/// epoll. Linux only.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+impl sealed::Sealed for crate::halves::NotifierHalf {
+    fn source_ref(&self) -> sealed::SourceRef<'_> {
+        let regs = self.registrations();
+        sealed::SourceRef::Kernel(sealed::KernelRef {
+            fd: regs.fd(),
+            autoreset: false,
+            owner: Some(regs),
+        })
+    }
+}
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
+impl Source for crate::halves::NotifierHalf {}
+
 impl<T: Source + ?Sized> Source for &T {}

@@ -275,21 +275,7 @@ impl KernelNotifier {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn from_owned_fd(fd: OwnedFd, mode: Mode) -> io::Result<KernelNotifier> {
-        if let Some(info) = eventfd::fdinfo(fd.as_fd())? {
-            if let Some(sem) = info.semaphore {
-                if sem != (mode == Mode::Semaphore) {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!(
-                            "eventfd {} {} EFD_SEMAPHORE, which does not fit Mode::{mode:?}",
-                            fd.as_raw_fd(),
-                            if sem { "has" } else { "lacks" }
-                        ),
-                    ));
-                }
-            }
-        }
-        eventfd::set_nonblocking(fd.as_fd())?;
+        adopt_eventfd(fd.as_fd(), mode)?;
         Ok(KernelNotifier::wrap(fd, mode, false))
     }
 
@@ -538,22 +524,7 @@ impl KernelNotifier {
         if self.nonblock {
             return self.try_read();
         }
-        loop {
-            match self.try_read() {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                r => return r,
-            }
-            let ready = sys::poll_until(self.fd.as_fd(), Events::IN, deadline)?;
-            if ready.is_empty() {
-                // Timed out; one last try so a write racing the timeout is not lost.
-                return match self.try_read() {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        Err(crate::error::timed_out())
-                    }
-                    r => r,
-                };
-            }
-        }
+        sys::read_until(self.fd.as_fd(), deadline, || self.try_read())
     }
 
     /// Readiness (`poll(2)` with a zero timeout): the bits of `interest` that hold now, plus
@@ -763,16 +734,31 @@ impl TryFrom<OwnedFd> for KernelNotifier {
 impl From<KernelNotifier> for OwnedFd {
     fn from(k: KernelNotifier) -> OwnedFd {
         let KernelNotifier { fd, regs, .. } = k;
-        // Leave every epoll first (as a drop would), then take the fd back: nothing else
-        // holds it strongly once the registrations are gone.
-        drop(regs);
-        Arc::try_unwrap(fd).unwrap_or_else(|shared| {
-            // Unreachable in practice; a duplicate is still the same eventfd.
-            shared
-                .try_clone()
-                .expect("dup of a KernelNotifier's eventfd")
-        })
+        regs.release(fd)
     }
+}
+
+/// The adoption check of an eventfd received from elsewhere, for every kind that adopts one
+/// ([`KernelNotifier::from_owned_fd`], the kick/call halves): refused (`InvalidInput`) if
+/// `/proc/self/fdinfo` shows it is not an eventfd, or shows a semaphore flag that does not
+/// fit `mode`; then its open file description is made `O_NONBLOCK`.
+pub(crate) fn adopt_eventfd(fd: BorrowedFd<'_>, mode: Mode) -> io::Result<()> {
+    if let Some(info) = eventfd::fdinfo(fd)? {
+        if let Some(sem) = info.semaphore {
+            if sem != (mode == Mode::Semaphore) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "eventfd {} {} EFD_SEMAPHORE, which does not fit Mode::{mode:?}",
+                        fd.as_raw_fd(),
+                        if sem { "has" } else { "lacks" }
+                    ),
+                ));
+            }
+        }
+    }
+    eventfd::set_nonblocking(fd)?;
+    Ok(())
 }
 
 /// A [`KernelNotifier`]'s registrations in epolls' kernel sides: (epoll, token) pairs.
@@ -792,12 +778,24 @@ pub(crate) struct Registrations {
     list: Mutex<Vec<(Weak<dyn KernelFdSet>, u64)>>,
 }
 
-/// The delivery of `IN` for an AutoReset source watched as a kernel fd: reset it, and say
-/// whether this consumer got something (only then is `IN` delivered: at most one delivery
-/// per reset that succeeded).
+/// The delivery of a kernel event to a source that has its own delivery rule, per kind: an
+/// AutoReset `KernelNotifier` resets its eventfd, an AutoReset `SharedNotifier` its shared
+/// count, a pipe consumer drains its pipe (or reports what it holds). An AutoReset kind
+/// delivers `IN` only if its reset took something: at most one delivery per reset that
+/// succeeded.
 pub(crate) trait KernelDeliver: Send + Sync {
     /// Reset; `true` iff this call took a non-zero count.
     fn deliver_in(&self) -> bool;
+
+    /// The events to deliver for the events `ev` the kernel reported for the registered fd
+    /// (empty: deliver nothing). By default, a reset ([`deliver_in`](Self::deliver_in)) on
+    /// `IN`, which stays only if the reset took something.
+    fn deliver(&self, mut ev: Events) -> Events {
+        if ev.contains(Events::IN) && !self.deliver_in() {
+            ev.remove(Events::IN);
+        }
+        ev
+    }
 }
 
 /// A `KernelNotifier`'s eventfd: the reset is one `read(2)`; `EAGAIN` means another
@@ -831,6 +829,19 @@ impl Registrations {
     /// What delivers an AutoReset `IN` (held weakly by the epoll items).
     pub(crate) fn reset(&self) -> Weak<dyn KernelDeliver> {
         Weak::clone(&self.reset)
+    }
+
+    /// The kernel fd the owner is registered by.
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// The owner gives its fd away (`From<_> for OwnedFd`): leave every epoll first (as a
+    /// drop would), then take `fd` back, which nothing else holds strongly once the
+    /// registrations are gone.
+    pub(crate) fn release(self, fd: Arc<OwnedFd>) -> OwnedFd {
+        drop(self);
+        crate::sys::unshare_fd(fd)
     }
 
     /// Registered in `ep` as `token`.

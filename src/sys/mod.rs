@@ -442,3 +442,35 @@ pub(crate) fn is_cloexec(fd: BorrowedFd<'_>) -> io::Result<bool> {
 pub(crate) fn deadline(timeout: Duration) -> Option<Instant> {
     Instant::now().checked_add(timeout)
 }
+
+/// The blocking read of every kernel-fd kind (a `KernelNotifier`, a pipe or eventfd
+/// consumer half): `try_read` until it answers something other than `WouldBlock`, waiting
+/// in `poll(2)` for `IN` on `fd` in between, until `deadline` (`None`: forever). At the
+/// deadline one last try, so a write racing the timeout is not lost; then `TimedOut`
+/// (`ETIMEDOUT`).
+pub(crate) fn read_until<T>(
+    fd: BorrowedFd<'_>,
+    deadline: Option<Instant>,
+    mut try_read: impl FnMut() -> io::Result<T>,
+) -> io::Result<T> {
+    loop {
+        match try_read() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            r => return r,
+        }
+        if poll_until(fd, Events::IN, deadline)?.is_empty() {
+            return match try_read() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(crate::error::timed_out()),
+                r => r,
+            };
+        }
+    }
+}
+
+/// An fd shared through an `Arc` taken back by its last holder (an owner giving its fd
+/// away): unwrapped, or in the case nobody expects (another strong holder), a `dup(2)` of
+/// it, which is still the same open file.
+pub(crate) fn unshare_fd(fd: std::sync::Arc<std::os::fd::OwnedFd>) -> std::os::fd::OwnedFd {
+    std::sync::Arc::try_unwrap(fd)
+        .unwrap_or_else(|shared| shared.try_clone().expect("dup of a fd being handed off"))
+}
