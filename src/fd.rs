@@ -151,7 +151,7 @@ use crate::events::{Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use crate::loom::sync::Mutex;
 use crate::notifier::{Handle, Notifier};
-use crate::sys::{Bell, Doorbell, DoorbellStats};
+use crate::sys::{BuildDoorbell, Doorbell, DoorbellStats};
 use crate::wait_queue::list::Key;
 use crate::wait_queue::{Callback, PostWake, Target, WaitQueue, WakeBatch};
 
@@ -259,7 +259,7 @@ pub(crate) struct Core {
     /// Whether the doorbell is rung. Guards `bell`'s ring/drain calls.
     rung: Mutex<bool>,
     /// The doorbell; its fd is what pollers watch.
-    bell: Bell,
+    bell: BuildDoorbell,
 }
 
 impl Core {
@@ -461,7 +461,7 @@ pub struct FdView {
 impl FdView {
     /// Hook a new view onto `source`.
     pub(crate) fn new(source: Arc<dyn ViewSource>) -> io::Result<FdView> {
-        let bell = Bell::create(source.cloexec())?;
+        let bell = BuildDoorbell::create(source.cloexec())?;
         let core = Arc::new(Core {
             source,
             mirror: AtomicBool::new(false),
@@ -555,7 +555,7 @@ impl FdView {
 
     /// The doorbell itself. For the loom model.
     #[cfg(all(test, evfd_loom))]
-    pub(crate) fn bell(&self) -> &Bell {
+    pub(crate) fn bell(&self) -> &BuildDoorbell {
         &self.reg.core.bell
     }
 }

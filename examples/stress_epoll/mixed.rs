@@ -178,7 +178,8 @@ fn nested_floor_wakes(rt: &tokio::runtime::Runtime, n: usize) -> Vec<f64> {
 }
 
 /// evfd, blocking: a thread in `Epoll::wait` on the same kind of epoll (it sleeps in the
-/// kernel, in `poll(2)` on the embedded kernel epoll and its own bell: no watcher hop).
+/// kernel, in `epoll_wait` on the embedded kernel epoll, which returns the event: no
+/// watcher hop, no second look).
 fn evfd_blocking_wakes(n: usize) -> Vec<f64> {
     let k = Arc::new(KernelNotifier::new(Mode::AutoReset).expect("eventfd"));
     let ep = Epoll::new();

@@ -12,6 +12,7 @@
 use std::sync::Arc;
 
 use super::item::Item;
+use super::kernel::Collector;
 use super::ready::Tx;
 use super::source::SourceCore;
 use super::{EpInner, Registry};
@@ -229,7 +230,50 @@ impl EpInner {
     /// events are delivered where the kernel item sits in the ready list, or, if it is not
     /// queued, after the in-memory ones (so no kernel event is missed by a harvest).
     pub(crate) fn harvest_now(self: &Arc<Self>, out: &mut [Event]) -> usize {
+        self.harvest_with(out, self.kernel.collect())
+    }
+
+    /// A harvest that collects kernel events only where it meets the kernel item, not at
+    /// its end: for a waiter that hears of kernel readiness by other means and knows the
+    /// kernel epoll has had no event since it last found it empty (a task whose reactor
+    /// readiness is clear: `kernel::reactor`). No syscall unless the kernel item is
+    /// queued.
+    pub(crate) fn harvest_now_mem(self: &Arc<Self>, out: &mut [Event]) -> usize {
         let mut kernel = self.kernel.collect();
+        kernel.skip_end();
+        self.harvest_with(out, kernel)
+    }
+
+    /// The harvest after a direct sleep (`kernel::sleep`): deliver `seed`, the kernel
+    /// events that sleep took from the kernel epoll (at most `out.len()`), and the queued
+    /// in-memory events into the slots they leave; no second look at the kernel epoll at
+    /// the end (the kernel item, if it is queued, is collected where the scan meets it).
+    pub(crate) fn harvest_seeded(
+        self: &Arc<Self>,
+        out: &mut [Event],
+        seed: &[(Events, u64)],
+    ) -> usize {
+        let mut kernel = self.kernel.collect();
+        kernel.skip_end();
+        let room = out.len().saturating_sub(seed.len());
+        self.with_registry(|reg, batch| {
+            // Skipped when nothing is queued (the ready hint, as `harvest_if_any`); else it
+            // runs even with no room, for its LT cascade to the next waiter.
+            let n = if self.ready.hint() {
+                let (mem, _) = out.split_at_mut(room);
+                self.scan(reg, batch, |it, requeue, reg, batch| {
+                    send_events(it, mem, requeue, batch, &mut |o| {
+                        kernel.collect(&reg.kernel, o)
+                    })
+                })
+            } else {
+                0
+            };
+            n + kernel.seeded(self, &reg.kernel, seed, &mut out[n..], batch)
+        })
+    }
+
+    fn harvest_with(self: &Arc<Self>, out: &mut [Event], mut kernel: Collector) -> usize {
         self.with_registry(|reg, batch| {
             let n = self.scan(reg, batch, |it, requeue, reg, batch| {
                 send_events(it, out, requeue, batch, &mut |o| {

@@ -703,7 +703,14 @@ impl Epoll {
         }
         let ep = &self.inner.core;
         // Step 1 of the blocking wait (skipped when the ready hint says nothing is queued).
-        let n = ep.harvest_if_any(events);
+        // With kernel fds, a wait that may sleep leaves the kernel epoll to its sleep (a
+        // direct sleep, or `poll(2)`, returns at once if it holds events; `kernel::sleep`):
+        // one syscall fewer per wait that sleeps.
+        let n = if timeout != Some(Duration::ZERO) && ep.kernel.present() {
+            ep.harvest_now_mem(events)
+        } else {
+            ep.harvest_if_any(events)
+        };
         if n > 0 || timeout == Some(Duration::ZERO) {
             return Ok(n);
         }
@@ -713,6 +720,7 @@ impl Epoll {
             harvest: Harvest { ep, out: events },
             entry: None,
             kernel: None,
+            seed: Vec::new(),
         };
         Ok(thread::wait(&mut s, deadline).unwrap_or(0))
     }
@@ -755,7 +763,9 @@ pub(crate) const WAITER_KEY: Events = Events::IN.union(KEY_KSLEEP);
 /// which comes before registering); kernel fds
 /// reach a parked thread through the kernel item, which its registration makes sure the
 /// watcher will queue (`kernel`, invariant W). With kernel fds it sleeps in the kernel
-/// instead, on the kernel epoll and its own bell (the facade's `sleeper`): no watcher hop.
+/// instead (the facade's `sleeper`): in `epoll_wait` on the kernel epoll if it takes the
+/// direct slot (the kernel events that returns are its `seed`), else in `poll(2)` on it and
+/// its own bell. No watcher hop.
 struct EpollSleeper<'a> {
     /// The operation (and where the events go).
     harvest: Harvest<'a>,
@@ -763,6 +773,9 @@ struct EpollSleeper<'a> {
     entry: Option<Entry>,
     /// The kernel sleep of this registration, if the epoll held kernel fds at `register`.
     kernel: Option<KernelSleep>,
+    /// Kernel events a direct sleep took from the kernel epoll, for the next `try_now`
+    /// to deliver (`kernel::sleep`).
+    seed: Vec<(Events, u64)>,
 }
 
 impl WaitFor for EpollSleeper<'_> {
@@ -770,7 +783,15 @@ impl WaitFor for EpollSleeper<'_> {
 
     /// A plain harvest: this thread arms the watcher (if it needs it) when it registers.
     fn try_now(&mut self) -> Option<usize> {
-        let n = self.harvest.ep.harvest_now(self.harvest.out);
+        let ep = self.harvest.ep;
+        let n = if self.seed.is_empty() {
+            ep.harvest_now(self.harvest.out)
+        } else {
+            // Taken from the kernel epoll: delivered now, whatever else happens.
+            let n = ep.harvest_seeded(self.harvest.out, &self.seed);
+            self.seed.clear();
+            n
+        };
         (n > 0).then_some(n)
     }
 
@@ -817,7 +838,13 @@ impl Sleeper for EpollSleeper<'_> {
     fn park(&mut self, deadline: Option<Instant>) -> Parked {
         match (&self.entry, &self.kernel) {
             // The spin (fixed or learned) already ran before registering.
-            (Some(e), Some(k)) => k.park(e.waiter(), deadline, Duration::ZERO),
+            (Some(e), Some(k)) => k.park(
+                e.waiter(),
+                deadline,
+                Duration::ZERO,
+                &mut self.seed,
+                self.harvest.out.len(),
+            ),
             (Some(e), None) => e.park(deadline),
             (None, _) => Parked::Woken,
         }
@@ -840,6 +867,8 @@ impl Sleeper for EpollSleeper<'_> {
     }
 
     fn unregister(&mut self) -> bool {
+        // Out of the kernel sleep: leave its direct slot, if it held it.
+        self.kernel = None;
         self.entry
             .take()
             .is_some_and(|e| e.remove(&self.harvest.ep.waiters))

@@ -252,6 +252,12 @@ impl Collector {
         Collector { side, met: false }
     }
 
+    /// Collect only where the harvest meets the kernel item ([`finish`](Self::finish)
+    /// does nothing).
+    pub(crate) fn skip_end(&mut self) {
+        self.met = true;
+    }
+
     /// Collect kernel events into `out` (never blocks): a non-blocking `epoll_wait` on
     /// `kfd`, mapped through the tokens. An AutoReset `KernelNotifier` is delivered `IN`
     /// only if the read that resets it got the count (so each write is delivered at most
@@ -263,6 +269,28 @@ impl Collector {
             Some(side) => collect(reg, side, out),
             None => 0,
         }
+    }
+
+    /// Deliver the kernel events a direct sleep took from `kfd` (`sleep`) into `out`, and
+    /// requeue the kernel item if that delivered any, as [`finish`](Self::finish) does
+    /// for its collect. Returns how many it delivered. Must be called with `registry`
+    /// held.
+    pub(crate) fn seeded(
+        &mut self,
+        ep: &EpInner,
+        reg: &Fds,
+        seed: &[(Events, u64)],
+        out: &mut [Event],
+        batch: &mut WakeBatch,
+    ) -> usize {
+        let Some(side) = &self.side else {
+            return 0;
+        };
+        let k = deliver(reg, side, seed, out);
+        if k > 0 {
+            requeue(ep, side, batch);
+        }
+        k
     }
 
     /// The end of a harvest that did not meet the kernel item: collect into `out[n..]`
@@ -314,9 +342,21 @@ fn collect(reg: &Fds, side: &Side, out: &mut [Event]) -> usize {
     {
         return 0;
     }
+    deliver(reg, side, &got, out)
+}
+
+/// Map kernel events taken from `kfd` (by a collect, or by a direct sleep) into `out`
+/// through the tokens, running AutoReset resets (`collect`). The direct bell's event
+/// taken here by a collect is rung again for the slot's holder (`sleep`, "Direct sleep").
+/// Must be called with `registry` held.
+fn deliver(reg: &Fds, side: &Side, got: &[(Events, u64)], out: &mut [Event]) -> usize {
     let mut n = 0;
-    for (mut ev, token) in got {
+    debug_assert!(got.len() <= out.len());
+    for &(mut ev, token) in got {
         let Some(item) = reg.items.get(&token) else {
+            if token == super::sleep::BELL_TOKEN {
+                side.direct.taken_by_collect();
+            }
             continue;
         };
         if let Some(r) = &item.reset {

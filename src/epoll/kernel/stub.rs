@@ -46,6 +46,19 @@ pub(crate) struct KernelLeft;
 pub(crate) struct Collector;
 
 impl Collector {
+    pub(crate) fn skip_end(&mut self) {}
+
+    pub(crate) fn seeded(
+        &mut self,
+        _: &EpInner,
+        _: &Fds,
+        _: &[(Events, u64)],
+        _: &mut [Event],
+        _: &mut WakeBatch,
+    ) -> usize {
+        0
+    }
+
     pub(crate) fn collect(&mut self, _: &Fds, _: &mut [Event]) -> usize {
         0
     }
@@ -65,6 +78,10 @@ impl Collector {
 impl KernelSide {
     pub(crate) fn new() -> KernelSide {
         KernelSide
+    }
+
+    pub(crate) fn present(&self) -> bool {
+        false
     }
 
     pub(crate) fn below(&self) -> bool {
@@ -119,6 +136,8 @@ impl KernelSleep {
         _: &crate::wait_queue::thread::ThreadWaiter,
         _: Option<std::time::Instant>,
         _: std::time::Duration,
+        _: &mut Vec<(Events, u64)>,
+        _: usize,
     ) -> crate::wait_queue::thread::Parked {
         match self.never {}
     }
