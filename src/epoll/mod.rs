@@ -703,11 +703,17 @@ impl Epoll {
         }
         let ep = &self.inner.core;
         // Step 1 of the blocking wait (skipped when the ready hint says nothing is queued).
-        // With kernel fds, a wait that may sleep leaves the kernel epoll to its sleep (a
-        // direct sleep, or `poll(2)`, returns at once if it holds events; `kernel::sleep`):
-        // one syscall fewer per wait that sleeps.
+        // With kernel fds, a wait that may sleep and finds nothing queued in memory leaves
+        // the kernel epoll to its sleep (a direct sleep, or `poll(2)`, returns at once if it
+        // holds events; `kernel::sleep`): one syscall fewer per wait that sleeps. A wait
+        // that will return in-memory events harvests the kernel epoll too, as `epoll_wait`
+        // returns every ready item.
         let n = if timeout != Some(Duration::ZERO) && ep.kernel.present() {
-            ep.harvest_now_mem(events)
+            if ep.ready.hint() {
+                ep.harvest_now(events)
+            } else {
+                0
+            }
         } else {
             ep.harvest_if_any(events)
         };

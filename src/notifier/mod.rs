@@ -710,20 +710,31 @@ impl Inner {
         mode::readiness(cur) | mode::readiness(0)
     }
 
-    /// The blocking call shared by `read`, `read_timeout` and `write`: the wait queue's
+    /// The blocking call shared by `read`, `read_timeout`, `write` and `write_timeout`: the wait queue's
     /// blocking wait (`crate::wait_queue::thread::wait`) for `what`. It registers,
     /// re-checks, sleeps, and always retries once after a wake or a timeout, so a wake racing
     /// a timeout is not lost.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn block<R, W: Op<Output = io::Result<R>>>(
         &self,
         mut what: W,
         deadline: Option<Instant>,
     ) -> io::Result<R> {
-        // Step 1 of the blocking wait: no wait needed.
+        // Step 1 of the blocking wait: no wait needed. Inlined into every caller (the hot
+        // path of `read` and `write`); the wait itself is not.
         if let Some(r) = what.try_now() {
             return r;
         }
+        self.wait(what, deadline)
+    }
+
+    /// `block`'s steps 2 onwards: the wait.
+    #[inline(never)]
+    fn wait<R, W: Op<Output = io::Result<R>>>(
+        &self,
+        what: W,
+        deadline: Option<Instant>,
+    ) -> io::Result<R> {
         let mut s = QueueSleeper::new(&self.wq, W::MASK, W::EXCLUSIVE, what);
         thread::wait(&mut s, deadline).unwrap_or_else(|| Err(crate::error::timed_out()))
     }
