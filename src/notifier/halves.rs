@@ -736,20 +736,30 @@ impl NotifierHalf {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write(&self, n: u64) -> io::Result<()> {
-        let mut backoff = Duration::from_micros(50);
-        loop {
-            match self.try_write(n) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                r => return r,
-            }
-            sys::poll_until(self.fd.as_fd(), Events::OUT, None)?;
-            match self.try_write(n) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                r => return r,
-            }
-            std::thread::sleep(backoff);
-            backoff = (backoff * 2).min(Duration::from_millis(10));
-        }
+        sys::write_until(self.fd.as_fd(), None, || self.try_write(n))
+    }
+
+    /// As [`write`](Self::write), giving up after `timeout` if the word still does not fit.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `n == u64::MAX`; `TimedOut` (`ETIMEDOUT`) if it did not fit
+    /// within `timeout` (nothing written); `BrokenPipe` if every read end is closed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let (c, n) = evfd::halves::pipe(evfd::Mode::Counter)?;
+    /// while n.try_write(1).is_ok() {} // fill the pipe
+    /// let e = n.write_timeout(1, Duration::from_millis(5)).unwrap_err();
+    /// assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+    /// assert!(c.read()? > 0);
+    /// n.write_timeout(1, Duration::from_millis(5))?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn write_timeout(&self, n: u64, timeout: Duration) -> io::Result<()> {
+        sys::write_until(self.fd.as_fd(), Instant::now().checked_add(timeout), || {
+            self.try_write(n)
+        })
     }
 
     /// `write(1)`: what a kick or call sends.

@@ -415,31 +415,7 @@ impl KernelNotifier {
         if self.nonblock {
             return self.try_write(n);
         }
-        let mut backoff = Duration::from_micros(50);
-        let mut after_poll = false;
-        loop {
-            match self.try_write(n) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                r => return r,
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(crate::error::timed_out());
-            }
-            if after_poll {
-                // poll(2) said writable but `n` still does not fit (room for 1 only, or an
-                // overflowed count reporting ERR): nothing to poll for; back off, never
-                // past the deadline.
-                let mut nap = backoff;
-                if let Some(d) = deadline {
-                    nap = nap.min(d.saturating_duration_since(Instant::now()));
-                }
-                std::thread::sleep(nap);
-                backoff = (backoff * 2).min(Duration::from_millis(10));
-            }
-            // An empty result is the deadline: the loop's next try decides.
-            sys::poll_until(self.fd.as_fd(), Events::OUT, deadline)?;
-            after_poll = true;
-        }
+        sys::write_until(self.fd.as_fd(), deadline, || self.try_write(n))
     }
 
     /// `write(1)`.

@@ -477,3 +477,39 @@ pub(crate) fn unshare_fd(fd: std::sync::Arc<std::os::fd::OwnedFd>) -> std::os::f
     std::sync::Arc::try_unwrap(fd)
         .unwrap_or_else(|shared| shared.try_clone().expect("dup of a fd being handed off"))
 }
+
+/// The blocking write of every kernel-fd kind (a `KernelNotifier`, a notifier half):
+/// `try_write` until it answers something other than `WouldBlock`, waiting in `poll(2)` for
+/// `OUT` on `fd` in between, until `deadline` (`None`: forever), then `TimedOut`
+/// (`ETIMEDOUT`). The kernel reports `OUT` while a write of 1 fits (an eventfd) or a pipe
+/// buffer slot is free; a write that still does not fit after `poll(2)` said writable
+/// (room for 1 only, or an overflowed eventfd reporting `ERR`) has nothing to poll for and
+/// backs off (50 µs doubling to 10 ms, never past the deadline).
+pub(crate) fn write_until(
+    fd: BorrowedFd<'_>,
+    deadline: Option<Instant>,
+    mut try_write: impl FnMut() -> io::Result<()>,
+) -> io::Result<()> {
+    let mut backoff = Duration::from_micros(50);
+    let mut after_poll = false;
+    loop {
+        match try_write() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            r => return r,
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(crate::error::timed_out());
+        }
+        if after_poll {
+            let mut nap = backoff;
+            if let Some(d) = deadline {
+                nap = nap.min(d.saturating_duration_since(Instant::now()));
+            }
+            std::thread::sleep(nap);
+            backoff = (backoff * 2).min(Duration::from_millis(10));
+        }
+        // An empty result is the deadline: the loop's next try decides.
+        poll_until(fd, Events::OUT, deadline)?;
+        after_poll = true;
+    }
+}
