@@ -1,6 +1,8 @@
-//! Async waits for the kernel-backed kinds, on any executor: [`KernelNotifier::read_async`]
-//! and [`write_async`](KernelNotifier::write_async), and the one helper they share with the
-//! other kinds whose wake arrives through a kernel fd ([`FdWait`]).
+//! Async waits for the kinds that are a kernel fd, on any executor:
+//! [`KernelNotifier::read_async`] and [`write_async`](KernelNotifier::write_async), the
+//! kick/call halves' [`ConsumerHalf::read_async`] and [`NotifierHalf::write_async`], and the
+//! one helper they share with the other kinds whose wake arrives through a kernel fd
+//! ([`FdWait`]).
 //!
 //! A kernel eventfd is written by whoever holds the fd (another process, KVM, a vhost
 //! peer), so the wake comes through the kernel. A future first tries the operation (one
@@ -12,7 +14,9 @@
 //! when it completes or is dropped.
 //!
 //! - Readers watch `IN` level-triggered: a peer that takes the count between the readiness
-//!   and the read sends the future back to waiting, and the next write reports again.
+//!   and the read sends the future back to waiting, and the next write reports again. A
+//!   consumer half first takes the units it holds (its try does), so it never waits while
+//!   it holds some.
 //! - Writers watch `OUT` edge-triggered. The kernel reports `OUT` while a write of 1 fits,
 //!   which says nothing about a larger `n`: level-triggered, a write of `n` that does not
 //!   fit yet would be woken again at once, for ever. Edge-triggered, every `read(2)` of the
@@ -20,7 +24,8 @@
 //!   The item is added before the first retry, so a read between the failed try and the
 //!   wait is not missed (the kernel queues its edge).
 //!
-//! Both futures are cancel-safe: they read or write only in the poll that returns `Ready`.
+//! Every future here is cancel-safe: it reads or writes only in the poll that returns
+//! `Ready`. Linux only, as `Epoll`'s kernel-fd sources.
 
 use std::future::Future;
 use std::io;
@@ -28,6 +33,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 
 use crate::epoll::Epoll;
 use crate::events::{Event, Events};
+use crate::notifier::halves::{ConsumerHalf, NotifierHalf};
 use crate::notifier::kernel::KernelNotifier;
 
 /// A kernel fd's readiness, awaited on any executor: an [`Epoll`] holding only that fd,
@@ -70,16 +76,6 @@ impl<'fd> FdWait<'fd> {
             }
         }
     }
-}
-
-/// Wait once for `fd` to report an event of `interest`, on any executor.
-///
-/// # Errors
-///
-/// As [`FdWait::ready`].
-#[allow(dead_code)] // for callers outside this file (the halves)
-pub(crate) async fn fd_ready(fd: BorrowedFd<'_>, interest: Events) -> io::Result<Events> {
-    FdWait::new(fd, interest).ready().await
 }
 
 impl KernelNotifier {
@@ -167,6 +163,91 @@ impl KernelNotifier {
             // Registered at the first wait, which the add then reports at once if a write of
             // 1 fits (the loop's next try takes it): a read between a failed try and the
             // add is seen by the add, a read after it is a queued edge.
+            let mut wait = FdWait::new(self.as_fd(), Events::OUT | Events::ET);
+            loop {
+                match self.try_write(n) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    r => return r,
+                }
+                wait.ready().await?;
+            }
+        }
+    }
+}
+
+impl ConsumerHalf {
+    /// As [`read`](Self::read), as a future (any executor): Counter and AutoReset take the
+    /// whole count, Semaphore 1. What is already there (held units included) is taken in
+    /// the first poll; a future that has to wait watches the fd in an
+    /// [`Epoll`](crate::Epoll) of its own (one kernel epoll fd while it waits).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: a future dropped before it completed read nothing.
+    ///
+    /// # Errors
+    ///
+    /// `BrokenPipe` once every write end of a pipe is closed and nothing is left; the
+    /// kernel's errno (`EMFILE` when no epoll fd can be made).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (c, n) = evfd::halves::pipe(evfd::Mode::Semaphore)?;
+    /// let t = std::thread::spawn(move || {
+    ///     std::thread::sleep(std::time::Duration::from_millis(5));
+    ///     n.write(2).map(|()| n)
+    /// });
+    /// assert_eq!(futures::executor::block_on(c.read_async())?, 1);
+    /// let _n = t.join().unwrap()?;
+    /// assert_eq!(futures::executor::block_on(c.read_async())?, 1); // the held unit
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
+    // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
+    #[allow(clippy::manual_async_fn)]
+    pub fn read_async(&self) -> impl Future<Output = io::Result<u64>> + Send + '_ {
+        async move {
+            let mut wait = FdWait::new(self.as_fd(), Events::IN);
+            loop {
+                match self.try_read() {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    r => return r,
+                }
+                wait.ready().await?;
+            }
+        }
+    }
+}
+
+impl NotifierHalf {
+    /// As [`write`](Self::write), as a future (any executor): a word that fits is one
+    /// `write(2)` in the first poll; a future that has to wait (a full pipe, an eventfd
+    /// near [`LIMIT`](crate::LIMIT)) watches the fd in an [`Epoll`](crate::Epoll) of its
+    /// own, edge-triggered `OUT`, and retries after each read that makes room.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: a future dropped before it completed wrote nothing.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `n == u64::MAX`; `BrokenPipe` if every read end of a pipe is
+    /// closed; the kernel's errno.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (c, n) = evfd::halves::pipe(evfd::Mode::Counter)?;
+    /// futures::executor::block_on(n.write_async(3))?;
+    /// assert_eq!(c.read()?, 3);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
+    // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
+    #[allow(clippy::manual_async_fn)]
+    pub fn write_async(&self, n: u64) -> impl Future<Output = io::Result<()>> + Send + '_ {
+        async move {
             let mut wait = FdWait::new(self.as_fd(), Events::OUT | Events::ET);
             loop {
                 match self.try_write(n) {

@@ -58,11 +58,11 @@
 //   events, loom, mode, sys      vocabulary, sync primitives, arithmetic, OS calls
 //   wait_queue                   the wait queue, the blocking wait and the async wait
 //   notifier                     Notifier (+ futures, stream), KernelNotifier, the kick/call
-//                                halves (notifier/halves.rs, public as `halves`)
+//                                halves (notifier/halves.rs, public as `evfd::halves`)
 //   epoll                        the user-space epoll (+ its futures, kernel fds)
 //   fd                           fd views over notifiers and epolls
-//   event_notifier, kernel_async the trait over every kind; KernelNotifier's async waits
-//   halves_async                 the kick/call halves' async waits (through kernel_async)
+//   event_notifier, kernel_async the trait over every kind; the async waits of the kernel-fd
+//                                kinds (KernelNotifier, the halves)
 //   shared                       SharedNotifier: one notifier across processes (sys: shm, futex, scm)
 //   tokio_fd, tokio_view         tokio AsyncFd glue (tokio_view: safe AsyncFds, AsyncEpollFd)
 //   mio_source                   mio::event::Source impls
@@ -78,11 +78,6 @@ mod loom;
 #[cfg(feature = "mio")]
 mod mio_source;
 mod mode;
-// A notifier kind, public as a module of its own (`evfd::halves`).
-#[path = "notifier/halves.rs"]
-pub mod halves;
-#[cfg(any(target_os = "linux", target_os = "android"))]
-mod halves_async;
 mod notifier;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod shared;
@@ -104,6 +99,7 @@ pub use event_notifier::EventNotifier;
 pub use events::{Event, Events};
 pub use fd::FdView;
 pub use mode::{flags, Mode, LIMIT};
+pub use notifier::halves;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub use notifier::kernel::KernelNotifier;
 #[cfg(not(evfd_loom))]

@@ -16,8 +16,8 @@ use std::os::fd::{AsFd, FromRawFd, IntoRawFd, OwnedFd};
 use vmm_sys_util::event::{EventConsumer, EventNotifier};
 use vmm_sys_util::eventfd::EventFd;
 
-use crate::halves::{ConsumerHalf, NotifierHalf};
 use crate::mode::Mode;
+use crate::notifier::halves::{ConsumerHalf, NotifierHalf};
 use crate::notifier::kernel::KernelNotifier;
 
 /// A vmm-sys-util fd owner given up as an [`OwnedFd`].

@@ -238,6 +238,7 @@ impl EpInner {
     /// kernel epoll has had no event since it last found it empty (a task whose reactor
     /// readiness is clear: `kernel::reactor`). No syscall unless the kernel item is
     /// queued.
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
     pub(crate) fn harvest_now_mem(self: &Arc<Self>, out: &mut [Event]) -> usize {
         let mut kernel = self.kernel.collect();
         kernel.skip_end();

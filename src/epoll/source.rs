@@ -244,7 +244,7 @@ impl Source for KernelNotifier {}
 /// `evfd::halves`). Each delivery goes through the consumer: AutoReset drains, Counter and
 /// Semaphore report readiness. Dropping it removes it from every epoll. Linux only.
 #[cfg(any(target_os = "linux", target_os = "android"))]
-impl sealed::Sealed for crate::halves::ConsumerHalf {
+impl sealed::Sealed for crate::notifier::halves::ConsumerHalf {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
         let regs = self.registrations();
         sealed::SourceRef::Kernel(sealed::KernelRef {
@@ -256,13 +256,13 @@ impl sealed::Sealed for crate::halves::ConsumerHalf {
 }
 #[cfg(any(target_os = "linux", target_os = "android"))]
 #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
-impl Source for crate::halves::ConsumerHalf {}
+impl Source for crate::notifier::halves::ConsumerHalf {}
 
 /// A notifier half ([`halves::NotifierHalf`](crate::halves::NotifierHalf)), for `OUT`: its
 /// write end (or eventfd), with the kernel's readiness. Dropping it removes it from every
 /// epoll. Linux only.
 #[cfg(any(target_os = "linux", target_os = "android"))]
-impl sealed::Sealed for crate::halves::NotifierHalf {
+impl sealed::Sealed for crate::notifier::halves::NotifierHalf {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
         let regs = self.registrations();
         sealed::SourceRef::Kernel(sealed::KernelRef {
@@ -274,6 +274,6 @@ impl sealed::Sealed for crate::halves::NotifierHalf {
 }
 #[cfg(any(target_os = "linux", target_os = "android"))]
 #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
-impl Source for crate::halves::NotifierHalf {}
+impl Source for crate::notifier::halves::NotifierHalf {}
 
 impl<T: Source + ?Sized> Source for &T {}

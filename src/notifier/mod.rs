@@ -22,6 +22,8 @@
 //! for wakes the next one, so no wake is lost to a waiter that did not use it.
 
 pub(crate) mod future;
+// Public as `evfd::halves` (re-exported by the crate root with its docs).
+pub mod halves;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) mod kernel;
 #[cfg(not(evfd_loom))]
