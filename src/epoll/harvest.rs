@@ -236,9 +236,15 @@ impl EpInner {
     /// A harvest that collects kernel events only where it meets the kernel item, not at
     /// its end: for a waiter that hears of kernel readiness by other means and knows the
     /// kernel epoll has had no event since it last found it empty (a task whose reactor
-    /// readiness is clear: `kernel::reactor`). No syscall unless the kernel item is
-    /// queued.
+    /// readiness is clear: `kernel::reactor`), or that sleeps on the kernel epoll next (a
+    /// blocking `wait`: `kernel::sleep`). No syscall unless the kernel item is queued;
+    /// skipped, as `harvest_if_any` skips, when the ready hint says nothing is queued
+    /// (nested epolls' kernel readiness then reaches the caller through the watcher's
+    /// queueing of their items, a wake, rather than through this harvest's look).
     pub(crate) fn harvest_now_mem(self: &Arc<Self>, out: &mut [Event]) -> usize {
+        if !self.ready.hint() {
+            return 0;
+        }
         let mut kernel = self.kernel.collect();
         kernel.skip_end();
         self.harvest_with(out, kernel)
