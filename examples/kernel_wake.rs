@@ -224,9 +224,14 @@ fn main() {
     });
     let (tx, rx) = std::sync::mpsc::channel();
     waiter(Arc::clone(&c), tx);
+    // The pause before each write (KW_GAP_US, default 300 µs, as `stress_epoll mixed`).
+    let gap_us = std::env::var("KW_GAP_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
     let mut lat = Vec::with_capacity(n);
     for _ in 0..n {
-        std::thread::sleep(Duration::from_micros(300));
+        std::thread::sleep(Duration::from_micros(gap_us));
         c.stamp.store(c.now(), SeqCst);
         write();
         lat.push(rx.recv_timeout(Duration::from_secs(10)).expect("lost wake"));
