@@ -230,7 +230,15 @@ impl EpInner {
     /// events are delivered where the kernel item sits in the ready list, or, if it is not
     /// queued, after the in-memory ones (so no kernel event is missed by a harvest).
     pub(crate) fn harvest_now(self: &Arc<Self>, out: &mut [Event]) -> usize {
-        self.harvest_with(out, self.kernel.collect())
+        let mut kernel = self.kernel.collect();
+        self.with_registry(|reg, batch| {
+            let n = self.scan(reg, batch, |it, requeue, reg, batch| {
+                send_events(it, out, requeue, batch, &mut |o| {
+                    kernel.collect(&reg.kernel, o)
+                })
+            });
+            n + kernel.finish(self, &reg.kernel, out, n, batch)
+        })
     }
 
     /// A harvest that collects kernel events only where it meets the kernel item, not at
@@ -241,6 +249,7 @@ impl EpInner {
     /// skipped, as `harvest_if_any` skips, when the ready hint says nothing is queued
     /// (nested epolls' kernel readiness then reaches the caller through the watcher's
     /// queueing of their items, a wake, rather than through this harvest's look).
+    #[inline(never)]
     pub(crate) fn harvest_now_mem(self: &Arc<Self>, out: &mut [Event]) -> usize {
         if !self.ready.hint() {
             return 0;
@@ -279,6 +288,8 @@ impl EpInner {
         })
     }
 
+    /// `harvest_now`'s body with a given collector (`harvest_now` keeps its own copy: the
+    /// in-memory hot path compiles as it did).
     fn harvest_with(self: &Arc<Self>, out: &mut [Event], mut kernel: Collector) -> usize {
         self.with_registry(|reg, batch| {
             let n = self.scan(reg, batch, |it, requeue, reg, batch| {
@@ -299,6 +310,20 @@ impl EpInner {
     pub(crate) fn harvest_if_any(self: &Arc<Self>, out: &mut [Event]) -> usize {
         if !self.ready.hint() && !self.kernel.below() {
             return 0;
+        }
+        self.harvest_now(out)
+    }
+
+    /// `Epoll::wait`'s first harvest: `harvest_if_any`, except that with kernel fds here
+    /// a wait that may sleep (`!now`) harvests the in-memory side only, leaving the kernel
+    /// epoll to its sleep (`kernel::sleep`: the sleep returns at once if it holds events).
+    #[inline]
+    pub(crate) fn harvest_before_wait(self: &Arc<Self>, out: &mut [Event], now: bool) -> usize {
+        if !self.ready.hint() && !self.kernel.below() {
+            return 0;
+        }
+        if !now && self.kernel.present() {
+            return self.harvest_now_mem(out);
         }
         self.harvest_now(out)
     }
