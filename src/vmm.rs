@@ -152,7 +152,7 @@ impl KernelNotifier {
     /// notifier.notify()?;
     /// notifier.notify()?;
     /// assert_eq!(kick.read()?, 2);
-    /// assert!(kick.is_cloexec()?);
+    /// assert!(kick.is_cloexec());
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn from_event_consumer(fd: EventConsumer, mode: Mode) -> io::Result<KernelNotifier> {

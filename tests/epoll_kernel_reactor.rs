@@ -14,7 +14,8 @@ use std::sync::{mpsc, Arc};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use evfd::{watcher_stats, Epoll, Event, Events, KernelNotifier, Mode, Notifier};
+use evfd::stats::watcher_stats;
+use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -463,7 +464,7 @@ fn a_cancelled_wait_does_not_take_a_pending_tasks_wake() {
 #[test]
 fn futures_stay_send_sync_unpin() {
     fn check<T: Send + Sync + Unpin>() {}
-    check::<evfd::EpollWaitFuture<'static>>();
+    check::<evfd::future::EpollWaitFuture<'static>>();
     #[cfg(feature = "futures")]
-    check::<evfd::EpollStream>();
+    check::<evfd::stream::EpollStream>();
 }

@@ -8,7 +8,8 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
-use evfd::{pipe_halves, ConsumerHalf, Epoll, Event, Events, KernelNotifier, Mode, NotifierHalf};
+use evfd::halves::{self, ConsumerHalf, NotifierHalf};
+use evfd::{Epoll, Event, Events, KernelNotifier, Mode};
 
 /// An op's answer, comparable across backings.
 fn outcome<T: std::fmt::Debug>(r: io::Result<T>) -> String {
@@ -32,7 +33,7 @@ impl Rng {
 fn run(mode: Mode, seed: u64, steps: usize) -> io::Result<()> {
     let k = KernelNotifier::new(mode)?;
     let (kc, kn) = k.halves()?;
-    let (pc, pn) = pipe_halves(mode)?;
+    let (pc, pn) = halves::pipe(mode)?;
     let mut rng = Rng(seed);
     let mut written = 0u64;
     for step in 0..steps {
@@ -98,7 +99,7 @@ fn random_sequences_agree_with_eventfd() -> io::Result<()> {
 #[test]
 fn scripted_modes() -> io::Result<()> {
     for (c, n) in [
-        pipe_halves(Mode::Counter)?,
+        halves::pipe(Mode::Counter)?,
         KernelNotifier::new(Mode::Counter)?.halves()?,
     ] {
         n.write(3)?;
@@ -107,7 +108,7 @@ fn scripted_modes() -> io::Result<()> {
         assert_eq!(c.try_read().unwrap_err().kind(), io::ErrorKind::WouldBlock);
     }
     for (c, n) in [
-        pipe_halves(Mode::Semaphore)?,
+        halves::pipe(Mode::Semaphore)?,
         KernelNotifier::new(Mode::Semaphore)?.halves()?,
     ] {
         n.write(2)?;
@@ -117,7 +118,7 @@ fn scripted_modes() -> io::Result<()> {
         assert_eq!(c.try_read().unwrap_err().kind(), io::ErrorKind::WouldBlock);
     }
     for (c, n) in [
-        pipe_halves(Mode::AutoReset)?,
+        halves::pipe(Mode::AutoReset)?,
         KernelNotifier::new(Mode::AutoReset)?.halves()?,
     ] {
         for _ in 0..5 {
@@ -135,7 +136,7 @@ fn scripted_modes() -> io::Result<()> {
 
 #[test]
 fn blocking_read_and_timeout() -> io::Result<()> {
-    let (c, n) = pipe_halves(Mode::Counter)?;
+    let (c, n) = halves::pipe(Mode::Counter)?;
     let e = c.read_timeout(Duration::from_millis(10)).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::TimedOut);
     let t = std::thread::spawn(move || {
@@ -154,7 +155,7 @@ fn blocking_read_and_timeout() -> io::Result<()> {
 fn what_a_pipe_does_differently() -> io::Result<()> {
     // 1. A pipe holds words, not a sum: two writes of LIMIT both succeed (an eventfd
     //    refuses the second), and come back as two reads.
-    let (c, n) = pipe_halves(Mode::Counter)?;
+    let (c, n) = halves::pipe(Mode::Counter)?;
     n.try_write(evfd::LIMIT)?;
     n.try_write(evfd::LIMIT)?;
     assert_eq!(c.try_read()?, evfd::LIMIT);
@@ -169,7 +170,7 @@ fn what_a_pipe_does_differently() -> io::Result<()> {
     );
 
     // 2. The pipe fills by words, not by count: 64 KiB (8192 words) by default.
-    let (c, n) = pipe_halves(Mode::Counter)?;
+    let (c, n) = halves::pipe(Mode::Counter)?;
     let mut words = 0u64;
     while n.try_write(1).is_ok() {
         words += 1;
@@ -189,10 +190,10 @@ fn what_a_pipe_does_differently() -> io::Result<()> {
     assert_eq!(c.try_read()?, 0x0102_0304_0506_0708);
 
     // 4. A closed peer: EPIPE for the writer, end of file for the reader.
-    let (c, n) = pipe_halves(Mode::Counter)?;
+    let (c, n) = halves::pipe(Mode::Counter)?;
     drop(c);
     assert_eq!(n.notify().unwrap_err().kind(), io::ErrorKind::BrokenPipe);
-    let (c, n) = pipe_halves(Mode::AutoReset)?;
+    let (c, n) = halves::pipe(Mode::AutoReset)?;
     drop(n);
     assert_eq!(c.consume()?, Events::HUP);
     Ok(())
@@ -225,7 +226,7 @@ fn adoption_checks_the_end() -> io::Result<()> {
 /// as the kernel reports the fd, with `consume` as the AutoReset delivery after each event.
 #[test]
 fn halves_in_an_epoll() -> io::Result<()> {
-    let (kick, kick_n) = pipe_halves(Mode::AutoReset)?;
+    let (kick, kick_n) = halves::pipe(Mode::AutoReset)?;
     let call_k = KernelNotifier::new(Mode::AutoReset)?;
     let (call, call_n) = call_k.halves()?;
     let ep = Epoll::new();

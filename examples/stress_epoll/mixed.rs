@@ -377,7 +377,7 @@ pub fn run(cfg: &Cfg, out: &mut Out) {
         RW_S,
         (&rw.0, &rw.1),
     );
-    let (started, running) = evfd::watcher_stats();
+    let (started, running) = evfd::stats::watcher_stats();
     let path = if cfg!(feature = "tokio") {
         "through the runtime's reactor (feature tokio)"
     } else {

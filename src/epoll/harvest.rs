@@ -12,13 +12,12 @@
 use std::sync::Arc;
 
 use super::item::Item;
-use super::kernel::Collector;
 use super::ready::Tx;
 use super::source::SourceCore;
 use super::{EpInner, Registry};
 use crate::events::{Event, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::Ordering::{Relaxed, SeqCst};
-use crate::wait_queue::thread::SpinGauge;
+use crate::wait_queue::spin::SpinGauge;
 use crate::wait_queue::{PostWake, WaitFor, WakeBatch};
 
 /// The LT cascade's deferred wake: one more `wait`er.
@@ -241,22 +240,19 @@ impl EpInner {
         })
     }
 
-    /// A harvest that collects kernel events only where it meets the kernel item, not at
-    /// its end: for a waiter that hears of kernel readiness by other means and knows the
-    /// kernel epoll has had no event since it last found it empty (a task whose reactor
-    /// readiness is clear: `kernel::reactor`), or that sleeps on the kernel epoll next (a
-    /// blocking `wait`: `kernel::sleep`). No syscall unless the kernel item is queued;
-    /// skipped, as `harvest_if_any` skips, when the ready hint says nothing is queued
-    /// (nested epolls' kernel readiness then reaches the caller through the watcher's
-    /// queueing of their items, a wake, rather than through this harvest's look).
+    /// A harvest only if the in-memory side has something queued (the ready hint); it then
+    /// collects from the kernel epoll too, as `epoll_wait` returns every ready item. For a
+    /// waiter that otherwise hears of kernel readiness by other means: a task whose reactor
+    /// readiness is clear (`kernel::reactor`), a blocking `wait` about to sleep on the
+    /// kernel epoll (`kernel::sleep`). No syscall and no lock when nothing is queued in
+    /// memory (nested epolls' kernel readiness then reaches the caller through the
+    /// watcher's queueing of their items, a wake, rather than through this harvest's look).
     #[inline(never)]
     pub(crate) fn harvest_now_mem(self: &Arc<Self>, out: &mut [Event]) -> usize {
         if !self.ready.hint() {
             return 0;
         }
-        let mut kernel = self.kernel.collect();
-        kernel.skip_end();
-        self.harvest_with(out, kernel)
+        self.harvest_now(out)
     }
 
     /// The harvest after a direct sleep (`kernel::sleep`): deliver `seed`, the kernel
@@ -288,19 +284,6 @@ impl EpInner {
         })
     }
 
-    /// `harvest_now`'s body with a given collector (`harvest_now` keeps its own copy: the
-    /// in-memory hot path compiles as it did).
-    fn harvest_with(self: &Arc<Self>, out: &mut [Event], mut kernel: Collector) -> usize {
-        self.with_registry(|reg, batch| {
-            let n = self.scan(reg, batch, |it, requeue, reg, batch| {
-                send_events(it, out, requeue, batch, &mut |o| {
-                    kernel.collect(&reg.kernel, o)
-                })
-            });
-            n + kernel.finish(self, &reg.kernel, out, n, batch)
-        })
-    }
-
     /// A harvest, skipped when the ready hint says nothing is queued and no kernel fd is
     /// registered here or in a nested epoll below (`kernel.below()`): a harvest collects
     /// those at its end, or queues the nested items they make ready
@@ -315,7 +298,7 @@ impl EpInner {
     }
 
     /// `Epoll::wait`'s first harvest: `harvest_if_any`, except that with kernel fds here
-    /// a wait that may sleep (`!now`) harvests the in-memory side only, leaving the kernel
+    /// a wait that may sleep (`!now`) and finds nothing queued in memory leaves the kernel
     /// epoll to its sleep (`kernel::sleep`: the sleep returns at once if it holds events).
     #[inline]
     pub(crate) fn harvest_before_wait(self: &Arc<Self>, out: &mut [Event], now: bool) -> usize {

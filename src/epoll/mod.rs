@@ -78,9 +78,8 @@ use crate::loom::sync::atomic::{
 };
 use crate::loom::sync::Mutex;
 use crate::wait_queue::list::Key;
-use crate::wait_queue::thread::{
-    self, Entry, Parked, Recheck, Sleeper, SpinGauge, SpinPlan, NO_CPU,
-};
+use crate::wait_queue::spin::{SpinGauge, SpinPlan, NO_CPU};
+use crate::wait_queue::thread::{self, Entry, Parked, Recheck, Sleeper};
 use crate::wait_queue::{Callback, PostWake, Target, WaitFor, WaitQueue, WakeBatch};
 use harvest::Harvest;
 use item::Item;
@@ -88,7 +87,7 @@ use kernel::{Ctl, KernelSide, KernelSleep};
 use ready::Ready;
 use source::sealed::{KernelRef, MemRef, SourceRef};
 pub use source::Source;
-use source::SourceCore;
+use source::{MemCore, SourceCore};
 
 /// One registration: the item and its entry in the source's wait queue.
 struct Reg {
@@ -145,7 +144,7 @@ impl Graveyard {
 /// What `add`/`modify`/`delete` act on, after the checks they share (`EpInner::resolve`).
 enum Resolved<'a> {
     /// An in-memory source (a notifier, another epoll).
-    Mem(SourceCore),
+    Mem(MemCore),
     /// A kernel fd: the kernel side's.
     Kernel(KernelRef<'a>),
 }
@@ -503,7 +502,7 @@ impl Epoll {
             let item = Arc::new_cyclic(|me| Item {
                 me: me.clone(),
                 ep: Arc::clone(ep),
-                src: sc.clone(),
+                src: SourceCore::Mem(sc.clone()),
                 events: AtomicU32::new(ev.bits()),
                 data: AtomicU64::new(data),
                 linked: AtomicBool::new(false),
@@ -704,9 +703,11 @@ impl Epoll {
         }
         let ep = &self.inner.core;
         // Step 1 of the blocking wait (skipped when the ready hint says nothing is queued).
-        // With kernel fds, a wait that may sleep leaves the kernel epoll to its sleep (a
-        // direct sleep, or `poll(2)`, returns at once if it holds events; `kernel::sleep`):
-        // one syscall fewer per wait that sleeps.
+        // With kernel fds, a wait that may sleep and finds nothing queued in memory leaves
+        // the kernel epoll to its sleep (a direct sleep, or `poll(2)`, returns at once if it
+        // holds events; `kernel::sleep`): one syscall fewer per wait that sleeps. A wait
+        // that will return in-memory events harvests the kernel epoll too, as `epoll_wait`
+        // returns every ready item.
         let n = ep.harvest_before_wait(events, timeout == Some(Duration::ZERO));
         if n > 0 || timeout == Some(Duration::ZERO) {
             return Ok(n);
@@ -1011,7 +1012,10 @@ impl EpInner {
             let regs: Vec<Reg> = reg.items.drain().map(|(_, r)| r).collect();
             for r in &regs {
                 r.item.dead.store(true, SeqCst);
-                r.item.src.wait_queue().remove(r.key);
+                // Every registration is an in-memory source's (the kernel item is never one).
+                if let Some(m) = r.item.src.mem() {
+                    m.wait_queue().remove(r.key);
+                }
             }
             reg.requeue.clear();
             let left = self.kernel.close(&mut reg.kernel);

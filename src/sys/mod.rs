@@ -85,18 +85,18 @@ pub(crate) trait Doorbell: Send + Sync + Sized + 'static {
     not(evfd_force_pipe),
     any(target_os = "linux", target_os = "android")
 ))]
-pub(crate) type Bell = eventfd::EventfdDoorbell;
+pub(crate) type BuildDoorbell = eventfd::EventfdDoorbell;
 
 /// The doorbell backend of this build (see the module docs).
 #[cfg(all(
     not(evfd_loom),
     any(evfd_force_pipe, not(any(target_os = "linux", target_os = "android")))
 ))]
-pub(crate) type Bell = pipe::PipeDoorbell;
+pub(crate) type BuildDoorbell = pipe::PipeDoorbell;
 
 /// The doorbell backend of this build (see the module docs).
 #[cfg(evfd_loom)]
-pub(crate) type Bell = mock::MockDoorbell;
+pub(crate) type BuildDoorbell = mock::MockDoorbell;
 
 /// Doorbell syscalls, counted (not guessed): every `write(2)` that rings a doorbell and
 /// every `read(2)` that drains one, including retries after `EINTR` and calls that got
@@ -136,11 +136,11 @@ static GLOBAL_DRAINS: AtomicU64 = AtomicU64::new(0);
 /// # Examples
 ///
 /// ```
-/// let before = evfd::doorbell_stats();
+/// let before = evfd::stats::doorbell_stats();
 /// let n = evfd::Notifier::new();
 /// let _view = n.fd_view()?;
 /// n.notify()?;
-/// assert!(evfd::doorbell_stats().rings > before.rings);
+/// assert!(evfd::stats::doorbell_stats().rings > before.rings);
 /// # Ok::<(), std::io::Error>(())
 /// ```
 #[doc(hidden)]
@@ -284,34 +284,28 @@ pub(crate) fn read_now_raw(
     probe: &NowProbe,
     how: Now,
 ) -> rustix::io::Result<usize> {
-    #[cfg(all(target_os = "linux", not(evfd_loom)))]
-    if how == Now::Probed && probe.nowait() {
-        let r = retry(
-            || (),
-            || {
-                rustix::io::preadv2(
+    call_now(
+        fd,
+        probe,
+        how,
+        |nowait| {
+            #[cfg(all(target_os = "linux", not(evfd_loom)))]
+            if nowait {
+                return rustix::io::preadv2(
                     fd,
                     &mut [std::io::IoSliceMut::new(buf)],
                     u64::MAX,
                     rustix::io::ReadWriteFlags::NOWAIT,
-                )
-            },
-        );
-        match r {
-            Err(e) if nowait_refused(e) => probe.refuse(),
-            r => return r,
-        }
-    }
-    let _ = (how, probe);
-    if !description_nonblocking(fd)? {
+                );
+            }
+            let _ = nowait;
+            rustix::io::read(fd, &mut *buf)
+        },
         // A peer made the description blocking: read only what poll says is there (a
         // readable, hung-up or failed fd answers at once).
-        let ev = poll_flags_now(fd, PollFlags::IN)?;
-        if ev.is_empty() {
-            return Err(rustix::io::Errno::AGAIN);
-        }
-    }
-    retry(|| (), || rustix::io::read(fd, &mut *buf))
+        PollFlags::IN,
+        |ev| Ok(!ev.is_empty()),
+    )
 }
 
 /// One `write(2)` of `buf` that never waits, whatever `O_NONBLOCK` says (see
@@ -325,32 +319,53 @@ pub(crate) fn write_now_raw(
     how: Now,
     fits: impl FnOnce(PollFlags) -> rustix::io::Result<bool>,
 ) -> rustix::io::Result<usize> {
-    #[cfg(all(target_os = "linux", not(evfd_loom)))]
-    if how == Now::Probed && probe.nowait() {
-        let r = retry(
-            || (),
-            || {
-                rustix::io::pwritev2(
+    call_now(
+        fd,
+        probe,
+        how,
+        |nowait| {
+            #[cfg(all(target_os = "linux", not(evfd_loom)))]
+            if nowait {
+                return rustix::io::pwritev2(
                     fd,
                     &[std::io::IoSlice::new(buf)],
                     u64::MAX,
                     rustix::io::ReadWriteFlags::NOWAIT,
-                )
-            },
-        );
-        match r {
+                );
+            }
+            let _ = nowait;
+            rustix::io::write(fd, buf)
+        },
+        PollFlags::IN | PollFlags::OUT,
+        fits,
+    )
+}
+
+/// What `read_now_raw` and `write_now_raw` share ([`NowProbe`]'s two steps): `call(true)`,
+/// the `RWF_NOWAIT` call, unless the probe found it refused; else the fallback, which on a
+/// description a peer made blocking asks `may` (given the zero-timeout `poll(2)` of
+/// `flags`) whether the plain call `call(false)` cannot wait, and answers `EAGAIN` if not.
+/// `EINTR` is retried.
+fn call_now(
+    fd: BorrowedFd<'_>,
+    probe: &NowProbe,
+    how: Now,
+    mut call: impl FnMut(bool) -> rustix::io::Result<usize>,
+    flags: PollFlags,
+    may: impl FnOnce(PollFlags) -> rustix::io::Result<bool>,
+) -> rustix::io::Result<usize> {
+    #[cfg(all(target_os = "linux", not(evfd_loom)))]
+    if how == Now::Probed && probe.nowait() {
+        match retry(|| (), || call(true)) {
             Err(e) if nowait_refused(e) => probe.refuse(),
             r => return r,
         }
     }
     let _ = (how, probe);
-    if !description_nonblocking(fd)? {
-        let ev = poll_flags_now(fd, PollFlags::IN | PollFlags::OUT)?;
-        if !fits(ev)? {
-            return Err(rustix::io::Errno::AGAIN);
-        }
+    if !description_nonblocking(fd)? && !may(poll_flags_now(fd, flags)?)? {
+        return Err(rustix::io::Errno::AGAIN);
     }
-    retry(|| (), || rustix::io::write(fd, buf))
+    retry(|| (), || call(false))
 }
 
 /// `poll(2)` on one fd until one of `interest`'s bits (or `ERR`/`HUP`/`NVAL`) holds, or
@@ -426,4 +441,36 @@ pub(crate) fn is_cloexec(fd: BorrowedFd<'_>) -> io::Result<bool> {
 #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
 pub(crate) fn deadline(timeout: Duration) -> Option<Instant> {
     Instant::now().checked_add(timeout)
+}
+
+/// The blocking read of every kernel-fd kind (a `KernelNotifier`, a pipe or eventfd
+/// consumer half): `try_read` until it answers something other than `WouldBlock`, waiting
+/// in `poll(2)` for `IN` on `fd` in between, until `deadline` (`None`: forever). At the
+/// deadline one last try, so a write racing the timeout is not lost; then `TimedOut`
+/// (`ETIMEDOUT`).
+pub(crate) fn read_until<T>(
+    fd: BorrowedFd<'_>,
+    deadline: Option<Instant>,
+    mut try_read: impl FnMut() -> io::Result<T>,
+) -> io::Result<T> {
+    loop {
+        match try_read() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            r => return r,
+        }
+        if poll_until(fd, Events::IN, deadline)?.is_empty() {
+            return match try_read() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(crate::error::timed_out()),
+                r => r,
+            };
+        }
+    }
+}
+
+/// An fd shared through an `Arc` taken back by its last holder (an owner giving its fd
+/// away): unwrapped, or in the case nobody expects (another strong holder), a `dup(2)` of
+/// it, which is still the same open file.
+pub(crate) fn unshare_fd(fd: std::sync::Arc<std::os::fd::OwnedFd>) -> std::os::fd::OwnedFd {
+    std::sync::Arc::try_unwrap(fd)
+        .unwrap_or_else(|shared| shared.try_clone().expect("dup of a fd being handed off"))
 }

@@ -193,7 +193,7 @@ impl Sleeper for Direct<'_> {
     }
 }
 
-/// `Epoll::wait` with no timeout: step 1 (in-memory only, `harvest_now_mem`), then the
+/// `Epoll::wait` with no timeout: step 1 (nothing queued in memory: no harvest), then the
 /// wait routine.
 fn epoll_wait(m: &Model) -> u8 {
     if std::mem::take(&mut *m.ready.lock().unwrap()) {

@@ -35,8 +35,8 @@ use crate::wait_queue::{PostWake, WakeBatch};
 struct KItem {
     num: RawFd,
     data: u64,
-    /// An AutoReset owner's reset (a `KernelNotifier`'s eventfd read): the delivery of
-    /// `IN` runs it, and delivers `IN` only if it got something.
+    /// The owner's own delivery rule (`KernelDeliver`: an AutoReset `KernelNotifier`'s
+    /// eventfd read, a pipe consumer's drain): every event of this item goes through it.
     reset: Option<Weak<dyn KernelDeliver>>,
 }
 
@@ -359,15 +359,12 @@ fn deliver(reg: &Fds, side: &Side, got: &[(Events, u64)], out: &mut [Event]) -> 
             }
             continue;
         };
-        if let (Some(r), true) = (&item.reset, ev.contains(Events::IN)) {
+        if let Some(r) = &item.reset {
             // The owner is alive while it is registered (its `Drop` takes `registry`, held
             // here, before it goes).
-            let reset = r.upgrade().is_some_and(|r| r.deliver_in());
-            if !reset {
-                ev.remove(Events::IN);
-                if ev.is_empty() {
-                    continue;
-                }
+            ev = r.upgrade().map_or(Events::empty(), |r| r.deliver(ev));
+            if ev.is_empty() {
+                continue;
             }
         }
         out[n] = Event {
