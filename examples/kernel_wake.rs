@@ -14,7 +14,7 @@
 //! (an AutoReset `KernelNotifier` for evfd, a plain eventfd for the kernel twins); the
 //! waiter stamps when woken and sends the latency back. Prints the p50 and p99 in µs.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
@@ -56,6 +56,43 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let route = args.next().unwrap_or_else(|| "blocking".into());
     let n: usize = args.next().map_or(1000, |s| s.parse().expect("count"));
+    if route == "inline" || route == "inline_kernel" {
+        // No sleep: write, then wait on the same thread (the event is there already), to
+        // time the wait's own path.
+        let k = KernelNotifier::new(Mode::AutoReset).expect("eventfd");
+        let ep = Epoll::new();
+        ep.add(&k, Events::IN, 1).expect("add");
+        let kep = rustix::event::epoll::create(rustix::event::epoll::CreateFlags::CLOEXEC)
+            .expect("epoll");
+        let kfd = kfd();
+        rustix::event::epoll::add(
+            &kep,
+            &kfd,
+            rustix::event::epoll::EventData::new_u64(1),
+            rustix::event::epoll::EventFlags::IN,
+        )
+        .expect("add");
+        let mut buf = [Event::default(); 4];
+        let mut evs = Vec::with_capacity(4);
+        let t = Instant::now();
+        for _ in 0..n {
+            if route == "inline" {
+                rustix::io::write(k.as_fd(), &1u64.to_ne_bytes()).expect("write");
+                assert_eq!(ep.wait(&mut buf, None).expect("wait"), 1);
+            } else {
+                kwrite(&kfd);
+                evs.clear();
+                rustix::event::epoll::wait(&kep, rustix::buffer::spare_capacity(&mut evs), None)
+                    .expect("epoll_wait");
+                kread(&kfd);
+            }
+        }
+        println!(
+            "{route}: {:.0} ns per write + wait",
+            t.elapsed().as_nanos() as f64 / n as f64
+        );
+        return;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -69,8 +106,16 @@ fn main() {
             ep.add(&*k, Events::IN, 1).expect("add");
             let k2 = Arc::clone(&k);
             let route = route.clone();
+            let raw = std::env::var_os("KW_RAW_WRITE").is_some();
             (
-                Box::new(move || k2.write(1).expect("write")),
+                Box::new(move || {
+                    if raw {
+                        // The kernel twins' write: no F_GETFL first.
+                        rustix::io::write(k2.as_fd(), &1u64.to_ne_bytes()).expect("write");
+                    } else {
+                        k2.write(1).expect("write")
+                    }
+                }),
                 Box::new(move |c, tx| match route.as_str() {
                     "blocking" => {
                         std::thread::spawn(move || {
@@ -179,9 +224,14 @@ fn main() {
     });
     let (tx, rx) = std::sync::mpsc::channel();
     waiter(Arc::clone(&c), tx);
+    // The pause before each write (KW_GAP_US, default 300 µs, as `stress_epoll mixed`).
+    let gap_us = std::env::var("KW_GAP_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
     let mut lat = Vec::with_capacity(n);
     for _ in 0..n {
-        std::thread::sleep(Duration::from_micros(300));
+        std::thread::sleep(Duration::from_micros(gap_us));
         c.stamp.store(c.now(), SeqCst);
         write();
         lat.push(rx.recv_timeout(Duration::from_secs(10)).expect("lost wake"));

@@ -221,9 +221,11 @@ fn kernel_blocking_wakes(n: usize) -> Vec<f64> {
                     evs.clear();
                     let got = epoll::wait(&ep, rustix::buffer::spare_capacity(&mut evs), None)
                         .expect("epoll_wait");
-                    let t = now_ns(base);
                     if got > 0 {
+                        // Stamped after the read, as evfd's wait returns after its
+                        // AutoReset delivery's read (and the AsyncFd twin after its read).
                         crate::twin::kread(&fd);
+                        let t = now_ns(base);
                         if tx.send((t - stamp.load(SeqCst)) as f64 / 1000.0).is_err() {
                             return;
                         }

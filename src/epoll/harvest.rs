@@ -12,7 +12,6 @@
 use std::sync::Arc;
 
 use super::item::Item;
-use super::kernel::Collector;
 use super::ready::Tx;
 use super::source::SourceCore;
 use super::{EpInner, Registry};
@@ -230,19 +229,31 @@ impl EpInner {
     /// events are delivered where the kernel item sits in the ready list, or, if it is not
     /// queued, after the in-memory ones (so no kernel event is missed by a harvest).
     pub(crate) fn harvest_now(self: &Arc<Self>, out: &mut [Event]) -> usize {
-        self.harvest_with(out, self.kernel.collect())
+        let mut kernel = self.kernel.collect();
+        self.with_registry(|reg, batch| {
+            let n = self.scan(reg, batch, |it, requeue, reg, batch| {
+                send_events(it, out, requeue, batch, &mut |o| {
+                    kernel.collect(&reg.kernel, o)
+                })
+            });
+            n + kernel.finish(self, &reg.kernel, out, n, batch)
+        })
     }
 
-    /// A harvest that collects kernel events only where it meets the kernel item, not at
-    /// its end: for a waiter that hears of kernel readiness by other means and knows the
-    /// kernel epoll has had no event since it last found it empty (a task whose reactor
-    /// readiness is clear: `kernel::reactor`). No syscall unless the kernel item is
-    /// queued.
+    /// A harvest only if the in-memory side has something queued (the ready hint); it then
+    /// collects from the kernel epoll too, as `epoll_wait` returns every ready item. For a
+    /// waiter that otherwise hears of kernel readiness by other means: a task whose reactor
+    /// readiness is clear (`kernel::reactor`), a blocking `wait` about to sleep on the
+    /// kernel epoll (`kernel::sleep`). No syscall and no lock when nothing is queued in
+    /// memory (nested epolls' kernel readiness then reaches the caller through the
+    /// watcher's queueing of their items, a wake, rather than through this harvest's look).
+    #[inline(never)]
     #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
     pub(crate) fn harvest_now_mem(self: &Arc<Self>, out: &mut [Event]) -> usize {
-        let mut kernel = self.kernel.collect();
-        kernel.skip_end();
-        self.harvest_with(out, kernel)
+        if !self.ready.hint() {
+            return 0;
+        }
+        self.harvest_now(out)
     }
 
     /// The harvest after a direct sleep (`kernel::sleep`): deliver `seed`, the kernel
@@ -274,17 +285,6 @@ impl EpInner {
         })
     }
 
-    fn harvest_with(self: &Arc<Self>, out: &mut [Event], mut kernel: Collector) -> usize {
-        self.with_registry(|reg, batch| {
-            let n = self.scan(reg, batch, |it, requeue, reg, batch| {
-                send_events(it, out, requeue, batch, &mut |o| {
-                    kernel.collect(&reg.kernel, o)
-                })
-            });
-            n + kernel.finish(self, &reg.kernel, out, n, batch)
-        })
-    }
-
     /// A harvest, skipped when the ready hint says nothing is queued and no kernel fd is
     /// registered here or in a nested epoll below (`kernel.below()`): a harvest collects
     /// those at its end, or queues the nested items they make ready
@@ -294,6 +294,20 @@ impl EpInner {
     pub(crate) fn harvest_if_any(self: &Arc<Self>, out: &mut [Event]) -> usize {
         if !self.ready.hint() && !self.kernel.below() {
             return 0;
+        }
+        self.harvest_now(out)
+    }
+
+    /// `Epoll::wait`'s first harvest: `harvest_if_any`, except that with kernel fds here
+    /// a wait that may sleep (`!now`) and finds nothing queued in memory leaves the kernel
+    /// epoll to its sleep (`kernel::sleep`: the sleep returns at once if it holds events).
+    #[inline]
+    pub(crate) fn harvest_before_wait(self: &Arc<Self>, out: &mut [Event], now: bool) -> usize {
+        if !self.ready.hint() && !self.kernel.below() {
+            return 0;
+        }
+        if !now && self.kernel.present() {
+            return self.harvest_now_mem(out);
         }
         self.harvest_now(out)
     }

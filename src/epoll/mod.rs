@@ -708,15 +708,7 @@ impl Epoll {
         // holds events; `kernel::sleep`): one syscall fewer per wait that sleeps. A wait
         // that will return in-memory events harvests the kernel epoll too, as `epoll_wait`
         // returns every ready item.
-        let n = if timeout != Some(Duration::ZERO) && ep.kernel.present() {
-            if ep.ready.hint() {
-                ep.harvest_now(events)
-            } else {
-                0
-            }
-        } else {
-            ep.harvest_if_any(events)
-        };
+        let n = ep.harvest_before_wait(events, timeout == Some(Duration::ZERO));
         if n > 0 || timeout == Some(Duration::ZERO) {
             return Ok(n);
         }
@@ -726,7 +718,6 @@ impl Epoll {
             harvest: Harvest { ep, out: events },
             entry: None,
             kernel: None,
-            seed: Vec::new(),
         };
         Ok(thread::wait(&mut s, deadline).unwrap_or(0))
     }
@@ -777,26 +768,23 @@ struct EpollSleeper<'a> {
     harvest: Harvest<'a>,
     /// The registration.
     entry: Option<Entry>,
-    /// The kernel sleep of this registration, if the epoll held kernel fds at `register`.
+    /// The kernel sleep of this registration, if the epoll held kernel fds at `register`
+    /// (with the kernel events a direct sleep took, for the next `try_now` to deliver).
     kernel: Option<KernelSleep>,
-    /// Kernel events a direct sleep took from the kernel epoll, for the next `try_now`
-    /// to deliver (`kernel::sleep`).
-    seed: Vec<(Events, u64)>,
 }
 
 impl WaitFor for EpollSleeper<'_> {
     type Output = usize;
 
     /// A plain harvest: this thread arms the watcher (if it needs it) when it registers.
+    // The inlining the wait routine had before the kernel sleep's seed (instruction counts
+    // of the in-memory hand-off: docs/handoff.md).
+    #[inline(always)]
     fn try_now(&mut self) -> Option<usize> {
-        let ep = self.harvest.ep;
-        let n = if self.seed.is_empty() {
-            ep.harvest_now(self.harvest.out)
-        } else {
+        let n = match &mut self.kernel {
             // Taken from the kernel epoll: delivered now, whatever else happens.
-            let n = ep.harvest_seeded(self.harvest.out, &self.seed);
-            self.seed.clear();
-            n
+            Some(k) if k.has_seed() => deliver_seed(k, self.harvest.ep, self.harvest.out),
+            _ => self.harvest.ep.harvest_now(self.harvest.out),
         };
         (n > 0).then_some(n)
     }
@@ -814,10 +802,26 @@ impl WaitFor for EpollSleeper<'_> {
     }
 }
 
+/// Out of line: the in-memory wait's code stays as small as it was without kernel fds.
+#[cold]
+#[inline(never)]
+fn deliver_seed(k: &mut KernelSleep, ep: &Arc<EpInner>, out: &mut [Event]) -> usize {
+    k.deliver_seed(ep, out)
+}
+
+/// A previous registration's kernel sleep goes (out of line, as `deliver_seed`).
+#[cold]
+#[inline(never)]
+fn drop_sleep(k: KernelSleep) {
+    drop(k);
+}
+
 impl Sleeper for EpollSleeper<'_> {
     fn register(&mut self, _again: bool) {
         let ep = self.harvest.ep;
-        self.kernel = ep.kernel.sleeper();
+        if let Some(old) = std::mem::replace(&mut self.kernel, ep.kernel.sleeper()) {
+            drop_sleep(old);
+        }
         // LIFO: the most recent waiter is woken first, as the kernel's epoll does.
         self.entry = Some(match &self.kernel {
             Some(k) => Entry::add_waiter(&ep.waiters, KEY_KSLEEP, true, true, k.waiter()),
@@ -841,16 +845,13 @@ impl Sleeper for EpollSleeper<'_> {
         }
     }
 
+    #[inline(never)]
     fn park(&mut self, deadline: Option<Instant>) -> Parked {
-        match (&self.entry, &self.kernel) {
+        match (&self.entry, &mut self.kernel) {
             // The spin (fixed or learned) already ran before registering.
-            (Some(e), Some(k)) => k.park(
-                e.waiter(),
-                deadline,
-                Duration::ZERO,
-                &mut self.seed,
-                self.harvest.out.len(),
-            ),
+            (Some(e), Some(k)) => {
+                k.park(e.waiter(), deadline, Duration::ZERO, self.harvest.out.len())
+            }
             (Some(e), None) => e.park(deadline),
             (None, _) => Parked::Woken,
         }
@@ -873,8 +874,11 @@ impl Sleeper for EpollSleeper<'_> {
     }
 
     fn unregister(&mut self) -> bool {
-        // Out of the kernel sleep: leave its direct slot, if it held it.
-        self.kernel = None;
+        // Out of the kernel sleep: leave its direct slot, if it held it (the sleep itself,
+        // with its seed, stays until the next `register`).
+        if let Some(k) = &mut self.kernel {
+            k.leave();
+        }
         self.entry
             .take()
             .is_some_and(|e| e.remove(&self.harvest.ep.waiters))

@@ -20,8 +20,8 @@
 //! later kernel event is a wake of `kfd`, hence an edge in the reactor's edge-triggered
 //! epoll, recorded with a new tick: before the clear (the clear's tick is stale: nothing is
 //! cleared), or after it (the readiness is set again: the waiter's registration sees it or
-//! is woken by it). A try that finds the readiness clear harvests the in-memory side only
-//! (no syscall) and clears nothing. Such a wait does not yield once. docs/design.md has the
+//! is woken by it). A try that finds the readiness clear harvests only if memory has
+//! something queued (no syscall otherwise) and clears nothing. Such a wait does not yield once. docs/design.md has the
 //! whole design.
 //!
 //! # LOCKING
@@ -270,8 +270,9 @@ mod via_tokio {
                 // from the kernel epoll with every slot free and got nothing: it was empty
                 // then (`harvest_now`). Without it (clear, or not yet reported): no kernel
                 // event came since the clear that found it empty, or one came and its edge
-                // will set the readiness and wake us; so this harvest skips the kernel
-                // epoll (no syscall) and clears nothing.
+                // will set the readiness and wake us; so this harvest runs only if memory
+                // has something queued (then it collects the kernel epoll too, as
+                // `epoll_wait` returns every ready item), and clears nothing.
                 let got = fd.around(cx, |taken| {
                     let n = if taken {
                         ep.harvest_if_any(out)

@@ -34,7 +34,8 @@ use std::time::{Duration, Instant};
 use rustix::event::{PollFd, PollFlags, Timespec};
 
 use super::Side;
-use crate::events::Events;
+use crate::epoll::EpInner;
+use crate::events::{Event, Events};
 use crate::wait_queue::thread::{Bell, Parked, ThreadWaiter};
 
 /// A thread's bell: a non-blocking eventfd that only its thread reads.
@@ -154,13 +155,15 @@ enum How {
 pub(crate) struct KernelSleep {
     side: Arc<Side>,
     how: How,
+    /// Holds the direct slot (until [`leave`](Self::leave) or the drop).
+    holds: bool,
+    /// The kernel events the direct sleep took from `kfd`, not delivered yet.
+    seed: Vec<(Events, u64)>,
 }
 
 impl Drop for KernelSleep {
     fn drop(&mut self) {
-        if let How::Direct(_) = self.how {
-            self.side.direct.release();
-        }
+        self.leave();
     }
 }
 
@@ -172,12 +175,35 @@ impl KernelSleep {
             return Some(KernelSleep {
                 side,
                 how: How::Direct(b),
+                holds: true,
+                seed: Vec::new(),
             });
         }
         Some(KernelSleep {
             side,
             how: How::Poll(thread_bell()?),
+            holds: false,
+            seed: Vec::new(),
         })
+    }
+
+    /// Leave the direct slot, if this sleep holds it (the sleeper unregisters).
+    pub(crate) fn leave(&mut self) {
+        if std::mem::take(&mut self.holds) {
+            self.side.direct.release();
+        }
+    }
+
+    /// Whether the direct sleep took kernel events that are not delivered yet.
+    pub(crate) fn has_seed(&self) -> bool {
+        !self.seed.is_empty()
+    }
+
+    /// Deliver them (and the in-memory events into the slots left): `harvest_seeded`.
+    pub(crate) fn deliver_seed(&mut self, ep: &Arc<EpInner>, out: &mut [Event]) -> usize {
+        let n = ep.harvest_seeded(out, &self.seed);
+        self.seed.clear();
+        n
     }
 
     /// The waiter to queue: the calling thread, woken by its bell.
@@ -192,13 +218,12 @@ impl KernelSleep {
     /// or `deadline`; first spin for up to `spin` (clamped to the deadline) on the
     /// in-memory wake. `Woken` also when `kfd` is readable or on a stale ring: the caller
     /// harvests and decides. A direct sleep puts the kernel events it took into `got`
-    /// (at most `max`; the caller must deliver them: `EpInner::harvest_seeded`).
+    /// (at most `max`), which the caller must deliver ([`deliver_seed`](Self::deliver_seed)).
     pub(crate) fn park(
-        &self,
+        &mut self,
         waiter: &ThreadWaiter,
         deadline: Option<Instant>,
         spin: Duration,
-        got: &mut Vec<(Events, u64)>,
         max: usize,
     ) -> Parked {
         if !spin.is_zero() {
@@ -221,7 +246,7 @@ impl KernelSleep {
         let kfd = self.side.poll.kfd.as_fd();
         let bell = match &self.how {
             How::Poll(b) => b.fd.as_fd(),
-            How::Direct(_) => return direct(kfd, waiter, deadline, got, max),
+            How::Direct(_) => return direct(kfd, waiter, deadline, &mut self.seed, max),
         };
         loop {
             if waiter.is_notified() {

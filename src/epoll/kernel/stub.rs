@@ -132,13 +132,24 @@ impl KernelSleep {
     }
 
     pub(crate) fn park(
-        &self,
+        &mut self,
         _: &crate::wait_queue::thread::ThreadWaiter,
         _: Option<std::time::Instant>,
         _: std::time::Duration,
-        _: &mut Vec<(Events, u64)>,
         _: usize,
     ) -> crate::wait_queue::thread::Parked {
+        match self.never {}
+    }
+
+    pub(crate) fn leave(&mut self) {
+        match self.never {}
+    }
+
+    pub(crate) fn has_seed(&self) -> bool {
+        match self.never {}
+    }
+
+    pub(crate) fn deliver_seed(&mut self, _: &Arc<EpInner>, _: &mut [Event]) -> usize {
         match self.never {}
     }
 }
