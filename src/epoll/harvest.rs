@@ -260,6 +260,7 @@ impl EpInner {
     /// events that sleep took from the kernel epoll (at most `out.len()`), and the queued
     /// in-memory events into the slots they leave; no second look at the kernel epoll at
     /// the end (the kernel item, if it is queued, is collected where the scan meets it).
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
     pub(crate) fn harvest_seeded(
         self: &Arc<Self>,
         out: &mut [Event],
