@@ -1,6 +1,6 @@
 //! Awaiting evfd objects from tokio through `AsyncFd`: a kernel eventfd that **another
 //! process** signals, an in-memory notifier through its fd view next to a timer, an
-//! AutoReset kick consumed by delivery, and an `Epoll` in tokio's reactor (`AsyncEpoll`) —
+//! AutoReset kick consumed by delivery, and an `Epoll` in tokio's reactor (`AsyncEpollFd`) —
 //! all with no `unsafe` in user code.
 //!
 //! ```sh
@@ -14,7 +14,8 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
-use evfd::{AsyncEpoll, AsyncFdNotifier, Epoll, Event, Events, KernelNotifier, Mode, Notifier};
+use evfd::tokio::{AsyncEpollFd, AsyncNotifierFd};
+use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier};
 
 fn child(fd: i32) -> std::io::Result<()> {
     // SAFETY: the parent passed us this fd number; it was inherited across exec (not
@@ -40,7 +41,7 @@ async fn main() -> std::io::Result<()> {
         .arg("--child")
         .arg(k.as_raw_fd().to_string())
         .spawn()?;
-    let a = AsyncFdNotifier::from_kernel(k)?;
+    let a = AsyncNotifierFd::from_kernel(k)?;
     let got = tokio::time::timeout(Duration::from_secs(30), a.read()).await??;
     let status = proc.wait()?;
     println!(
@@ -51,7 +52,7 @@ async fn main() -> std::io::Result<()> {
 
     // 2. An in-memory notifier, awaited through its fd view next to a timer.
     let n = Notifier::new();
-    let view = AsyncFdNotifier::new(&n)?;
+    let view = AsyncNotifierFd::new(&n)?;
     let n2 = n.clone();
     std::thread::spawn(move || {
         for _ in 0..3 {
@@ -74,7 +75,7 @@ async fn main() -> std::io::Result<()> {
 
     // 3. AutoReset: the delivery resets the count; nobody reads.
     let kick = Notifier::builder().mode(Mode::AutoReset).build()?;
-    let a = AsyncFdNotifier::new(&kick)?;
+    let a = AsyncNotifierFd::new(&kick)?;
     for _ in 0..10 {
         kick.notify()?;
     }
@@ -93,7 +94,7 @@ async fn main() -> std::io::Result<()> {
     for (i, q) in queues.iter().enumerate() {
         ep.add(q, Events::IN | Events::ET, i as u64)?;
     }
-    let aep = AsyncEpoll::new(&ep)?;
+    let aep = AsyncEpollFd::new(&ep)?;
     let writers = queues.clone();
     std::thread::spawn(move || {
         for i in 0..300 {
@@ -118,7 +119,7 @@ async fn main() -> std::io::Result<()> {
             _ = timer.tick() => ticks += 1,
         }
     }
-    println!("epoll via AsyncEpoll: {units} units from 3 notifiers in {harvests} harvests while the timer ticked {ticks} times");
+    println!("epoll via AsyncEpollFd: {units} units from 3 notifiers in {harvests} harvests while the timer ticked {ticks} times");
     assert_eq!(units, 300);
     Ok(())
 }

@@ -136,7 +136,7 @@ fn main() -> std::io::Result<()> {
         (REQUESTS * QUEUES as u64) as f64 / deliveries as f64,
         elapsed
     );
-    let (started, _) = evfd::watcher_stats();
+    let (started, _) = evfd::stats::watcher_stats();
     println!("watcher threads started: {started}");
     Ok(())
 }

@@ -151,7 +151,7 @@ use crate::events::{Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use crate::loom::sync::Mutex;
 use crate::notifier::{Handle, Notifier};
-use crate::sys::{Bell, Doorbell, DoorbellStats};
+use crate::sys::{BuildDoorbell, Doorbell, DoorbellStats};
 use crate::wait_queue::list::Key;
 use crate::wait_queue::{Callback, PostWake, Target, WaitQueue, WakeBatch};
 
@@ -224,7 +224,7 @@ impl ViewSource for EpHandle {
     }
 
     fn is_readable(&self) -> bool {
-        crate::loom::lock(&self.ready).any_live()
+        self.ready.lock().any_live()
     }
 
     /// An epoll is never consumed by being polled: this re-polls the queued items (dropping
@@ -259,7 +259,7 @@ pub(crate) struct Core {
     /// Whether the doorbell is rung. Guards `bell`'s ring/drain calls.
     rung: Mutex<bool>,
     /// The doorbell; its fd is what pollers watch.
-    bell: Bell,
+    bell: BuildDoorbell,
 }
 
 impl Core {
@@ -461,7 +461,7 @@ pub struct FdView {
 impl FdView {
     /// Hook a new view onto `source`.
     pub(crate) fn new(source: Arc<dyn ViewSource>) -> io::Result<FdView> {
-        let bell = Bell::create(source.cloexec())?;
+        let bell = BuildDoorbell::create(source.cloexec())?;
         let core = Arc::new(Core {
             source,
             mirror: AtomicBool::new(false),
@@ -495,6 +495,10 @@ impl FdView {
     /// For a view of an [`Epoll`], nothing is consumed (an epoll is consumed by `wait`):
     /// this is [`Epoll::poll`]`(IN)`, which re-polls the queued items and drains the
     /// doorbell if none is ready any more.
+    ///
+    /// Infallible: the delivery is in memory. `SharedFdView::consume` returns an
+    /// `io::Result<Events>` because a shared count can be corrupted by the other process
+    /// (`InvalidData`); the two agree otherwise.
     ///
     /// # Examples
     ///
@@ -551,7 +555,7 @@ impl FdView {
 
     /// The doorbell itself. For the loom model.
     #[cfg(all(test, evfd_loom))]
-    pub(crate) fn bell(&self) -> &Bell {
+    pub(crate) fn bell(&self) -> &BuildDoorbell {
         &self.reg.core.bell
     }
 }

@@ -17,7 +17,7 @@ use crate::notifier::kernel::KernelNotifier;
 use crate::notifier::Notifier;
 use crate::sys::tokio::{register_stable, StableFd};
 
-/// What an `AsyncFdNotifier` watches.
+/// What an `AsyncNotifierFd` watches.
 #[derive(Debug)]
 enum AsyncSource {
     /// An in-memory notifier through a fd view of it: readable only (the doorbell shows
@@ -97,11 +97,12 @@ unsafe impl StableFd for AsyncSource {}
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> std::io::Result<()> {
-/// use evfd::{AsyncFdNotifier, KernelNotifier, Mode};
+/// use evfd::{KernelNotifier, Mode};
+/// use evfd::tokio::AsyncNotifierFd;
 ///
 /// let k = KernelNotifier::new(Mode::Counter)?;
 /// let writer = k.try_clone()?; // e.g. handed to another process
-/// let a = AsyncFdNotifier::from_kernel(k)?;
+/// let a = AsyncNotifierFd::from_kernel(k)?;
 /// std::thread::spawn(move || writer.write(3).unwrap());
 /// assert_eq!(a.read().await?, 3);
 /// # Ok(())
@@ -109,11 +110,11 @@ unsafe impl StableFd for AsyncSource {}
 /// ```
 #[derive(Debug)]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-pub struct AsyncFdNotifier {
+pub struct AsyncNotifierFd {
     fd: AsyncFd<AsyncSource>,
 }
 
-impl AsyncFdNotifier {
+impl AsyncNotifierFd {
     /// Watch an in-memory notifier through a new [`FdView`] of it.
     ///
     /// # Errors
@@ -126,21 +127,21 @@ impl AsyncFdNotifier {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> std::io::Result<()> {
     /// let n = evfd::Notifier::new();
-    /// let a = evfd::AsyncFdNotifier::new(&n)?;
+    /// let a = evfd::tokio::AsyncNotifierFd::new(&n)?;
     /// let n2 = n.clone();
     /// std::thread::spawn(move || n2.write(2).unwrap());
     /// assert_eq!(a.read().await?, 2);
     /// # Ok(())
     /// # }
     /// ```
-    pub fn new(notifier: &Notifier) -> io::Result<AsyncFdNotifier> {
+    pub fn new(notifier: &Notifier) -> io::Result<AsyncNotifierFd> {
         let view = notifier.fd_view()?;
         let fd = AsyncSource::View {
             notifier: notifier.clone(),
             view,
         }
         .register()?;
-        Ok(AsyncFdNotifier { fd })
+        Ok(AsyncNotifierFd { fd })
     }
 
     /// Watch a kernel eventfd.
@@ -154,7 +155,7 @@ impl AsyncFdNotifier {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> std::io::Result<()> {
-    /// let a = evfd::AsyncFdNotifier::from_kernel(evfd::KernelNotifier::new(evfd::Mode::Counter)?)?;
+    /// let a = evfd::tokio::AsyncNotifierFd::from_kernel(evfd::KernelNotifier::new(evfd::Mode::Counter)?)?;
     /// a.write(5).await?;
     /// assert_eq!(a.read().await?, 5);
     /// # Ok(())
@@ -162,8 +163,8 @@ impl AsyncFdNotifier {
     /// ```
     #[cfg(any(target_os = "linux", target_os = "android"))]
     #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
-    pub fn from_kernel(notifier: KernelNotifier) -> io::Result<AsyncFdNotifier> {
-        Ok(AsyncFdNotifier {
+    pub fn from_kernel(notifier: KernelNotifier) -> io::Result<AsyncNotifierFd> {
+        Ok(AsyncNotifierFd {
             fd: AsyncSource::Kernel(notifier).register()?,
         })
     }
@@ -174,7 +175,7 @@ impl AsyncFdNotifier {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> std::io::Result<()> {
     /// let n = evfd::Notifier::new();
-    /// let a = evfd::AsyncFdNotifier::new(&n)?;
+    /// let a = evfd::tokio::AsyncNotifierFd::new(&n)?;
     /// assert!(a.notifier().unwrap().ptr_eq(&n));
     /// assert!(a.kernel().is_none());
     /// # Ok(())
@@ -193,7 +194,7 @@ impl AsyncFdNotifier {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> std::io::Result<()> {
-    /// let a = evfd::AsyncFdNotifier::from_kernel(evfd::KernelNotifier::new(evfd::Mode::Counter)?)?;
+    /// let a = evfd::tokio::AsyncNotifierFd::from_kernel(evfd::KernelNotifier::new(evfd::Mode::Counter)?)?;
     /// assert_eq!(a.kernel().unwrap().mode(), evfd::Mode::Counter);
     /// # Ok(())
     /// # }
@@ -225,7 +226,7 @@ impl AsyncFdNotifier {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> std::io::Result<()> {
     /// let n = evfd::Notifier::builder().mode(evfd::Mode::Semaphore).initial(2).build()?;
-    /// let a = evfd::AsyncFdNotifier::new(&n)?;
+    /// let a = evfd::tokio::AsyncNotifierFd::new(&n)?;
     /// assert_eq!(a.read().await?, 1);
     /// assert_eq!(a.read().await?, 1);
     /// assert_eq!(n.count(), 0);
@@ -268,7 +269,7 @@ impl AsyncFdNotifier {
     /// # async fn main() -> std::io::Result<()> {
     /// use evfd::{Events, Mode, Notifier};
     /// let kick = Notifier::builder().mode(Mode::AutoReset).build()?;
-    /// let a = evfd::AsyncFdNotifier::new(&kick)?;
+    /// let a = evfd::tokio::AsyncNotifierFd::new(&kick)?;
     /// kick.notify()?;
     /// kick.notify()?;
     /// assert!(a.consume().await?.contains(Events::IN));
@@ -316,7 +317,7 @@ impl AsyncFdNotifier {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> std::io::Result<()> {
     /// let n = evfd::Notifier::new();
-    /// let a = evfd::AsyncFdNotifier::new(&n)?;
+    /// let a = evfd::tokio::AsyncNotifierFd::new(&n)?;
     /// a.write(4).await?;
     /// assert_eq!(n.count(), 4);
     /// let e = a.write(u64::MAX).await.unwrap_err();
@@ -355,7 +356,7 @@ impl AsyncFdNotifier {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> std::io::Result<()> {
-    /// let a = evfd::AsyncFdNotifier::from_kernel(evfd::KernelNotifier::new(evfd::Mode::Counter)?)?;
+    /// let a = evfd::tokio::AsyncNotifierFd::from_kernel(evfd::KernelNotifier::new(evfd::Mode::Counter)?)?;
     /// a.notify().await?;
     /// assert_eq!(a.read().await?, 1);
     /// # Ok(())
@@ -366,7 +367,7 @@ impl AsyncFdNotifier {
     }
 }
 
-impl AsFd for AsyncFdNotifier {
+impl AsFd for AsyncNotifierFd {
     fn as_fd(&self) -> BorrowedFd<'_> {
         match self.fd.get_ref() {
             AsyncSource::View { view, .. } => view.as_fd(),
@@ -376,7 +377,7 @@ impl AsFd for AsyncFdNotifier {
     }
 }
 
-impl AsRawFd for AsyncFdNotifier {
+impl AsRawFd for AsyncNotifierFd {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }

@@ -1,4 +1,4 @@
-//! Safe tokio `AsyncFd`s for fd views and kernel notifiers, and [`AsyncEpoll`] (feature
+//! Safe tokio `AsyncFd`s for fd views and kernel notifiers, and [`AsyncEpollFd`] (feature
 //! `tokio`).
 //!
 //! `AsyncFd::new` is deprecated as unsound and its replacement is `unsafe`: the caller
@@ -101,7 +101,7 @@ impl crate::shared::SharedFdView {
 impl KernelNotifier {
     /// Register this eventfd with the current tokio reactor, readable and writable as the
     /// kernel reports: tokio's own [`AsyncFd`], with no `unsafe` in user code.
-    /// [`AsyncFdNotifier::from_kernel`](crate::AsyncFdNotifier::from_kernel) wraps the same
+    /// [`AsyncNotifierFd::from_kernel`](crate::tokio::AsyncNotifierFd::from_kernel) wraps the same
     /// with `read`/`write`/`consume` futures.
     ///
     /// # Errors
@@ -154,12 +154,13 @@ impl KernelNotifier {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> std::io::Result<()> {
-/// use evfd::{AsyncEpoll, Epoll, Event, Events, Notifier};
+/// use evfd::{Epoll, Event, Events, Notifier};
+/// use evfd::tokio::AsyncEpollFd;
 ///
 /// let ep = Epoll::new();
 /// let n = Notifier::new();
 /// ep.add(&n, Events::IN, 5)?;
-/// let aep = AsyncEpoll::new(&ep)?;
+/// let aep = AsyncEpollFd::new(&ep)?;
 /// let n2 = n.clone();
 /// std::thread::spawn(move || n2.notify().unwrap());
 /// let mut evs = [Event::default(); 4];
@@ -170,13 +171,13 @@ impl KernelNotifier {
 /// ```
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 #[derive(Debug)]
-pub struct AsyncEpoll {
+pub struct AsyncEpollFd {
     epoll: Epoll,
     fd: AsyncFd<FdView>,
 }
 
-impl AsyncEpoll {
-    /// Register a new fd view of `epoll` with the current tokio reactor. The `AsyncEpoll`
+impl AsyncEpollFd {
+    /// Register a new fd view of `epoll` with the current tokio reactor. The `AsyncEpollFd`
     /// holds a handle to the epoll; sources are added and removed through
     /// [`epoll`](Self::epoll) (or any other handle) as usual.
     ///
@@ -192,13 +193,13 @@ impl AsyncEpoll {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> std::io::Result<()> {
     /// let ep = evfd::Epoll::new();
-    /// let aep = evfd::AsyncEpoll::new(&ep)?;
+    /// let aep = evfd::tokio::AsyncEpollFd::new(&ep)?;
     /// assert!(aep.epoll().ptr_eq(&ep));
     /// # Ok(())
     /// # }
     /// ```
-    pub fn new(epoll: &Epoll) -> io::Result<AsyncEpoll> {
-        Ok(AsyncEpoll {
+    pub fn new(epoll: &Epoll) -> io::Result<AsyncEpollFd> {
+        Ok(AsyncEpollFd {
             epoll: epoll.clone(),
             fd: epoll.fd_view()?.into_async_fd()?,
         })
@@ -209,7 +210,7 @@ impl AsyncEpoll {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> std::io::Result<()> {
-    /// let aep = evfd::AsyncEpoll::new(&evfd::Epoll::new())?;
+    /// let aep = evfd::tokio::AsyncEpollFd::new(&evfd::Epoll::new())?;
     /// assert!(aep.epoll().is_empty());
     /// # Ok(())
     /// # }
@@ -224,7 +225,7 @@ impl AsyncEpoll {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> std::io::Result<()> {
     /// use std::os::fd::AsRawFd;
-    /// let aep = evfd::AsyncEpoll::new(&evfd::Epoll::new())?;
+    /// let aep = evfd::tokio::AsyncEpollFd::new(&evfd::Epoll::new())?;
     /// assert_eq!(aep.as_async_fd().as_raw_fd(), aep.as_raw_fd());
     /// # Ok(())
     /// # }
@@ -252,11 +253,12 @@ impl AsyncEpoll {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> std::io::Result<()> {
-    /// use evfd::{AsyncEpoll, Epoll, Event, Events, Mode, Notifier};
+    /// use evfd::{Epoll, Event, Events, Mode, Notifier};
+    /// use evfd::tokio::AsyncEpollFd;
     /// let ep = Epoll::new();
     /// let kick = Notifier::builder().mode(Mode::AutoReset).build()?;
     /// ep.add(&kick, Events::IN, 1)?;
-    /// let aep = AsyncEpoll::new(&ep)?;
+    /// let aep = AsyncEpollFd::new(&ep)?;
     /// kick.notify()?;
     /// let mut evs = [Event::default(); 2];
     /// assert_eq!(aep.wait(&mut evs).await?, 1);
@@ -289,7 +291,7 @@ impl AsyncEpoll {
     }
 }
 
-/// The view's turn in [`AsyncEpoll::wait`]: if it is ready, harvest; `Some` with
+/// The view's turn in [`AsyncEpollFd::wait`]: if it is ready, harvest; `Some` with
 /// the result to return, or `None` after clearing its readiness (the harvest found nothing:
 /// `cleared` is set) or when it is not ready.
 fn harvest_if_ready<T: AsRawFd>(
@@ -315,13 +317,13 @@ fn harvest_if_ready<T: AsRawFd>(
     }
 }
 
-impl AsFd for AsyncEpoll {
+impl AsFd for AsyncEpollFd {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.get_ref().as_fd()
     }
 }
 
-impl AsRawFd for AsyncEpoll {
+impl AsRawFd for AsyncEpollFd {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }

@@ -1,6 +1,7 @@
 //! rust-vmm interop (feature `vmm-sys-util`): [`KernelNotifier`] to and from
 //! `vmm_sys_util::eventfd::EventFd` and the split `vmm_sys_util::event::{EventNotifier,
-//! EventConsumer}` that vhost 0.18 and vhost-user-backend 0.24 take and hand out.
+//! EventConsumer}` that vhost 0.18 and vhost-user-backend 0.24 take and hand out, and the
+//! kick/call halves ([`ConsumerHalf`], [`NotifierHalf`]) to and from the split pair.
 //!
 //! Every conversion moves the fd itself (or, where it says so, a `dup(2)` of it): the same
 //! open file description, so the same kernel counter, never a copy of the count.
@@ -10,12 +11,13 @@
 //! [`FromOwned`] below, each impl with its `SAFETY` line.
 
 use std::io;
-use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
+use std::os::fd::{AsFd, FromRawFd, IntoRawFd, OwnedFd};
 
 use vmm_sys_util::event::{EventConsumer, EventNotifier};
 use vmm_sys_util::eventfd::EventFd;
 
 use crate::mode::Mode;
+use crate::notifier::halves::{ConsumerHalf, NotifierHalf};
 use crate::notifier::kernel::KernelNotifier;
 
 /// A vmm-sys-util fd owner given up as an [`OwnedFd`].
@@ -152,7 +154,7 @@ impl KernelNotifier {
     /// notifier.notify()?;
     /// notifier.notify()?;
     /// assert_eq!(kick.read()?, 2);
-    /// assert!(kick.is_cloexec()?);
+    /// assert!(kick.is_cloexec());
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn from_event_consumer(fd: EventConsumer, mode: Mode) -> io::Result<KernelNotifier> {
@@ -258,3 +260,140 @@ conversions!(
     EventConsumer: "event::EventConsumer",
     EventNotifier: "event::EventNotifier"
 );
+
+/// # rust-vmm (feature `vmm-sys-util`)
+///
+/// The halves to and from vmm-sys-util 0.15's split pair, on the same fd: what
+/// `new_event_consumer_and_notifier` makes (an eventfd on Linux) and what vhost and
+/// vhost-user-backend hand out (`get_kick`, `get_call`, `exit_event`). Unlike
+/// [`KernelNotifier`], a half also takes a **pipe** end (vmm-sys-util's choice off Linux, or
+/// a peer's), as its `from_owned_fd` does; the flags are handled as there (`O_NONBLOCK` set
+/// on the open file description, close-on-exec kept as it is).
+///
+/// ```
+/// use evfd::halves::ConsumerHalf;
+/// use evfd::Mode;
+/// use vmm_sys_util::event::{new_event_consumer_and_notifier, EventConsumer, EventFlag};
+///
+/// let (consumer, notifier) = new_event_consumer_and_notifier(EventFlag::empty())?;
+/// let kick = ConsumerHalf::from_event_consumer(consumer, Mode::AutoReset)?;
+/// notifier.notify()?; // rust-vmm kicks...
+/// assert!(kick.consume()?.contains(evfd::Events::IN)); // ...evfd delivers it once
+/// let back = EventConsumer::from(kick); // and hands the same fd back
+/// notifier.notify()?;
+/// back.consume()?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "vmm-sys-util")))]
+impl ConsumerHalf {
+    /// Adopt the consumer of a rust-vmm pair in `mode`: its eventfd (checked against
+    /// `mode` as [`KernelNotifier::from_owned_fd`] checks it) or pipe read end.
+    ///
+    /// # Errors
+    ///
+    /// As [`ConsumerHalf::from_owned_fd`]: `InvalidInput` for a pipe's write end, a fd that
+    /// is neither, or an eventfd whose semaphore flag disagrees with `mode`.
+    ///
+    /// ```
+    /// use evfd::halves::ConsumerHalf;
+    /// use vmm_sys_util::event::{new_event_consumer_and_notifier, EventFlag};
+    /// let (consumer, notifier) = new_event_consumer_and_notifier(EventFlag::CLOEXEC)?;
+    /// let kick = ConsumerHalf::from_event_consumer(consumer, evfd::Mode::Counter)?;
+    /// notifier.notify()?;
+    /// notifier.notify()?;
+    /// assert_eq!(kick.read()?, 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn from_event_consumer(fd: EventConsumer, mode: Mode) -> io::Result<ConsumerHalf> {
+        ConsumerHalf::from_owned_fd(fd.into_owned(), mode)
+    }
+}
+
+#[cfg_attr(docsrs, doc(cfg(feature = "vmm-sys-util")))]
+impl NotifierHalf {
+    /// Adopt the notifier of a rust-vmm pair (a vring's call): its eventfd or pipe write
+    /// end.
+    ///
+    /// # Errors
+    ///
+    /// As [`NotifierHalf::from_owned_fd`]: `InvalidInput` for a pipe's read end or a fd
+    /// that is neither.
+    ///
+    /// ```
+    /// use evfd::halves::NotifierHalf;
+    /// use vmm_sys_util::event::{new_event_consumer_and_notifier, EventFlag};
+    /// let (consumer, notifier) = new_event_consumer_and_notifier(EventFlag::NONBLOCK)?;
+    /// let call = NotifierHalf::from_event_notifier(notifier)?;
+    /// call.notify()?;
+    /// consumer.consume()?; // the rust-vmm side reads what evfd wrote
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn from_event_notifier(fd: EventNotifier) -> io::Result<NotifierHalf> {
+        NotifierHalf::from_owned_fd(fd.into_owned())
+    }
+}
+
+/// Hand the consumer to rust-vmm: the same fd (it leaves every [`Epoll`](crate::Epoll)
+/// first; units it held are lost with it, see [`halves`](crate::halves)).
+#[cfg_attr(docsrs, doc(cfg(feature = "vmm-sys-util")))]
+impl From<ConsumerHalf> for EventConsumer {
+    fn from(c: ConsumerHalf) -> EventConsumer {
+        EventConsumer::from_owned(OwnedFd::from(c))
+    }
+}
+
+/// Hand the notifier to rust-vmm: the same fd (it leaves every [`Epoll`](crate::Epoll)
+/// first).
+///
+/// ```
+/// use vmm_sys_util::event::EventNotifier;
+/// let (kick, notifier) = evfd::halves::pipe(evfd::Mode::Counter)?;
+/// let theirs = EventNotifier::from(notifier);
+/// theirs.notify()?; // a pipe's 8-byte word, as vmm-sys-util writes it off Linux
+/// assert_eq!(kick.read()?, 1);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "vmm-sys-util")))]
+impl From<NotifierHalf> for EventNotifier {
+    fn from(n: NotifierHalf) -> EventNotifier {
+        EventNotifier::from_owned(OwnedFd::from(n))
+    }
+}
+
+/// Adopt a rust-vmm consumer in the mode its flags say: for an eventfd, `Semaphore` if
+/// `/proc/self/fdinfo` shows `EFD_SEMAPHORE`, else `Counter` (as
+/// `KernelNotifier::try_from`); for a pipe, `Counter`.
+///
+/// # Errors
+///
+/// As [`ConsumerHalf::from_event_consumer`].
+#[cfg_attr(docsrs, doc(cfg(feature = "vmm-sys-util")))]
+impl TryFrom<EventConsumer> for ConsumerHalf {
+    type Error = io::Error;
+
+    fn try_from(fd: EventConsumer) -> io::Result<ConsumerHalf> {
+        let fd = fd.into_owned();
+        let mode = match crate::sys::eventfd::fdinfo(fd.as_fd()) {
+            Ok(Some(crate::sys::eventfd::FdInfo {
+                semaphore: Some(true),
+                ..
+            })) => Mode::Semaphore,
+            _ => Mode::Counter,
+        };
+        ConsumerHalf::from_owned_fd(fd, mode)
+    }
+}
+
+/// Adopt a rust-vmm notifier ([`NotifierHalf::from_event_notifier`]).
+///
+/// # Errors
+///
+/// As [`NotifierHalf::from_event_notifier`].
+#[cfg_attr(docsrs, doc(cfg(feature = "vmm-sys-util")))]
+impl TryFrom<EventNotifier> for NotifierHalf {
+    type Error = io::Error;
+
+    fn try_from(fd: EventNotifier) -> io::Result<NotifierHalf> {
+        NotifierHalf::from_event_notifier(fd)
+    }
+}

@@ -175,7 +175,10 @@ fn block_on_kernel_rounds_lose_no_wake() {
         writer.join().unwrap();
         assert_eq!(delivered, ROUNDS);
         assert_eq!(k.count().unwrap(), 0, "each delivery reset it");
-        assert!(evfd::watcher_stats().0 >= 1, "the watcher carried them");
+        assert!(
+            evfd::stats::watcher_stats().0 >= 1,
+            "the watcher carried them"
+        );
     });
 }
 

@@ -212,3 +212,40 @@ fn a_waiter_asleep_before_the_first_kernel_source_sees_it() {
         );
     });
 }
+
+/// A blocking wait that finds in-memory events ready also returns the ready kernel fds, as
+/// `epoll_wait` returns every ready item (a wait that may sleep once skipped the kernel
+/// epoll whenever memory had events, and an io_uring completion eventfd was left for the
+/// next wait).
+#[test]
+fn a_wait_with_memory_events_returns_ready_kernel_fds_too() {
+    for mode in [Mode::Counter, Mode::AutoReset] {
+        let ep = Epoll::new();
+        let mem = Notifier::new();
+        let k = KernelNotifier::new(mode).unwrap();
+        ep.add(&k, Events::IN, 0).unwrap();
+        ep.add(&mem, Events::IN, 1).unwrap();
+        k.notify().unwrap();
+        mem.notify().unwrap();
+        let mut evs = [Event::default(); 4];
+        for timeout in [None, Some(Duration::from_secs(5)), Some(Duration::ZERO)] {
+            let n = ep.wait(&mut evs, timeout).unwrap();
+            let mut got: Vec<u64> = evs[..n].iter().map(|e| e.data).collect();
+            got.sort_unstable();
+            if mode == Mode::AutoReset {
+                // Delivered once: the kernel fd was reset by the first wait.
+                assert_eq!(
+                    got,
+                    if timeout.is_none() {
+                        vec![0, 1]
+                    } else {
+                        vec![1]
+                    },
+                    "{mode:?} {timeout:?}"
+                );
+            } else {
+                assert_eq!(got, vec![0, 1], "{mode:?} {timeout:?}");
+            }
+        }
+    }
+}

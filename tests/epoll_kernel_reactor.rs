@@ -14,7 +14,8 @@ use std::sync::{mpsc, Arc};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use evfd::{watcher_stats, Epoll, Event, Events, KernelNotifier, Mode, Notifier};
+use evfd::stats::watcher_stats;
+use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -463,7 +464,30 @@ fn a_cancelled_wait_does_not_take_a_pending_tasks_wake() {
 #[test]
 fn futures_stay_send_sync_unpin() {
     fn check<T: Send + Sync + Unpin>() {}
-    check::<evfd::EpollWaitFuture<'static>>();
+    check::<evfd::future::EpollWaitFuture<'static>>();
     #[cfg(feature = "futures")]
-    check::<evfd::EpollStream>();
+    check::<evfd::stream::EpollStream>();
+}
+
+/// A wait_async whose reactor readiness is not set yet (its registration is new: the
+/// runtime's driver has not run since) and that will return in-memory events collects
+/// the ready kernel fd in the same wait, as `epoll_wait` returns every ready item.
+#[test]
+fn wait_async_with_memory_events_returns_ready_kernel_fds_too() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ep = Epoll::new();
+    let k = KernelNotifier::new(Mode::AutoReset).unwrap();
+    ep.add(&k, Events::IN, 1).unwrap();
+    let n = Notifier::new();
+    ep.add(&n, Events::IN | Events::ET, 2).unwrap();
+    k.write(1).unwrap();
+    n.notify().unwrap();
+    let mut buf = [Event::default(); 4];
+    let got = rt.block_on(async { ep.wait_async(&mut buf).await.unwrap() });
+    let mut data: Vec<u64> = buf[..got].iter().map(|e| e.data).collect();
+    data.sort_unstable();
+    assert_eq!(data, vec![1, 2]);
 }

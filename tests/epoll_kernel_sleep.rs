@@ -10,7 +10,8 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use evfd::{watcher_stats, Epoll, Event, Events, KernelNotifier, Mode, Notifier};
+use evfd::stats::watcher_stats;
+use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier};
 
 const WATCHDOG: Duration = Duration::from_secs(10);
 

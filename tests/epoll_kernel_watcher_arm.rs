@@ -57,7 +57,7 @@ fn failed_edge_triggered_arm_is_retried() {
     inner.add(&k, Events::IN, 7).unwrap();
     let outer = Epoll::new();
     assert_eq!(
-        evfd::watcher_stats().0,
+        evfd::stats::watcher_stats().0,
         0,
         "no watcher before the first arm"
     );
@@ -65,7 +65,7 @@ fn failed_edge_triggered_arm_is_retried() {
     // edge-triggered, and that first arm must create the watcher's kernel epoll: EMFILE.
     without_fds(|| outer.add(&inner, Events::IN, 1).unwrap());
     assert_eq!(
-        evfd::watcher_stats().0,
+        evfd::stats::watcher_stats().0,
         0,
         "the arm failed: no watcher thread"
     );
@@ -88,7 +88,7 @@ fn failed_edge_triggered_arm_is_retried() {
         assert_eq!(evs[0].data, 1);
     });
     assert!(
-        evfd::watcher_stats().0 >= 1,
+        evfd::stats::watcher_stats().0 >= 1,
         "the retried arm started the watcher"
     );
 

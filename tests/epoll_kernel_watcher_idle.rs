@@ -8,7 +8,8 @@ use std::pin::Pin;
 use std::task::Context;
 use std::time::{Duration, Instant};
 
-use evfd::{watcher_stats, Epoll, Event, Events, KernelNotifier, Mode, Notifier};
+use evfd::stats::watcher_stats;
+use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier};
 
 fn poll_once<F: Future + Unpin>(f: &mut F) -> bool {
     let waker = futures::task::noop_waker();

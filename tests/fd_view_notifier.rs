@@ -208,7 +208,17 @@ fn backend_matches_the_build() {
 #[test]
 fn cloexec_follows_the_notifier() {
     use rustix::io::{fcntl_getfd, FdFlags};
-    let plain = Notifier::new().fd_view().unwrap();
+    // Close-on-exec by default, as every kind; `from_flags` follows eventfd2.
+    let default = Notifier::new().fd_view().unwrap();
+    assert!(fcntl_getfd(&default).unwrap().contains(FdFlags::CLOEXEC));
+    let plain = Notifier::builder()
+        .cloexec(false)
+        .build()
+        .unwrap()
+        .fd_view()
+        .unwrap();
+    assert!(!fcntl_getfd(&plain).unwrap().contains(FdFlags::CLOEXEC));
+    let plain = Notifier::from_flags(0, 0).unwrap().fd_view().unwrap();
     assert!(!fcntl_getfd(&plain).unwrap().contains(FdFlags::CLOEXEC));
     let cx = Notifier::from_flags(0, evfd::flags::CLOEXEC)
         .unwrap()
@@ -455,14 +465,14 @@ mod tokio_pollers {
     fn asyncfdnotifier_every_mode() {
         rt().block_on(async {
             let sem = Notifier::builder().mode(Mode::Semaphore).build().unwrap();
-            let a = evfd::AsyncFdNotifier::new(&sem).unwrap();
+            let a = evfd::tokio::AsyncNotifierFd::new(&sem).unwrap();
             a.write(2).await.unwrap();
             assert_eq!(a.read().await.unwrap(), 1);
             assert_eq!(a.read().await.unwrap(), 1);
             assert!(!poll_readable(&a));
 
             let kick = Notifier::builder().mode(Mode::AutoReset).build().unwrap();
-            let a = evfd::AsyncFdNotifier::new(&kick).unwrap();
+            let a = evfd::tokio::AsyncNotifierFd::new(&kick).unwrap();
             let k2 = kick.clone();
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(5));
@@ -481,7 +491,7 @@ mod tokio_pollers {
     fn asyncfdnotifier_write_waits_for_room() {
         rt().block_on(async {
             let n = Notifier::builder().initial(LIMIT).build().unwrap();
-            let a = evfd::AsyncFdNotifier::new(&n).unwrap();
+            let a = evfd::tokio::AsyncNotifierFd::new(&n).unwrap();
             let n2 = n.clone();
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(20));
@@ -504,7 +514,7 @@ mod tokio_pollers {
         rt.block_on(async {
             const N: u64 = 20_000;
             let n = Notifier::new();
-            let a = Arc::new(evfd::AsyncFdNotifier::new(&n).unwrap());
+            let a = Arc::new(evfd::tokio::AsyncNotifierFd::new(&n).unwrap());
             let got = Arc::new(AtomicU64::new(0));
             let tasks: Vec<_> = (0..4)
                 .map(|_| {

@@ -362,7 +362,8 @@ mod async_io_crate {
 #[cfg(feature = "tokio")]
 mod tokio_reactor {
     use super::*;
-    use evfd::{AsyncEpoll, LIMIT};
+    use evfd::tokio::AsyncEpollFd;
+    use evfd::LIMIT;
     use tokio::io::Interest;
 
     async fn watchdog<T>(f: impl std::future::Future<Output = T>) -> T {
@@ -383,7 +384,7 @@ mod tokio_reactor {
             };
             ep.add(s, Events::IN | et, i as u64).unwrap();
         }
-        let aep = AsyncEpoll::new(&ep).unwrap();
+        let aep = AsyncEpollFd::new(&ep).unwrap();
         let s2 = srcs.clone();
         let i = std::sync::atomic::AtomicUsize::new(0);
         let w = writer(N, 100, move || {
@@ -414,7 +415,7 @@ mod tokio_reactor {
         let ep = Epoll::new();
         let kick = Notifier::builder().mode(Mode::AutoReset).build().unwrap();
         ep.add(&kick, Events::IN, 3).unwrap();
-        let aep = AsyncEpoll::new(&ep).unwrap();
+        let aep = AsyncEpollFd::new(&ep).unwrap();
         let mut evs = [Event::default(); 2];
         {
             let mut fut = std::pin::pin!(aep.wait(&mut evs));
@@ -474,7 +475,7 @@ mod tokio_reactor {
 #[cfg(feature = "tokio")]
 mod tokio_reactor_kernel_sources {
     use super::*;
-    use evfd::AsyncEpoll;
+    use evfd::tokio::AsyncEpollFd;
     use std::os::fd::AsFd;
 
     #[tokio::test(flavor = "current_thread")]
@@ -483,7 +484,7 @@ mod tokio_reactor_kernel_sources {
         let mem = Notifier::new();
         ep.add(&mem, Events::IN, 1).unwrap();
         // Made before any kernel fd is added: it watches the kernel side anyway.
-        let aep = AsyncEpoll::new(&ep).unwrap();
+        let aep = AsyncEpollFd::new(&ep).unwrap();
         let kick = KernelNotifier::new(Mode::AutoReset).unwrap();
         ep.add(&kick, Events::IN, 2).unwrap();
         let (rd, wr) = rustix::pipe::pipe().unwrap();

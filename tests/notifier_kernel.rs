@@ -106,25 +106,21 @@ fn builder_and_flags() {
     let k = KernelNotifier::builder().nonblocking(true).build().unwrap();
     assert!(k.is_nonblocking());
     assert_eq!(k.read().unwrap_err().kind(), ErrorKind::WouldBlock);
-    assert!(KernelNotifier::new(Mode::Counter)
-        .unwrap()
-        .is_cloexec()
-        .unwrap());
+    assert!(KernelNotifier::new(Mode::Counter).unwrap().is_cloexec());
     assert!(!KernelNotifier::builder()
         .cloexec(false)
         .build()
         .unwrap()
-        .is_cloexec()
-        .unwrap());
+        .is_cloexec());
 
     let k = KernelNotifier::from_flags(2, flags::SEMAPHORE | flags::NONBLOCK).unwrap();
     assert_eq!(k.mode(), Mode::Semaphore);
     assert!(k.is_nonblocking());
-    assert!(!k.is_cloexec().unwrap(), "eventfd2 without EFD_CLOEXEC");
+    assert!(!k.is_cloexec(), "eventfd2 without EFD_CLOEXEC");
     assert_eq!(k.read().unwrap(), 1);
     let k = KernelNotifier::from_flags(0, flags::AUTORESET | flags::CLOEXEC).unwrap();
     assert_eq!(k.mode(), Mode::AutoReset);
-    assert!(k.is_cloexec().unwrap());
+    assert!(k.is_cloexec());
     for bad in [flags::SEMAPHORE | flags::AUTORESET, 0x8, 1 << 20] {
         let e = KernelNotifier::from_flags(0, bad).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidInput, "{bad:#x}");
@@ -185,12 +181,12 @@ fn try_clone_shares_the_counter() {
     let a = KernelNotifier::new(Mode::Counter).unwrap();
     let b = a.try_clone().unwrap();
     assert_ne!(a.as_raw_fd(), b.as_raw_fd());
-    assert!(b.is_cloexec().unwrap());
+    assert!(b.is_cloexec());
     assert_eq!(b.mode(), Mode::Counter);
     b.write(5).unwrap();
     assert_eq!(a.read().unwrap(), 5);
     let c = KernelNotifier::builder().cloexec(false).build().unwrap();
-    assert!(!c.try_clone().unwrap().is_cloexec().unwrap());
+    assert!(!c.try_clone().unwrap().is_cloexec());
 }
 
 #[test]
@@ -342,7 +338,7 @@ mod tokio_async {
         rt().block_on(async {
             let k = KernelNotifier::new(Mode::Counter).unwrap();
             let peer = k.try_clone().unwrap();
-            let a = evfd::AsyncFdNotifier::from_kernel(k).unwrap();
+            let a = evfd::tokio::AsyncNotifierFd::from_kernel(k).unwrap();
             assert_eq!(a.kernel().unwrap().mode(), Mode::Counter);
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(10));
@@ -356,7 +352,7 @@ mod tokio_async {
 
             let kick = KernelNotifier::new(Mode::AutoReset).unwrap();
             let guest = kick.try_clone().unwrap();
-            let a = evfd::AsyncFdNotifier::from_kernel(kick).unwrap();
+            let a = evfd::tokio::AsyncNotifierFd::from_kernel(kick).unwrap();
             guest.notify().unwrap();
             assert!(a.consume().await.unwrap().contains(Events::IN));
             assert_eq!(a.kernel().unwrap().count().unwrap(), 0);
@@ -368,7 +364,7 @@ mod tokio_async {
         rt().block_on(async {
             let k = KernelNotifier::builder().initial(LIMIT).build().unwrap();
             let reader = k.try_clone().unwrap();
-            let a = evfd::AsyncFdNotifier::from_kernel(k).unwrap();
+            let a = evfd::tokio::AsyncNotifierFd::from_kernel(k).unwrap();
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(20));
                 assert_eq!(reader.read().unwrap(), LIMIT);
@@ -396,7 +392,7 @@ mod tokio_async {
             }
         }
         rt().block_on(async {
-            let a = evfd::AsyncFdNotifier::from_kernel(k).unwrap();
+            let a = evfd::tokio::AsyncNotifierFd::from_kernel(k).unwrap();
             let v = tokio::time::timeout(Duration::from_secs(30), a.read())
                 .await
                 .unwrap()

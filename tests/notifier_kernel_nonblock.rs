@@ -188,13 +188,13 @@ fn autoreset_delivery_in_a_harvest_with_a_racing_peer() {
     });
 }
 
-/// `AsyncFdNotifier::read` on a kernel eventfd: tokio says readable, the peer takes the
+/// `AsyncNotifierFd::read` on a kernel eventfd: tokio says readable, the peer takes the
 /// count, and the read inside `try_io` must answer `WouldBlock` (back to the reactor), not
 /// sleep in `read(2)` on the runtime thread.
 #[cfg(feature = "tokio")]
 #[test]
 fn async_read_with_a_peer_taking_the_count() {
-    watchdog("AsyncFdNotifier::read", 60, || {
+    watchdog("AsyncNotifierFd::read", 60, || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -203,7 +203,7 @@ fn async_read_with_a_peer_taking_the_count() {
             let k = KernelNotifier::new(Mode::Counter).unwrap();
             let peer = peer_clears_nonblock(&k);
             let writer = k.try_clone().unwrap();
-            let a = evfd::AsyncFdNotifier::from_kernel(k).unwrap();
+            let a = evfd::tokio::AsyncNotifierFd::from_kernel(k).unwrap();
             let stop = Arc::new(AtomicBool::new(false));
             let thief = {
                 let stop = Arc::clone(&stop);

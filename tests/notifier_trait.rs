@@ -1,28 +1,31 @@
-//! The `EventNotifier` trait: one script run through the trait on every notifier kind
-//! (in memory and kernel eventfd) must give the same results, errors included; kernel fd
-//! adoption (`TryFrom<OwnedFd>`) and hand-off (`into_blocking_fd`).
+//! The `EventNotifier` trait: one script run through the trait on every notifier kind (in
+//! memory, kernel eventfd, shared across processes) must give the same results, errors and
+//! errnos included; generic code watches, waits on and awaits any kind; kernel fd adoption
+//! (`TryFrom<OwnedFd>`) and hand-off (`into_blocking_fd`).
 
 use std::io::ErrorKind;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use evfd::{EventNotifier, Events, KernelNotifier, Mode, Notifier, LIMIT};
+use evfd::{
+    Epoll, Event, EventNotifier, Events, KernelNotifier, Mode, Notifier, SharedNotifier, LIMIT,
+};
 use rustix::event::{eventfd, EventfdFlags};
 
-/// What a step returned, comparable across kinds: a value or an error kind (and errno when
-/// the kernel gives one, which the in-memory kind does not).
+/// What a step returned, comparable across kinds: a value or an error kind with its errno
+/// (every kind's errors carry one).
 #[derive(Debug, PartialEq)]
 enum Out {
     Val(u64),
     Ev(Events),
-    Err(ErrorKind),
+    Err(ErrorKind, Option<i32>),
 }
 
 fn out<T: Into<u64>>(r: std::io::Result<T>) -> Out {
     match r {
         Ok(v) => Out::Val(v.into()),
-        Err(e) => Out::Err(e.kind()),
+        Err(e) => Out::Err(e.kind(), e.raw_os_error()),
     }
 }
 
@@ -53,6 +56,12 @@ fn script(n: &dyn EventNotifier) -> Vec<Out> {
         out(n.read()),
         out(n.read_timeout(Duration::from_millis(2))),
         Out::Ev(n.poll(io)),
+        unit(n.write_timeout(LIMIT, Duration::from_millis(2))),
+        unit(n.write_timeout(1, Duration::from_millis(2))),
+        unit(n.write_timeout(u64::MAX, Duration::from_millis(2))),
+        out(n.count()),
+        out(n.read()),
+        Out::Val(n.is_cloexec() as u64),
     ]
 }
 
@@ -61,21 +70,36 @@ fn same_script_same_results_on_every_kind() {
     for mode in [Mode::Counter, Mode::Semaphore, Mode::AutoReset] {
         let mem = Notifier::builder().mode(mode).build().unwrap();
         let kern = KernelNotifier::new(mode).unwrap();
-        let kinds: [&dyn EventNotifier; 2] = [&mem, &kern];
+        let shared = SharedNotifier::new(mode).unwrap();
+        let kinds: [&dyn EventNotifier; 3] = [&mem, &kern, &shared];
         assert!(kinds
             .iter()
             .all(|k| k.mode() == mode && !k.is_nonblocking()));
         let a = script(&mem);
         let b = script(&kern);
+        let c = script(&shared);
         assert_eq!(
             a, b,
             "{mode:?}: Notifier vs KernelNotifier through the trait"
         );
+        assert_eq!(
+            a, c,
+            "{mode:?}: Notifier vs SharedNotifier through the trait"
+        );
         // And the script means something: spot-check the in-memory run.
-        assert_eq!(a[1], Out::Err(ErrorKind::WouldBlock), "{mode:?}");
-        assert_eq!(a[2], Out::Err(ErrorKind::TimedOut), "{mode:?}");
+        let eagain = Out::Err(ErrorKind::WouldBlock, Some(libc::EAGAIN));
+        let etimedout = Out::Err(ErrorKind::TimedOut, Some(libc::ETIMEDOUT));
+        let einval = Out::Err(ErrorKind::InvalidInput, Some(libc::EINVAL));
+        assert_eq!(a[1], eagain, "{mode:?}");
+        assert_eq!(a[2], etimedout, "{mode:?}");
         assert_eq!(a[7], Out::Val(5), "{mode:?}");
-        assert_eq!(a[13], Out::Err(ErrorKind::InvalidInput), "{mode:?}");
+        assert_eq!(a[13], einval, "{mode:?}");
+        assert!(
+            a[22..24].contains(&etimedout),
+            "{mode:?}: write_timeout at the limit: {a:?}"
+        );
+        assert_eq!(a[24], einval, "{mode:?}");
+        assert_eq!(a[27], Out::Val(1), "{mode:?}: close-on-exec by default");
         let after_consume = if mode == Mode::AutoReset { 0 } else { 5 };
         assert_eq!(a[10], Out::Val(after_consume), "{mode:?}");
     }
@@ -212,4 +236,26 @@ fn notifier_consume_resets_autoreset_and_its_views() {
     let n = Notifier::builder().initial(2).build().unwrap();
     assert_eq!(n.consume(), Events::IN | Events::OUT);
     assert_eq!(n.count(), 2);
+}
+
+/// Generic code adds any kind to an epoll, waits, and awaits it: the trait is a `Source`.
+#[test]
+fn generic_code_watches_and_awaits_every_kind() {
+    fn run<T: EventNotifier>(t: &T) -> u64 {
+        let ep = Epoll::new();
+        ep.add(t, Events::IN, 5).unwrap();
+        let mut evs = [Event::default(); 2];
+        assert_eq!(ep.wait(&mut evs, Some(Duration::ZERO)).unwrap(), 0);
+        t.write(2).unwrap();
+        assert_eq!(ep.wait(&mut evs, Some(Duration::from_secs(5))).unwrap(), 1);
+        assert_eq!(evs[0].data, 5);
+        // The async waits, on an executor that is not tokio.
+        futures::executor::block_on(t.write_async(3)).unwrap();
+        let got = futures::executor::block_on(t.read_async()).unwrap();
+        ep.delete(t).unwrap();
+        got
+    }
+    assert_eq!(run(&Notifier::new()), 5);
+    assert_eq!(run(&KernelNotifier::new(Mode::Counter).unwrap()), 5);
+    assert_eq!(run(&SharedNotifier::new(Mode::Counter).unwrap()), 5);
 }

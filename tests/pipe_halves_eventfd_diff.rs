@@ -1,14 +1,16 @@
 //! Kick/call halves over pipes against the same halves over a real eventfd
 //! (`KernelNotifier::halves`): scripted and pseudo-random sequences give the same answers in
 //! every mode, within what a pipe can carry (docs/pipes.md); then what differs, asserted as
-//! documented, and the halves as evfd `Epoll` sources through `BorrowedFd`.
+//! documented, and the halves as evfd `Epoll` sources (themselves, in the random sequences,
+//! and through `BorrowedFd`).
 #![cfg(target_os = "linux")]
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
-use evfd::{pipe_halves, ConsumerHalf, Epoll, Event, Events, KernelNotifier, Mode, NotifierHalf};
+use evfd::halves::{self, ConsumerHalf, NotifierHalf};
+use evfd::{Epoll, Event, Events, KernelNotifier, Mode};
 
 /// An op's answer, comparable across backings.
 fn outcome<T: std::fmt::Debug>(r: io::Result<T>) -> String {
@@ -32,11 +34,24 @@ impl Rng {
 fn run(mode: Mode, seed: u64, steps: usize) -> io::Result<()> {
     let k = KernelNotifier::new(mode)?;
     let (kc, kn) = k.halves()?;
-    let (pc, pn) = pipe_halves(mode)?;
+    let (pc, pn) = halves::pipe(mode)?;
+    // Each consumer also watched by an evfd Epoll (level-triggered IN): its waits agree too
+    // (the AutoReset delivery drains, held units count as readable).
+    let (kep, pep) = (Epoll::new(), Epoll::new());
+    kep.add(&kc, Events::IN, 1)?;
+    pep.add(&pc, Events::IN, 1)?;
+    let wait0 = |ep: &Epoll| {
+        let mut evs = [Event::default(); 2];
+        outcome(
+            ep.wait(&mut evs, Some(Duration::ZERO))
+                .map(|n| evs[..n].to_vec()),
+        )
+    };
     let mut rng = Rng(seed);
     let mut written = 0u64;
     for step in 0..steps {
-        let (a, b, what) = match rng.next() % 6 {
+        let (a, b, what) = match rng.next() % 7 {
+            6 => (wait0(&kep), wait0(&pep), "Epoll::wait(0)".into()),
             0 | 1 => {
                 // Small writes (0 included); the pipe holds 8192 words, so stay well below.
                 let n = rng.next() % 4;
@@ -98,7 +113,7 @@ fn random_sequences_agree_with_eventfd() -> io::Result<()> {
 #[test]
 fn scripted_modes() -> io::Result<()> {
     for (c, n) in [
-        pipe_halves(Mode::Counter)?,
+        halves::pipe(Mode::Counter)?,
         KernelNotifier::new(Mode::Counter)?.halves()?,
     ] {
         n.write(3)?;
@@ -107,7 +122,7 @@ fn scripted_modes() -> io::Result<()> {
         assert_eq!(c.try_read().unwrap_err().kind(), io::ErrorKind::WouldBlock);
     }
     for (c, n) in [
-        pipe_halves(Mode::Semaphore)?,
+        halves::pipe(Mode::Semaphore)?,
         KernelNotifier::new(Mode::Semaphore)?.halves()?,
     ] {
         n.write(2)?;
@@ -117,7 +132,7 @@ fn scripted_modes() -> io::Result<()> {
         assert_eq!(c.try_read().unwrap_err().kind(), io::ErrorKind::WouldBlock);
     }
     for (c, n) in [
-        pipe_halves(Mode::AutoReset)?,
+        halves::pipe(Mode::AutoReset)?,
         KernelNotifier::new(Mode::AutoReset)?.halves()?,
     ] {
         for _ in 0..5 {
@@ -135,7 +150,7 @@ fn scripted_modes() -> io::Result<()> {
 
 #[test]
 fn blocking_read_and_timeout() -> io::Result<()> {
-    let (c, n) = pipe_halves(Mode::Counter)?;
+    let (c, n) = halves::pipe(Mode::Counter)?;
     let e = c.read_timeout(Duration::from_millis(10)).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::TimedOut);
     let t = std::thread::spawn(move || {
@@ -154,7 +169,7 @@ fn blocking_read_and_timeout() -> io::Result<()> {
 fn what_a_pipe_does_differently() -> io::Result<()> {
     // 1. A pipe holds words, not a sum: two writes of LIMIT both succeed (an eventfd
     //    refuses the second), and come back as two reads.
-    let (c, n) = pipe_halves(Mode::Counter)?;
+    let (c, n) = halves::pipe(Mode::Counter)?;
     n.try_write(evfd::LIMIT)?;
     n.try_write(evfd::LIMIT)?;
     assert_eq!(c.try_read()?, evfd::LIMIT);
@@ -169,7 +184,7 @@ fn what_a_pipe_does_differently() -> io::Result<()> {
     );
 
     // 2. The pipe fills by words, not by count: 64 KiB (8192 words) by default.
-    let (c, n) = pipe_halves(Mode::Counter)?;
+    let (c, n) = halves::pipe(Mode::Counter)?;
     let mut words = 0u64;
     while n.try_write(1).is_ok() {
         words += 1;
@@ -189,10 +204,10 @@ fn what_a_pipe_does_differently() -> io::Result<()> {
     assert_eq!(c.try_read()?, 0x0102_0304_0506_0708);
 
     // 4. A closed peer: EPIPE for the writer, end of file for the reader.
-    let (c, n) = pipe_halves(Mode::Counter)?;
+    let (c, n) = halves::pipe(Mode::Counter)?;
     drop(c);
     assert_eq!(n.notify().unwrap_err().kind(), io::ErrorKind::BrokenPipe);
-    let (c, n) = pipe_halves(Mode::AutoReset)?;
+    let (c, n) = halves::pipe(Mode::AutoReset)?;
     drop(n);
     assert_eq!(c.consume()?, Events::HUP);
     Ok(())
@@ -225,7 +240,7 @@ fn adoption_checks_the_end() -> io::Result<()> {
 /// as the kernel reports the fd, with `consume` as the AutoReset delivery after each event.
 #[test]
 fn halves_in_an_epoll() -> io::Result<()> {
-    let (kick, kick_n) = pipe_halves(Mode::AutoReset)?;
+    let (kick, kick_n) = halves::pipe(Mode::AutoReset)?;
     let call_k = KernelNotifier::new(Mode::AutoReset)?;
     let (call, call_n) = call_k.halves()?;
     let ep = Epoll::new();

@@ -13,7 +13,7 @@
 //! Syscalls are counted, not timed or guessed: by the kernel's per-thread read/write
 //! accounting (`syscount::RwProbe`), which sees every read(2)/write(2)-family call of the
 //! producer and consumer threads, doorbell or not — not futex or epoll_wait, which the twin
-//! makes too. Where that is missing, `evfd::doorbell_stats()` deltas (evfd) and the calls
+//! makes too. Where that is missing, `evfd::stats::doorbell_stats()` deltas (evfd) and the calls
 //! made (twin) are used; either way a note under the table says which, and flags any
 //! disagreement.
 
@@ -74,7 +74,7 @@ fn doorbell_awake(n: u64, evfd: bool) -> (Counted, f64) {
         std::thread::yield_now();
     }
     let probe = RwProbe::new();
-    let s0 = evfd::doorbell_stats();
+    let s0 = evfd::stats::doorbell_stats();
     let k0 = probe.as_ref().and_then(|p| p.now());
     let t0 = Instant::now();
     for _ in 0..n {
@@ -82,7 +82,7 @@ fn doorbell_awake(n: u64, evfd: bool) -> (Counted, f64) {
     }
     let ns = t0.elapsed().as_nanos() as f64 / n as f64;
     let k = probe.as_ref().zip(k0).and_then(|(p, k0)| p.since(k0, 1));
-    let s1 = evfd::doorbell_stats();
+    let s1 = evfd::stats::doorbell_stats();
     done.store(true, Ordering::Release);
     assert_eq!(
         consumer.join().unwrap(),
@@ -118,7 +118,7 @@ fn doorbell_sleeping(edges: u64, evfd: bool) -> (Counted, Counted) {
     let drained = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let tid = Arc::new(std::sync::atomic::AtomicI32::new(0));
-    let s0 = evfd::doorbell_stats();
+    let s0 = evfd::stats::doorbell_stats();
     let consumer = {
         let (notifier, twin, drained, stop, tid) = (
             notifier.clone(),
@@ -181,7 +181,7 @@ fn doorbell_sleeping(edges: u64, evfd: bool) -> (Counted, Counted) {
         std::thread::yield_now();
     }
     let kp = probe.as_ref().zip(k0).and_then(|(p, k0)| p.since(k0, 1));
-    let s1 = evfd::doorbell_stats();
+    let s1 = evfd::stats::doorbell_stats();
     stop.store(true, Ordering::Release);
     if evfd {
         notifier.notify().unwrap();
@@ -270,7 +270,7 @@ pub fn run(cfg: &Cfg, out: &mut Out) {
     let src = if counters.iter().all(|c| c.kernel.is_some()) {
         "the kernel's per-thread read/write syscall counts (/proc/thread-self/io syscr+syscw)"
     } else {
-        "evfd::doorbell_stats() deltas (evfd) and write/read calls made (twin); \
+        "evfd::stats::doorbell_stats() deltas (evfd) and write/read calls made (twin); \
          /proc/thread-self/io unavailable"
     };
     out.notes.push(format!(

@@ -178,7 +178,8 @@ fn nested_floor_wakes(rt: &tokio::runtime::Runtime, n: usize) -> Vec<f64> {
 }
 
 /// evfd, blocking: a thread in `Epoll::wait` on the same kind of epoll (it sleeps in the
-/// kernel, in `poll(2)` on the embedded kernel epoll and its own bell: no watcher hop).
+/// kernel, in `epoll_wait` on the embedded kernel epoll, which returns the event: no
+/// watcher hop, no second look).
 fn evfd_blocking_wakes(n: usize) -> Vec<f64> {
     let k = Arc::new(KernelNotifier::new(Mode::AutoReset).expect("eventfd"));
     let ep = Epoll::new();
@@ -220,9 +221,11 @@ fn kernel_blocking_wakes(n: usize) -> Vec<f64> {
                     evs.clear();
                     let got = epoll::wait(&ep, rustix::buffer::spare_capacity(&mut evs), None)
                         .expect("epoll_wait");
-                    let t = now_ns(base);
                     if got > 0 {
+                        // Stamped after the read, as evfd's wait returns after its
+                        // AutoReset delivery's read (and the AsyncFd twin after its read).
                         crate::twin::kread(&fd);
+                        let t = now_ns(base);
                         if tx.send((t - stamp.load(SeqCst)) as f64 / 1000.0).is_err() {
                             return;
                         }
@@ -374,7 +377,7 @@ pub fn run(cfg: &Cfg, out: &mut Out) {
         RW_S,
         (&rw.0, &rw.1),
     );
-    let (started, running) = evfd::watcher_stats();
+    let (started, running) = evfd::stats::watcher_stats();
     let path = if cfg!(feature = "tokio") {
         "through the runtime's reactor (feature tokio)"
     } else {

@@ -101,7 +101,7 @@ pub fn gettid() -> i32 {
 pub struct Counted {
     /// Syscalls per op as the kernel counted them (`RwProbe`), if it can.
     pub kernel: Option<f64>,
-    /// Syscalls per op by the program's own counter: `evfd::doorbell_stats()` deltas for
+    /// Syscalls per op by the program's own counter: `evfd::stats::doorbell_stats()` deltas for
     /// evfd, the `write`/`read` calls it made for the eventfd twin.
     pub own: f64,
 }

@@ -57,7 +57,7 @@ use crate::wait_queue::task::polled_after_completion;
 /// let n = Notifier::builder().initial(1).build().unwrap();
 /// ep.add(&n, Events::IN, 3).unwrap();
 /// let mut evs = [Event::default(); 2];
-/// let f: evfd::EpollWaitFuture<'_> = ep.wait_async(&mut evs);
+/// let f: evfd::future::EpollWaitFuture<'_> = ep.wait_async(&mut evs);
 /// assert_eq!(futures::executor::block_on(f).unwrap(), 1);
 /// assert_eq!(evs[0].data, 3);
 /// ```

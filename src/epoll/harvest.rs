@@ -17,7 +17,7 @@ use super::source::SourceCore;
 use super::{EpInner, Registry};
 use crate::events::{Event, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::Ordering::{Relaxed, SeqCst};
-use crate::wait_queue::thread::SpinGauge;
+use crate::wait_queue::spin::SpinGauge;
 use crate::wait_queue::{PostWake, WaitFor, WakeBatch};
 
 /// The LT cascade's deferred wake: one more `wait`er.
@@ -240,6 +240,52 @@ impl EpInner {
         })
     }
 
+    /// A harvest only if the in-memory side has something queued (the ready hint); it then
+    /// collects from the kernel epoll too, as `epoll_wait` returns every ready item. For a
+    /// waiter that otherwise hears of kernel readiness by other means: a task whose reactor
+    /// readiness is clear (`kernel::reactor`), a blocking `wait` about to sleep on the
+    /// kernel epoll (`kernel::sleep`). No syscall and no lock when nothing is queued in
+    /// memory (nested epolls' kernel readiness then reaches the caller through the
+    /// watcher's queueing of their items, a wake, rather than through this harvest's look).
+    #[inline(never)]
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+    pub(crate) fn harvest_now_mem(self: &Arc<Self>, out: &mut [Event]) -> usize {
+        if !self.ready.hint() {
+            return 0;
+        }
+        self.harvest_now(out)
+    }
+
+    /// The harvest after a direct sleep (`kernel::sleep`): deliver `seed`, the kernel
+    /// events that sleep took from the kernel epoll (at most `out.len()`), and the queued
+    /// in-memory events into the slots they leave; no second look at the kernel epoll at
+    /// the end (the kernel item, if it is queued, is collected where the scan meets it).
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+    pub(crate) fn harvest_seeded(
+        self: &Arc<Self>,
+        out: &mut [Event],
+        seed: &[(Events, u64)],
+    ) -> usize {
+        let mut kernel = self.kernel.collect();
+        kernel.skip_end();
+        let room = out.len().saturating_sub(seed.len());
+        self.with_registry(|reg, batch| {
+            // Skipped when nothing is queued (the ready hint, as `harvest_if_any`); else it
+            // runs even with no room, for its LT cascade to the next waiter.
+            let n = if self.ready.hint() {
+                let (mem, _) = out.split_at_mut(room);
+                self.scan(reg, batch, |it, requeue, reg, batch| {
+                    send_events(it, mem, requeue, batch, &mut |o| {
+                        kernel.collect(&reg.kernel, o)
+                    })
+                })
+            } else {
+                0
+            };
+            n + kernel.seeded(self, &reg.kernel, seed, &mut out[n..], batch)
+        })
+    }
+
     /// A harvest, skipped when the ready hint says nothing is queued and no kernel fd is
     /// registered here or in a nested epoll below (`kernel.below()`): a harvest collects
     /// those at its end, or queues the nested items they make ready
@@ -249,6 +295,20 @@ impl EpInner {
     pub(crate) fn harvest_if_any(self: &Arc<Self>, out: &mut [Event]) -> usize {
         if !self.ready.hint() && !self.kernel.below() {
             return 0;
+        }
+        self.harvest_now(out)
+    }
+
+    /// `Epoll::wait`'s first harvest: `harvest_if_any`, except that with kernel fds here
+    /// a wait that may sleep (`!now`) and finds nothing queued in memory leaves the kernel
+    /// epoll to its sleep (`kernel::sleep`: the sleep returns at once if it holds events).
+    #[inline]
+    pub(crate) fn harvest_before_wait(self: &Arc<Self>, out: &mut [Event], now: bool) -> usize {
+        if !self.ready.hint() && !self.kernel.below() {
+            return 0;
+        }
+        if !now && self.kernel.present() {
+            return self.harvest_now_mem(out);
         }
         self.harvest_now(out)
     }

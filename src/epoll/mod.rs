@@ -78,9 +78,8 @@ use crate::loom::sync::atomic::{
 };
 use crate::loom::sync::Mutex;
 use crate::wait_queue::list::Key;
-use crate::wait_queue::thread::{
-    self, Entry, Parked, Recheck, Sleeper, SpinGauge, SpinPlan, NO_CPU,
-};
+use crate::wait_queue::spin::{SpinGauge, SpinPlan, NO_CPU};
+use crate::wait_queue::thread::{self, Entry, Parked, Recheck, Sleeper};
 use crate::wait_queue::{Callback, PostWake, Target, WaitFor, WaitQueue, WakeBatch};
 use harvest::Harvest;
 use item::Item;
@@ -88,7 +87,7 @@ use kernel::{Ctl, KernelSide, KernelSleep};
 use ready::Ready;
 use source::sealed::{KernelRef, MemRef, SourceRef};
 pub use source::Source;
-use source::SourceCore;
+use source::{MemCore, SourceCore};
 
 /// One registration: the item and its entry in the source's wait queue.
 struct Reg {
@@ -145,7 +144,7 @@ impl Graveyard {
 /// What `add`/`modify`/`delete` act on, after the checks they share (`EpInner::resolve`).
 enum Resolved<'a> {
     /// An in-memory source (a notifier, another epoll).
-    Mem(SourceCore),
+    Mem(MemCore),
     /// A kernel fd: the kernel side's.
     Kernel(KernelRef<'a>),
 }
@@ -503,7 +502,7 @@ impl Epoll {
             let item = Arc::new_cyclic(|me| Item {
                 me: me.clone(),
                 ep: Arc::clone(ep),
-                src: sc.clone(),
+                src: SourceCore::Mem(sc.clone()),
                 events: AtomicU32::new(ev.bits()),
                 data: AtomicU64::new(data),
                 linked: AtomicBool::new(false),
@@ -704,7 +703,12 @@ impl Epoll {
         }
         let ep = &self.inner.core;
         // Step 1 of the blocking wait (skipped when the ready hint says nothing is queued).
-        let n = ep.harvest_if_any(events);
+        // With kernel fds, a wait that may sleep and finds nothing queued in memory leaves
+        // the kernel epoll to its sleep (a direct sleep, or `poll(2)`, returns at once if it
+        // holds events; `kernel::sleep`): one syscall fewer per wait that sleeps. A wait
+        // that will return in-memory events harvests the kernel epoll too, as `epoll_wait`
+        // returns every ready item.
+        let n = ep.harvest_before_wait(events, timeout == Some(Duration::ZERO));
         if n > 0 || timeout == Some(Duration::ZERO) {
             return Ok(n);
         }
@@ -756,13 +760,16 @@ pub(crate) const WAITER_KEY: Events = Events::IN.union(KEY_KSLEEP);
 /// which comes before registering); kernel fds
 /// reach a parked thread through the kernel item, which its registration makes sure the
 /// watcher will queue (`kernel`, invariant W). With kernel fds it sleeps in the kernel
-/// instead, on the kernel epoll and its own bell (the facade's `sleeper`): no watcher hop.
+/// instead (the facade's `sleeper`): in `epoll_wait` on the kernel epoll if it takes the
+/// direct slot (the kernel events that returns are its `seed`), else in `poll(2)` on it and
+/// its own bell. No watcher hop.
 struct EpollSleeper<'a> {
     /// The operation (and where the events go).
     harvest: Harvest<'a>,
     /// The registration.
     entry: Option<Entry>,
-    /// The kernel sleep of this registration, if the epoll held kernel fds at `register`.
+    /// The kernel sleep of this registration, if the epoll held kernel fds at `register`
+    /// (with the kernel events a direct sleep took, for the next `try_now` to deliver).
     kernel: Option<KernelSleep>,
 }
 
@@ -770,8 +777,15 @@ impl WaitFor for EpollSleeper<'_> {
     type Output = usize;
 
     /// A plain harvest: this thread arms the watcher (if it needs it) when it registers.
+    // The inlining the wait routine had before the kernel sleep's seed (instruction counts
+    // of the in-memory hand-off: docs/handoff.md).
+    #[inline(always)]
     fn try_now(&mut self) -> Option<usize> {
-        let n = self.harvest.ep.harvest_now(self.harvest.out);
+        let n = match &mut self.kernel {
+            // Taken from the kernel epoll: delivered now, whatever else happens.
+            Some(k) if k.has_seed() => deliver_seed(k, self.harvest.ep, self.harvest.out),
+            _ => self.harvest.ep.harvest_now(self.harvest.out),
+        };
         (n > 0).then_some(n)
     }
 
@@ -788,10 +802,26 @@ impl WaitFor for EpollSleeper<'_> {
     }
 }
 
+/// Out of line: the in-memory wait's code stays as small as it was without kernel fds.
+#[cold]
+#[inline(never)]
+fn deliver_seed(k: &mut KernelSleep, ep: &Arc<EpInner>, out: &mut [Event]) -> usize {
+    k.deliver_seed(ep, out)
+}
+
+/// A previous registration's kernel sleep goes (out of line, as `deliver_seed`).
+#[cold]
+#[inline(never)]
+fn drop_sleep(k: KernelSleep) {
+    drop(k);
+}
+
 impl Sleeper for EpollSleeper<'_> {
     fn register(&mut self, _again: bool) {
         let ep = self.harvest.ep;
-        self.kernel = ep.kernel.sleeper();
+        if let Some(old) = std::mem::replace(&mut self.kernel, ep.kernel.sleeper()) {
+            drop_sleep(old);
+        }
         // LIFO: the most recent waiter is woken first, as the kernel's epoll does.
         self.entry = Some(match &self.kernel {
             Some(k) => Entry::add_waiter(&ep.waiters, KEY_KSLEEP, true, true, k.waiter()),
@@ -815,10 +845,13 @@ impl Sleeper for EpollSleeper<'_> {
         }
     }
 
+    #[inline(never)]
     fn park(&mut self, deadline: Option<Instant>) -> Parked {
-        match (&self.entry, &self.kernel) {
+        match (&self.entry, &mut self.kernel) {
             // The spin (fixed or learned) already ran before registering.
-            (Some(e), Some(k)) => k.park(e.waiter(), deadline, Duration::ZERO),
+            (Some(e), Some(k)) => {
+                k.park(e.waiter(), deadline, Duration::ZERO, self.harvest.out.len())
+            }
             (Some(e), None) => e.park(deadline),
             (None, _) => Parked::Woken,
         }
@@ -841,6 +874,11 @@ impl Sleeper for EpollSleeper<'_> {
     }
 
     fn unregister(&mut self) -> bool {
+        // Out of the kernel sleep: leave its direct slot, if it held it (the sleep itself,
+        // with its seed, stays until the next `register`).
+        if let Some(k) = &mut self.kernel {
+            k.leave();
+        }
         self.entry
             .take()
             .is_some_and(|e| e.remove(&self.harvest.ep.waiters))
@@ -974,7 +1012,10 @@ impl EpInner {
             let regs: Vec<Reg> = reg.items.drain().map(|(_, r)| r).collect();
             for r in &regs {
                 r.item.dead.store(true, SeqCst);
-                r.item.src.wait_queue().remove(r.key);
+                // Every registration is an in-memory source's (the kernel item is never one).
+                if let Some(m) = r.item.src.mem() {
+                    m.wait_queue().remove(r.key);
+                }
             }
             reg.requeue.clear();
             let left = self.kernel.close(&mut reg.kernel);

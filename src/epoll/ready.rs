@@ -39,13 +39,6 @@ pub(crate) struct Ready {
     list: Mutex<ReadyState>,
 }
 
-impl std::ops::Deref for Ready {
-    type Target = Mutex<ReadyState>;
-    fn deref(&self) -> &Mutex<ReadyState> {
-        &self.list
-    }
-}
-
 impl Ready {
     pub(crate) fn new() -> Ready {
         Ready {

@@ -11,34 +11,63 @@ use crate::notifier::kernel::KernelNotifier;
 use crate::notifier::{self, Notifier};
 use crate::wait_queue::{WaitQueue, WakeBatch};
 
-/// The in-crate view of a source: its core, held strongly so the harvest can poll it without
-/// upgrading a `Weak` per event. Whether the source is still open is tracked separately (the
-/// item's `dead` flag, set when the last user handle goes).
+/// An in-memory source's core, held strongly so the harvest can poll it without upgrading a
+/// `Weak` per event. Whether the source is still open is tracked separately (the item's
+/// `dead` flag, set when the last user handle goes). Every in-memory source has a wait
+/// queue that its epoll items hook into.
 #[derive(Clone)]
-pub(crate) enum SourceCore {
+pub(crate) enum MemCore {
     Notifier(Arc<notifier::Inner>),
     Epoll(Arc<EpInner>),
-    /// The epoll's own kernel epoll, the source of its kernel item (`super::kernel`).
-    /// Never registered in the interest set and never hooked into a wait queue.
+}
+
+/// What an epoll item polls: an in-memory source, or the epoll's own kernel epoll (the
+/// source of its kernel item, `super::kernel`), which is never registered in the interest
+/// set and hooks into no wait queue.
+#[derive(Clone)]
+pub(crate) enum SourceCore {
+    Mem(MemCore),
     #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
     Kernel(Arc<super::kernel::KernelPoll>),
 }
 
-impl SourceCore {
+impl MemCore {
     pub(crate) fn id(&self) -> u64 {
         match self {
-            SourceCore::Notifier(n) => n.id,
-            SourceCore::Epoll(e) => e.id,
-            SourceCore::Kernel(k) => k.id,
+            MemCore::Notifier(n) => n.id,
+            MemCore::Epoll(e) => e.id,
         }
     }
 
     /// The queue an epoll item hooks into.
     pub(crate) fn wait_queue(&self) -> &WaitQueue {
         match self {
-            SourceCore::Notifier(n) => &n.wq,
-            SourceCore::Epoll(e) => &e.pollers,
-            SourceCore::Kernel(_) => unreachable!("the kernel item is in no wait queue"),
+            MemCore::Notifier(n) => &n.wq,
+            MemCore::Epoll(e) => &e.pollers,
+        }
+    }
+
+    /// The fork refusal for a source made before a fork (see `sys::fork`).
+    pub(crate) fn check(&self) -> std::io::Result<()> {
+        match self {
+            MemCore::Notifier(n) => n.check(),
+            MemCore::Epoll(e) => e.check(),
+        }
+    }
+
+    pub(crate) fn as_epoll(&self) -> Option<&Arc<EpInner>> {
+        match self {
+            MemCore::Epoll(e) => Some(e),
+            MemCore::Notifier(_) => None,
+        }
+    }
+}
+
+impl SourceCore {
+    pub(crate) fn id(&self) -> u64 {
+        match self {
+            SourceCore::Mem(m) => m.id(),
+            SourceCore::Kernel(k) => k.id,
         }
     }
 
@@ -55,44 +84,39 @@ impl SourceCore {
     #[inline]
     pub(crate) fn poll(&self, interest: Events, deliver: bool, batch: &mut WakeBatch) -> Events {
         match self {
-            SourceCore::Notifier(n) => {
+            SourceCore::Mem(MemCore::Notifier(n)) => {
                 if deliver {
                     n.deliver_into(interest, batch)
                 } else {
                     n.readiness()
                 }
             }
-            SourceCore::Epoll(e) => e.readiness_into(batch),
+            SourceCore::Mem(MemCore::Epoll(e)) => e.readiness_into(batch),
             // A readiness check (the harvest delivers the kernel item's events itself).
             SourceCore::Kernel(k) => k.readiness(),
         }
     }
 
-    /// The fork refusal for a source made before a fork (see `sys::fork`). The kernel
-    /// item is the epoll's own, checked with the epoll.
     /// Clear the settled mark (`wait_queue`, "Settled") of the queue an item of this source
     /// hooks into: a harvest calls it before a poll after which it may unlink the item, so
-    /// that a write which skipped its wake is seen by that poll.
+    /// that a write which skipped its wake is seen by that poll. The kernel item hooks into
+    /// no queue.
     pub(crate) fn unsettle(&self) {
-        match self {
-            SourceCore::Notifier(n) => n.wq.unsettle(),
-            SourceCore::Epoll(e) => e.pollers.unsettle(),
-            SourceCore::Kernel(_) => {}
+        if let SourceCore::Mem(m) = self {
+            m.wait_queue().unsettle();
         }
     }
 
-    pub(crate) fn check(&self) -> std::io::Result<()> {
-        match self {
-            SourceCore::Notifier(n) => n.check(),
-            SourceCore::Epoll(e) => e.check(),
-            SourceCore::Kernel(_) => Ok(()),
-        }
-    }
-
+    /// The nested epoll, if the source is one.
     pub(crate) fn as_epoll(&self) -> Option<&Arc<EpInner>> {
+        self.mem().and_then(MemCore::as_epoll)
+    }
+
+    /// The in-memory source, `None` for the kernel item.
+    pub(crate) fn mem(&self) -> Option<&MemCore> {
         match self {
-            SourceCore::Epoll(e) => Some(e),
-            SourceCore::Notifier(_) | SourceCore::Kernel(_) => None,
+            SourceCore::Mem(m) => Some(m),
+            SourceCore::Kernel(_) => None,
         }
     }
 }
@@ -111,13 +135,15 @@ pub(crate) mod sealed {
     }
 
     /// An in-memory source's core.
-    pub struct MemRef(pub(crate) super::SourceCore);
+    pub struct MemRef(pub(crate) super::MemCore);
 
     /// A kernel fd as a source.
     #[cfg(any(target_os = "linux", target_os = "android"))]
     pub struct KernelRef<'a> {
         pub(crate) fd: BorrowedFd<'a>,
-        /// A `KernelNotifier` in AutoReset mode: the delivery of `IN` reads it.
+        /// The owner's delivery rule applies (`KernelDeliver`): an AutoReset
+        /// `KernelNotifier`'s read at the delivery of `IN`, a pipe consumer's drain or
+        /// held units.
         pub(crate) autoreset: bool,
         /// A `KernelNotifier`'s registrations: it leaves every epoll when it is dropped.
         pub(crate) owner: Option<&'a crate::notifier::kernel::Registrations>,
@@ -156,7 +182,7 @@ pub trait Source: sealed::Sealed {}
 
 impl sealed::Sealed for Notifier {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
-        sealed::SourceRef::Mem(sealed::MemRef(SourceCore::Notifier(Arc::clone(
+        sealed::SourceRef::Mem(sealed::MemRef(MemCore::Notifier(Arc::clone(
             &self.inner.core,
         ))))
     }
@@ -165,9 +191,7 @@ impl Source for Notifier {}
 
 impl sealed::Sealed for Epoll {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
-        sealed::SourceRef::Mem(sealed::MemRef(SourceCore::Epoll(Arc::clone(
-            &self.inner.core,
-        ))))
+        sealed::SourceRef::Mem(sealed::MemRef(MemCore::Epoll(Arc::clone(&self.inner.core))))
     }
 }
 impl Source for Epoll {}
@@ -214,4 +238,42 @@ impl sealed::Sealed for KernelNotifier {
 #[cfg(any(target_os = "linux", target_os = "android"))]
 #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
 impl Source for KernelNotifier {}
+/// A consumer half ([`halves::ConsumerHalf`](crate::halves::ConsumerHalf)): over an
+/// eventfd, watched as a `KernelNotifier` is; over a pipe, through its own kernel epoll of
+/// the pipe and its held bell, so that units it holds are readable (module docs of
+/// `evfd::halves`). Each delivery goes through the consumer: AutoReset drains, Counter and
+/// Semaphore report readiness. Dropping it removes it from every epoll. Linux only.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+impl sealed::Sealed for crate::notifier::halves::ConsumerHalf {
+    fn source_ref(&self) -> sealed::SourceRef<'_> {
+        let regs = self.registrations();
+        sealed::SourceRef::Kernel(sealed::KernelRef {
+            fd: regs.fd(),
+            autoreset: self.delivers(),
+            owner: Some(regs),
+        })
+    }
+}
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
+impl Source for crate::notifier::halves::ConsumerHalf {}
+
+/// A notifier half ([`halves::NotifierHalf`](crate::halves::NotifierHalf)), for `OUT`: its
+/// write end (or eventfd), with the kernel's readiness. Dropping it removes it from every
+/// epoll. Linux only.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+impl sealed::Sealed for crate::notifier::halves::NotifierHalf {
+    fn source_ref(&self) -> sealed::SourceRef<'_> {
+        let regs = self.registrations();
+        sealed::SourceRef::Kernel(sealed::KernelRef {
+            fd: regs.fd(),
+            autoreset: false,
+            owner: Some(regs),
+        })
+    }
+}
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
+impl Source for crate::notifier::halves::NotifierHalf {}
+
 impl<T: Source + ?Sized> Source for &T {}

@@ -125,7 +125,7 @@ impl WriteOp {
 /// ```
 /// let n = evfd::Notifier::new();
 /// n.write(2).unwrap();
-/// let f: evfd::ReadFuture<'_> = n.read_async();
+/// let f: evfd::future::ReadFuture<'_> = n.read_async();
 /// assert_eq!(futures::executor::block_on(f).unwrap(), 2);
 /// ```
 #[must_use = "futures do nothing unless you .await or poll them"]
@@ -152,7 +152,7 @@ pub struct ReadFuture<'a> {
 ///
 /// ```
 /// let n = evfd::Notifier::new();
-/// let f: evfd::OwnedReadFuture = n.read_owned();
+/// let f: evfd::future::OwnedReadFuture = n.read_owned();
 /// let t = std::thread::spawn(move || futures::executor::block_on(f).unwrap());
 /// n.write(5).unwrap();
 /// assert_eq!(t.join().unwrap(), 5);
@@ -184,7 +184,7 @@ pub struct OwnedReadFuture {
 ///
 /// ```
 /// let n = evfd::Notifier::new();
-/// let f: evfd::WriteFuture<'_> = n.write_async(3);
+/// let f: evfd::future::WriteFuture<'_> = n.write_async(3);
 /// futures::executor::block_on(f).unwrap();
 /// assert_eq!(n.count(), 3);
 /// ```
@@ -212,7 +212,7 @@ pub struct WriteFuture<'a> {
 ///
 /// ```
 /// let n = evfd::Notifier::new();
-/// let f: evfd::OwnedWriteFuture = n.write_owned(4);
+/// let f: evfd::future::OwnedWriteFuture = n.write_owned(4);
 /// std::thread::spawn(move || futures::executor::block_on(f).unwrap()).join().unwrap();
 /// assert_eq!(n.count(), 4);
 /// ```

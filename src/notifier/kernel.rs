@@ -46,7 +46,7 @@ use crate::sys::{self, eventfd};
 /// # Panicking wakers
 ///
 /// Runs no waker: its blocking calls sleep in the kernel, and async use goes through your
-/// reactor (`AsyncFdNotifier` with feature `tokio`).
+/// reactor (`AsyncNotifierFd` with feature `tokio`).
 ///
 /// # The fd is made `O_NONBLOCK`, and no call depends on it
 ///
@@ -126,7 +126,7 @@ crate::mode::builder! {
     ///
     /// ```
     /// let k = evfd::KernelNotifier::builder().cloexec(false).build()?;
-    /// assert!(!k.is_cloexec()?);
+    /// assert!(!k.is_cloexec());
     /// # Ok::<(), std::io::Error>(())
     /// ```
     fn cloexec;
@@ -224,7 +224,7 @@ impl KernelNotifier {
     /// use evfd::{flags, KernelNotifier, Mode};
     /// let k = KernelNotifier::from_flags(1, flags::AUTORESET | flags::CLOEXEC)?;
     /// assert_eq!(k.mode(), Mode::AutoReset);
-    /// assert!(k.is_cloexec()?);
+    /// assert!(k.is_cloexec());
     /// assert!(KernelNotifier::from_flags(0, flags::SEMAPHORE | flags::AUTORESET).is_err());
     /// # Ok::<(), std::io::Error>(())
     /// ```
@@ -275,21 +275,7 @@ impl KernelNotifier {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn from_owned_fd(fd: OwnedFd, mode: Mode) -> io::Result<KernelNotifier> {
-        if let Some(info) = eventfd::fdinfo(fd.as_fd())? {
-            if let Some(sem) = info.semaphore {
-                if sem != (mode == Mode::Semaphore) {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!(
-                            "eventfd {} {} EFD_SEMAPHORE, which does not fit Mode::{mode:?}",
-                            fd.as_raw_fd(),
-                            if sem { "has" } else { "lacks" }
-                        ),
-                    ));
-                }
-            }
-        }
-        eventfd::set_nonblocking(fd.as_fd())?;
+        adopt_eventfd(fd.as_fd(), mode)?;
         Ok(KernelNotifier::wrap(fd, mode, false))
     }
 
@@ -313,18 +299,16 @@ impl KernelNotifier {
         self.nonblock
     }
 
-    /// Whether the fd is close-on-exec (`FD_CLOEXEC`, read from the kernel).
-    ///
-    /// # Errors
-    ///
-    /// The kernel's errno from `fcntl(2)`.
+    /// Whether the fd is close-on-exec (`FD_CLOEXEC`, read from the kernel with
+    /// `fcntl(F_GETFD)`, which cannot fail on an open fd).
     ///
     /// ```
-    /// assert!(evfd::KernelNotifier::new(evfd::Mode::Counter)?.is_cloexec()?);
+    /// assert!(evfd::KernelNotifier::new(evfd::Mode::Counter)?.is_cloexec());
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn is_cloexec(&self) -> io::Result<bool> {
-        eventfd::is_cloexec(self.fd.as_fd())
+    pub fn is_cloexec(&self) -> bool {
+        // F_GETFD fails only on a closed fd, which an `OwnedFd` is not.
+        eventfd::is_cloexec(self.fd.as_fd()).unwrap_or(false)
     }
 
     /// A snapshot of the kernel's count, from `/proc/self/fdinfo` (`eventfd-count`): a
@@ -398,25 +382,40 @@ impl KernelNotifier {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write(&self, n: u64) -> io::Result<()> {
+        self.write_until(n, None)
+    }
+
+    /// As [`write`](Self::write), giving up after `timeout` if `n` does not fit below
+    /// [`LIMIT`](crate::LIMIT) by then. With `NONBLOCK`, behaves as
+    /// [`try_write`](Self::try_write).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `n == u64::MAX`; `TimedOut` (`ETIMEDOUT`) if `n` did not fit
+    /// within `timeout`; `WouldBlock` with `NONBLOCK`. Nothing changes on error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let k = evfd::KernelNotifier::builder().initial(evfd::LIMIT).build()?;
+    /// let e = k.write_timeout(1, Duration::from_millis(5)).unwrap_err();
+    /// assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+    /// assert_eq!(e.raw_os_error(), Some(libc::ETIMEDOUT));
+    /// assert_eq!(k.read()?, evfd::LIMIT);
+    /// k.write_timeout(2, Duration::from_millis(5))?;
+    /// assert_eq!(k.count()?, 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn write_timeout(&self, n: u64, timeout: Duration) -> io::Result<()> {
+        self.write_until(n, sys::deadline(timeout))
+    }
+
+    fn write_until(&self, n: u64, deadline: Option<Instant>) -> io::Result<()> {
         if self.nonblock {
             return self.try_write(n);
         }
-        let mut backoff = Duration::from_micros(50);
-        let mut after_poll = false;
-        loop {
-            match self.try_write(n) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                r => return r,
-            }
-            if after_poll {
-                // poll(2) said writable but `n` still does not fit (room for 1 only, or an
-                // overflowed count reporting ERR): nothing to poll for; back off.
-                std::thread::sleep(backoff);
-                backoff = (backoff * 2).min(Duration::from_millis(10));
-            }
-            sys::poll_until(self.fd.as_fd(), Events::OUT, None)?;
-            after_poll = true;
-        }
+        sys::write_until(self.fd.as_fd(), deadline, || self.try_write(n))
     }
 
     /// `write(1)`.
@@ -501,22 +500,7 @@ impl KernelNotifier {
         if self.nonblock {
             return self.try_read();
         }
-        loop {
-            match self.try_read() {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                r => return r,
-            }
-            let ready = sys::poll_until(self.fd.as_fd(), Events::IN, deadline)?;
-            if ready.is_empty() {
-                // Timed out; one last try so a write racing the timeout is not lost.
-                return match self.try_read() {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        Err(crate::error::timed_out())
-                    }
-                    r => r,
-                };
-            }
-        }
+        sys::read_until(self.fd.as_fd(), deadline, || self.try_read())
     }
 
     /// Readiness (`poll(2)` with a zero timeout): the bits of `interest` that hold now, plus
@@ -603,7 +587,7 @@ impl KernelNotifier {
     /// ```
     #[doc(alias = "dup")]
     pub fn try_clone(&self) -> io::Result<KernelNotifier> {
-        let fd = eventfd::dup(self.fd.as_fd(), self.is_cloexec()?)?;
+        let fd = eventfd::dup(self.fd.as_fd(), self.is_cloexec())?;
         Ok(KernelNotifier::wrap(fd, self.mode, self.nonblock))
     }
 
@@ -726,16 +710,31 @@ impl TryFrom<OwnedFd> for KernelNotifier {
 impl From<KernelNotifier> for OwnedFd {
     fn from(k: KernelNotifier) -> OwnedFd {
         let KernelNotifier { fd, regs, .. } = k;
-        // Leave every epoll first (as a drop would), then take the fd back: nothing else
-        // holds it strongly once the registrations are gone.
-        drop(regs);
-        Arc::try_unwrap(fd).unwrap_or_else(|shared| {
-            // Unreachable in practice; a duplicate is still the same eventfd.
-            shared
-                .try_clone()
-                .expect("dup of a KernelNotifier's eventfd")
-        })
+        regs.release(fd)
     }
+}
+
+/// The adoption check of an eventfd received from elsewhere, for every kind that adopts one
+/// ([`KernelNotifier::from_owned_fd`], the kick/call halves): refused (`InvalidInput`) if
+/// `/proc/self/fdinfo` shows it is not an eventfd, or shows a semaphore flag that does not
+/// fit `mode`; then its open file description is made `O_NONBLOCK`.
+pub(crate) fn adopt_eventfd(fd: BorrowedFd<'_>, mode: Mode) -> io::Result<()> {
+    if let Some(info) = eventfd::fdinfo(fd)? {
+        if let Some(sem) = info.semaphore {
+            if sem != (mode == Mode::Semaphore) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "eventfd {} {} EFD_SEMAPHORE, which does not fit Mode::{mode:?}",
+                        fd.as_raw_fd(),
+                        if sem { "has" } else { "lacks" }
+                    ),
+                ));
+            }
+        }
+    }
+    eventfd::set_nonblocking(fd)?;
+    Ok(())
 }
 
 /// A [`KernelNotifier`]'s registrations in epolls' kernel sides: (epoll, token) pairs.
@@ -755,12 +754,24 @@ pub(crate) struct Registrations {
     list: Mutex<Vec<(Weak<dyn KernelFdSet>, u64)>>,
 }
 
-/// The delivery of `IN` for an AutoReset source watched as a kernel fd: reset it, and say
-/// whether this consumer got something (only then is `IN` delivered: at most one delivery
-/// per reset that succeeded).
+/// The delivery of a kernel event to a source that has its own delivery rule, per kind: an
+/// AutoReset `KernelNotifier` resets its eventfd, an AutoReset `SharedNotifier` its shared
+/// count, a pipe consumer drains its pipe (or reports what it holds). An AutoReset kind
+/// delivers `IN` only if its reset took something: at most one delivery per reset that
+/// succeeded.
 pub(crate) trait KernelDeliver: Send + Sync {
     /// Reset; `true` iff this call took a non-zero count.
     fn deliver_in(&self) -> bool;
+
+    /// The events to deliver for the events `ev` the kernel reported for the registered fd
+    /// (empty: deliver nothing). By default, a reset ([`deliver_in`](Self::deliver_in)) on
+    /// `IN`, which stays only if the reset took something.
+    fn deliver(&self, mut ev: Events) -> Events {
+        if ev.contains(Events::IN) && !self.deliver_in() {
+            ev.remove(Events::IN);
+        }
+        ev
+    }
 }
 
 /// A `KernelNotifier`'s eventfd: the reset is one `read(2)`; `EAGAIN` means another
@@ -794,6 +805,19 @@ impl Registrations {
     /// What delivers an AutoReset `IN` (held weakly by the epoll items).
     pub(crate) fn reset(&self) -> Weak<dyn KernelDeliver> {
         Weak::clone(&self.reset)
+    }
+
+    /// The kernel fd the owner is registered by.
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// The owner gives its fd away (`From<_> for OwnedFd`): leave every epoll first (as a
+    /// drop would), then take `fd` back, which nothing else holds strongly once the
+    /// registrations are gone.
+    pub(crate) fn release(self, fd: Arc<OwnedFd>) -> OwnedFd {
+        drop(self);
+        crate::sys::unshare_fd(fd)
     }
 
     /// Registered in `ep` as `token`.

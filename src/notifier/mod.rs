@@ -21,8 +21,9 @@
 //! leaves (it succeeded, or timed out) while the notifier is still ready for what it waited
 //! for wakes the next one, so no wake is lost to a waiter that did not use it.
 
-pub(crate) mod api;
 pub(crate) mod future;
+// Public as `evfd::halves` (re-exported by the crate root with its docs).
+pub mod halves;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) mod kernel;
 #[cfg(not(evfd_loom))]
@@ -39,7 +40,8 @@ use std::time::{Duration, Instant};
 use crate::events::{next_id, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use crate::mode::{self, invalid_write, Mode, Options, WriteRefused};
-use crate::wait_queue::thread::{self, QueueSleeper, SpinGauge};
+use crate::wait_queue::spin::SpinGauge;
+use crate::wait_queue::thread::{self, QueueSleeper};
 use crate::wait_queue::{WaitFor, WaitQueue, WakeBatch};
 
 /// The shared state behind every clone of a [`Notifier`]. Cache-line aligned (128: the
@@ -165,15 +167,18 @@ crate::mode::builder! {
     /// assert_eq!(n.read().unwrap(), 5);
     /// assert!(Notifier::builder().initial(u64::MAX).build().is_err());
     /// ```
-    pub struct NotifierBuilder => Notifier { cloexec: false }
+    pub struct NotifierBuilder => Notifier { cloexec: true }
     fn initial;
     fn nonblocking;
-    /// Mark every fd this notifier later hands out close-on-exec (`EFD_CLOEXEC`; default
-    /// off, as in `eventfd2`).
+    /// Whether every fd this notifier later hands out (its fd views) is close-on-exec
+    /// (`EFD_CLOEXEC`). Default `true`, as for every kind and every fd Rust's standard
+    /// library opens; [`Notifier::from_flags`] follows `eventfd2` (off unless
+    /// `flags::CLOEXEC`).
     ///
     /// ```
-    /// let n = evfd::Notifier::builder().cloexec(true).build().unwrap();
-    /// assert!(n.is_cloexec());
+    /// assert!(evfd::Notifier::new().is_cloexec());
+    /// let n = evfd::Notifier::builder().cloexec(false).build().unwrap();
+    /// assert!(!n.is_cloexec());
     /// ```
     fn cloexec;
 }
@@ -385,6 +390,42 @@ impl Notifier {
         self.inner.block(Write(&self.inner, n), None)
     }
 
+    /// As [`write`](Self::write), giving up after `timeout` if the count stays too close to
+    /// [`LIMIT`](crate::LIMIT) for `n` to fit. With `NONBLOCK`, behaves as
+    /// [`try_write`](Self::try_write).
+    ///
+    /// Not async-signal-safe (its wake takes locks and runs wakers): from a signal handler
+    /// use [`SignalNotifier`](crate::SignalNotifier) (docs/semantics.md §6.3).
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` (`InvalidInput`) for `n == u64::MAX`; `ETIMEDOUT` (`TimedOut`) if `n` did
+    /// not fit within `timeout`; `EAGAIN` (`WouldBlock`) with `NONBLOCK`. Nothing changes on
+    /// error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let n = evfd::Notifier::builder().initial(evfd::LIMIT).build()?;
+    /// let e = n.write_timeout(1, Duration::from_millis(5)).unwrap_err();
+    /// assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+    /// assert_eq!(e.raw_os_error(), Some(libc::ETIMEDOUT));
+    /// assert_eq!(n.read()?, evfd::LIMIT); // room again
+    /// n.write_timeout(1, Duration::from_millis(5))?;
+    /// assert_eq!(n.count(), 1);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn write_timeout(&self, n: u64, timeout: Duration) -> io::Result<()> {
+        self.inner.check()?;
+        if self.inner.nonblock {
+            return self.try_write(n);
+        }
+        // An overflowing deadline means "forever".
+        let deadline = Instant::now().checked_add(timeout);
+        self.inner.block(Write(&self.inner, n), deadline)
+    }
+
     /// `write(1)`: the doorbell.
     ///
     /// Not async-signal-safe (its wake takes locks and runs wakers): from a signal handler
@@ -511,7 +552,7 @@ impl Notifier {
     /// (read to consume).
     ///
     /// Infallible in memory; [`KernelNotifier::consume`](kernel::KernelNotifier::consume) and
-    /// [`EventNotifier::consume`](api::EventNotifier::consume) return
+    /// [`EventNotifier::consume`](crate::EventNotifier::consume) return
     /// `io::Result<Events>`.
     ///
     /// # Examples
@@ -671,20 +712,31 @@ impl Inner {
         mode::readiness(cur) | mode::readiness(0)
     }
 
-    /// The blocking call shared by `read`, `read_timeout` and `write`: the wait queue's
+    /// The blocking call shared by `read`, `read_timeout`, `write` and `write_timeout`: the wait queue's
     /// blocking wait (`crate::wait_queue::thread::wait`) for `what`. It registers,
     /// re-checks, sleeps, and always retries once after a wake or a timeout, so a wake racing
     /// a timeout is not lost.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn block<R, W: Op<Output = io::Result<R>>>(
         &self,
         mut what: W,
         deadline: Option<Instant>,
     ) -> io::Result<R> {
-        // Step 1 of the blocking wait: no wait needed.
+        // Step 1 of the blocking wait: no wait needed. Inlined into every caller (the hot
+        // path of `read` and `write`); the wait itself is not.
         if let Some(r) = what.try_now() {
             return r;
         }
+        self.wait(what, deadline)
+    }
+
+    /// `block`'s steps 2 onwards: the wait.
+    #[inline(never)]
+    fn wait<R, W: Op<Output = io::Result<R>>>(
+        &self,
+        what: W,
+        deadline: Option<Instant>,
+    ) -> io::Result<R> {
         let mut s = QueueSleeper::new(&self.wq, W::MASK, W::EXCLUSIVE, what);
         thread::wait(&mut s, deadline).unwrap_or_else(|| Err(crate::error::timed_out()))
     }

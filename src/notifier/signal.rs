@@ -31,14 +31,14 @@ use std::io;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::events::Events;
-use crate::sys::{self, Bell, Doorbell};
+use crate::sys::{self, BuildDoorbell, Doorbell};
 
 use super::signal_slot::Slot;
 use super::Notifier;
 
 /// The process's relay: its doorbell and the slots it serves.
 pub(crate) struct Relay {
-    bell: Bell,
+    bell: BuildDoorbell,
     /// The fork epoch the thread was started in: a child has no relay thread.
     born: u32,
     slots: Mutex<Vec<Arc<Slot>>>,
@@ -53,7 +53,7 @@ static RELAY: OnceLock<io::Result<&'static Relay>> = OnceLock::new();
 fn relay() -> io::Result<&'static Relay> {
     let r = RELAY.get_or_init(|| {
         let relay: &'static Relay = Box::leak(Box::new(Relay {
-            bell: Bell::create(true)?,
+            bell: BuildDoorbell::create(true)?,
             born: sys::fork::epoch(),
             slots: Mutex::new(Vec::new()),
         }));

@@ -148,7 +148,7 @@ async fn read(s: &SharedNotifier, ep: &Epoll) -> io::Result<u64> {
             s.resync_bell_here();
             if spurious >= SPURIOUS_BEFORE_YIELD {
                 spurious = 0;
-                YieldOnce(false).await;
+                crate::wait_queue::task::yield_now().await;
             }
         }
         ep.wait_async(&mut evs).await?;
@@ -158,24 +158,6 @@ async fn read(s: &SharedNotifier, ep: &Epoll) -> io::Result<u64> {
 
 /// Spurious doorbell wakes a read future absorbs in one poll before it yields.
 const SPURIOUS_BEFORE_YIELD: u32 = 4;
-
-/// `Pending` once (with a wake), then `Ready`: lets the executor run other tasks.
-struct YieldOnce(bool);
-
-impl Future for YieldOnce {
-    type Output = ();
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<()> {
-        if self.0 {
-            return std::task::Poll::Ready(());
-        }
-        self.0 = true;
-        cx.waker().wake_by_ref();
-        std::task::Poll::Pending
-    }
-}
 
 /// This future's registration as a writer waiting for room, and the epoll in which it
 /// watches the doorbell. Dropped (completed or cancelled): unregistered, epoll closed.

@@ -76,6 +76,9 @@ impl SharedFdView {
     /// Deliver `IN` to this consumer: the readiness at delivery; a [`Mode::AutoReset`](crate::mode::Mode::AutoReset)
     /// notifier's count is reset to 0 (and the doorbell drained).
     ///
+    /// The same delivery as [`FdView::consume`](crate::FdView::consume), which cannot fail
+    /// (its count is this process's own memory).
+    ///
     /// # Errors
     ///
     /// `InvalidData` if the peer corrupted the region.

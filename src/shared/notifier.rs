@@ -31,7 +31,7 @@ const MSG: [u8; 8] = *b"EVFDMSG1";
 /// let a = evfd::SharedNotifier::new(evfd::Mode::Counter)?;
 /// a.notify()?;
 /// assert_eq!(a.read()?, 1);
-/// assert_eq!(a.stats(), evfd::SharedStats::default()); // nobody slept: no syscall
+/// assert_eq!(a.stats(), evfd::stats::SharedStats::default()); // nobody slept: no syscall
 /// # Ok::<(), std::io::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -47,7 +47,7 @@ pub struct SharedStats {
     pub drains: u64,
 }
 
-struct Inner {
+struct SharedCore {
     proto: Protocol<Region, SysOs>,
     memfd: OwnedFd,
     nonblock: bool,
@@ -55,7 +55,7 @@ struct Inner {
     /// This process's registration as a doorbell consumer for epolls (made at the first
     /// `Epoll::add`, kept until the last handle goes).
     epoll_armed: AtomicBool,
-    /// The process that made this `Inner`: a fork child's copy must not undo the parent's
+    /// The process that made this `SharedCore`: a fork child's copy must not undo the parent's
     /// registrations in the shared words.
     pid: u32,
     /// The epoll that `read_async` waits in (made at the first one).
@@ -67,13 +67,13 @@ struct Inner {
 }
 
 /// The epoll's delivery of `IN` to an AutoReset shared notifier: reset the shared count.
-impl KernelDeliver for Inner {
+impl KernelDeliver for SharedCore {
     fn deliver_in(&self) -> bool {
         self.proto.deliver().is_ok_and(|e| e.contains(Events::IN))
     }
 }
 
-impl Drop for Inner {
+impl Drop for SharedCore {
     fn drop(&mut self) {
         if std::process::id() != self.pid {
             return;
@@ -138,7 +138,7 @@ impl Drop for Inner {
 /// ```
 #[derive(Clone)]
 pub struct SharedNotifier {
-    inner: Arc<Inner>,
+    inner: Arc<SharedCore>,
 }
 
 crate::mode::builder! {
@@ -210,7 +210,7 @@ impl SharedNotifier {
     ) -> SharedNotifier {
         let bell = Arc::clone(&proto.os.bell);
         SharedNotifier {
-            inner: Arc::new_cyclic(|me: &std::sync::Weak<Inner>| Inner {
+            inner: Arc::new_cyclic(|me: &std::sync::Weak<SharedCore>| SharedCore {
                 proto,
                 memfd,
                 nonblock,
@@ -707,8 +707,8 @@ impl fmt::Debug for SharedNotifier {
 /// assert!(EventNotifier::fd(&s).is_none());
 /// # Ok::<(), std::io::Error>(())
 /// ```
-impl crate::notifier::api::EventNotifier for SharedNotifier {
-    crate::notifier::api::forward_common!();
+impl crate::event_notifier::EventNotifier for SharedNotifier {
+    crate::event_notifier::forward_common!();
 
     fn count(&self) -> io::Result<u64> {
         Ok(SharedNotifier::count(self))
@@ -722,6 +722,8 @@ impl crate::notifier::api::EventNotifier for SharedNotifier {
         None
     }
 }
+
+impl crate::event_notifier::Sealed for SharedNotifier {}
 
 #[cfg(test)]
 mod tests {

@@ -37,7 +37,7 @@ impl Words for Region {
 
 /// The OS side: the shared futex and the doorbell eventfd.
 pub(super) struct SysOs {
-    /// Shared with the epoll registrations (`Inner::regs`), which must delete themselves
+    /// Shared with the epoll registrations (`SharedCore::regs`), which must delete themselves
     /// while it is open.
     pub(super) bell: Arc<OwnedFd>,
     pub(super) futex_wakes: AtomicU64,

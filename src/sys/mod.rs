@@ -85,18 +85,18 @@ pub(crate) trait Doorbell: Send + Sync + Sized + 'static {
     not(evfd_force_pipe),
     any(target_os = "linux", target_os = "android")
 ))]
-pub(crate) type Bell = eventfd::EventfdDoorbell;
+pub(crate) type BuildDoorbell = eventfd::EventfdDoorbell;
 
 /// The doorbell backend of this build (see the module docs).
 #[cfg(all(
     not(evfd_loom),
     any(evfd_force_pipe, not(any(target_os = "linux", target_os = "android")))
 ))]
-pub(crate) type Bell = pipe::PipeDoorbell;
+pub(crate) type BuildDoorbell = pipe::PipeDoorbell;
 
 /// The doorbell backend of this build (see the module docs).
 #[cfg(evfd_loom)]
-pub(crate) type Bell = mock::MockDoorbell;
+pub(crate) type BuildDoorbell = mock::MockDoorbell;
 
 /// Doorbell syscalls, counted (not guessed): every `write(2)` that rings a doorbell and
 /// every `read(2)` that drains one, including retries after `EINTR` and calls that got
@@ -136,11 +136,11 @@ static GLOBAL_DRAINS: AtomicU64 = AtomicU64::new(0);
 /// # Examples
 ///
 /// ```
-/// let before = evfd::doorbell_stats();
+/// let before = evfd::stats::doorbell_stats();
 /// let n = evfd::Notifier::new();
 /// let _view = n.fd_view()?;
 /// n.notify()?;
-/// assert!(evfd::doorbell_stats().rings > before.rings);
+/// assert!(evfd::stats::doorbell_stats().rings > before.rings);
 /// # Ok::<(), std::io::Error>(())
 /// ```
 #[doc(hidden)]
@@ -210,9 +210,12 @@ pub(crate) fn retry<T>(
 #[derive(Debug)]
 pub(crate) struct NowProbe {
     /// `RWF_NOWAIT` was refused for this kind of file: use the fallback from now on.
+    /// (Only Linux has `RWF_NOWAIT`: elsewhere the fallback is all there is.)
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     refused: std::sync::atomic::AtomicBool,
 }
 
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 impl NowProbe {
     pub(crate) const fn new() -> NowProbe {
         NowProbe {
@@ -284,33 +287,28 @@ pub(crate) fn read_now_raw(
     probe: &NowProbe,
     how: Now,
 ) -> rustix::io::Result<usize> {
-    #[cfg(all(target_os = "linux", not(evfd_loom)))]
-    if how == Now::Probed && probe.nowait() {
-        let r = retry(
-            || (),
-            || {
-                rustix::io::preadv2(
+    call_now(
+        fd,
+        probe,
+        how,
+        |nowait| {
+            #[cfg(all(target_os = "linux", not(evfd_loom)))]
+            if nowait {
+                return rustix::io::preadv2(
                     fd,
                     &mut [std::io::IoSliceMut::new(buf)],
                     u64::MAX,
                     rustix::io::ReadWriteFlags::NOWAIT,
-                )
-            },
-        );
-        match r {
-            Err(e) if nowait_refused(e) => probe.refuse(),
-            r => return r,
-        }
-    }
-    let _ = (how, probe);
-    // Read only what poll says is there (a readable, hung-up or failed fd answers at once),
-    // whatever `F_GETFL` would say: a peer can clear `O_NONBLOCK` between that check and
-    // the read (the torture suite's flipping peer did).
-    let ev = poll_flags_now(fd, PollFlags::IN)?;
-    if ev.is_empty() {
-        return Err(rustix::io::Errno::AGAIN);
-    }
-    retry(|| (), || rustix::io::read(fd, &mut *buf))
+                );
+            }
+            let _ = nowait;
+            rustix::io::read(fd, &mut *buf)
+        },
+        // A peer made the description blocking: read only what poll says is there (a
+        // readable, hung-up or failed fd answers at once).
+        PollFlags::IN,
+        |ev| Ok(!ev.is_empty()),
+    )
 }
 
 /// One `write(2)` of `buf` that never waits, whatever `O_NONBLOCK` says (see
@@ -324,32 +322,55 @@ pub(crate) fn write_now_raw(
     how: Now,
     fits: impl FnOnce(PollFlags) -> rustix::io::Result<bool>,
 ) -> rustix::io::Result<usize> {
-    #[cfg(all(target_os = "linux", not(evfd_loom)))]
-    if how == Now::Probed && probe.nowait() {
-        let r = retry(
-            || (),
-            || {
-                rustix::io::pwritev2(
+    call_now(
+        fd,
+        probe,
+        how,
+        |nowait| {
+            #[cfg(all(target_os = "linux", not(evfd_loom)))]
+            if nowait {
+                return rustix::io::pwritev2(
                     fd,
                     &[std::io::IoSlice::new(buf)],
                     u64::MAX,
                     rustix::io::ReadWriteFlags::NOWAIT,
-                )
-            },
-        );
-        match r {
+                );
+            }
+            let _ = nowait;
+            rustix::io::write(fd, buf)
+        },
+        PollFlags::IN | PollFlags::OUT,
+        fits,
+    )
+}
+
+/// What `read_now_raw` and `write_now_raw` share ([`NowProbe`]'s two steps): `call(true)`,
+/// the `RWF_NOWAIT` call, unless the probe found it refused; else the fallback, which asks
+/// `may` (given the zero-timeout `poll(2)` of
+/// `flags`) whether the plain call `call(false)` cannot wait, and answers `EAGAIN` if not.
+/// `EINTR` is retried.
+fn call_now(
+    fd: BorrowedFd<'_>,
+    probe: &NowProbe,
+    how: Now,
+    mut call: impl FnMut(bool) -> rustix::io::Result<usize>,
+    flags: PollFlags,
+    may: impl FnOnce(PollFlags) -> rustix::io::Result<bool>,
+) -> rustix::io::Result<usize> {
+    #[cfg(all(target_os = "linux", not(evfd_loom)))]
+    if how == Now::Probed && probe.nowait() {
+        match retry(|| (), || call(true)) {
             Err(e) if nowait_refused(e) => probe.refuse(),
             r => return r,
         }
     }
     let _ = (how, probe);
-    // Checked whatever `F_GETFL` says: a peer can clear `O_NONBLOCK` between that check and
-    // the write, which then waits at the limit (the torture suite's flipping peer did).
-    let ev = poll_flags_now(fd, PollFlags::IN | PollFlags::OUT)?;
-    if !fits(ev)? {
+    // Asked whatever `F_GETFL` would say: a peer can clear `O_NONBLOCK` between that check
+    // and the call, which then waits (the torture suite's flipping peer did, at the limit).
+    if !may(poll_flags_now(fd, flags)?)? {
         return Err(rustix::io::Errno::AGAIN);
     }
-    retry(|| (), || rustix::io::write(fd, buf))
+    retry(|| (), || call(false))
 }
 
 /// `poll(2)` on one fd until one of `interest`'s bits (or `ERR`/`HUP`/`NVAL`) holds, or
@@ -425,4 +446,72 @@ pub(crate) fn is_cloexec(fd: BorrowedFd<'_>) -> io::Result<bool> {
 #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
 pub(crate) fn deadline(timeout: Duration) -> Option<Instant> {
     Instant::now().checked_add(timeout)
+}
+
+/// The blocking read of every kernel-fd kind (a `KernelNotifier`, a pipe or eventfd
+/// consumer half): `try_read` until it answers something other than `WouldBlock`, waiting
+/// in `poll(2)` for `IN` on `fd` in between, until `deadline` (`None`: forever). At the
+/// deadline one last try, so a write racing the timeout is not lost; then `TimedOut`
+/// (`ETIMEDOUT`).
+pub(crate) fn read_until<T>(
+    fd: BorrowedFd<'_>,
+    deadline: Option<Instant>,
+    mut try_read: impl FnMut() -> io::Result<T>,
+) -> io::Result<T> {
+    loop {
+        match try_read() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            r => return r,
+        }
+        if poll_until(fd, Events::IN, deadline)?.is_empty() {
+            return match try_read() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(crate::error::timed_out()),
+                r => r,
+            };
+        }
+    }
+}
+
+/// An fd shared through an `Arc` taken back by its last holder (an owner giving its fd
+/// away): unwrapped, or in the case nobody expects (another strong holder), a `dup(2)` of
+/// it, which is still the same open file.
+pub(crate) fn unshare_fd(fd: std::sync::Arc<std::os::fd::OwnedFd>) -> std::os::fd::OwnedFd {
+    std::sync::Arc::try_unwrap(fd)
+        .unwrap_or_else(|shared| shared.try_clone().expect("dup of a fd being handed off"))
+}
+
+/// The blocking write of every kernel-fd kind (a `KernelNotifier`, a notifier half):
+/// `try_write` until it answers something other than `WouldBlock`, waiting in `poll(2)` for
+/// `OUT` on `fd` in between, until `deadline` (`None`: forever), then `TimedOut`
+/// (`ETIMEDOUT`). The kernel reports `OUT` while a write of 1 fits (an eventfd) or a pipe
+/// buffer slot is free; a write that still does not fit after `poll(2)` said writable
+/// (room for 1 only, or an overflowed eventfd reporting `ERR`) has nothing to poll for and
+/// backs off (50 µs doubling to 10 ms, never past the deadline).
+pub(crate) fn write_until(
+    fd: BorrowedFd<'_>,
+    deadline: Option<Instant>,
+    mut try_write: impl FnMut() -> io::Result<()>,
+) -> io::Result<()> {
+    let mut backoff = Duration::from_micros(50);
+    let mut after_poll = false;
+    loop {
+        match try_write() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            r => return r,
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(crate::error::timed_out());
+        }
+        if after_poll {
+            let mut nap = backoff;
+            if let Some(d) = deadline {
+                nap = nap.min(d.saturating_duration_since(Instant::now()));
+            }
+            std::thread::sleep(nap);
+            backoff = (backoff * 2).min(Duration::from_millis(10));
+        }
+        // An empty result is the deadline: the loop's next try decides.
+        poll_until(fd, Events::OUT, deadline)?;
+        after_poll = true;
+    }
 }

@@ -91,9 +91,23 @@ pub(crate) fn read_now_with(
     super::read_now_raw(fd, buf, &READ_PROBE, how)
 }
 
+/// The `RWF_NOWAIT` probe for pipe writes.
+static WRITE_PROBE: NowProbe = NowProbe::new();
+
+/// One `write(2)` of `buf` (at most `PIPE_BUF` bytes: atomic) to a pipe's write end that
+/// never waits, whatever the shared open file description's `O_NONBLOCK` says: `EAGAIN`
+/// when it does not fit now. On a description a peer made blocking, the fallback writes
+/// only while `poll(2)` says `OUT` (a free pipe buffer slot, which holds `PIPE_BUF`) or
+/// `ERR` (no reader: the write fails with `EPIPE` at once).
+pub(crate) fn write_now(fd: BorrowedFd<'_>, buf: &[u8]) -> rustix::io::Result<usize> {
+    super::write_now_raw(fd, buf, &WRITE_PROBE, Now::Probed, |ev| {
+        Ok(ev.intersects(rustix::event::PollFlags::OUT | rustix::event::PollFlags::ERR))
+    })
+}
+
 /// A non-blocking pipe, close-on-exec iff `cloexec`: `pipe2(2)` where there is one.
 #[cfg(not(target_vendor = "apple"))]
-fn pipe(cloexec: bool) -> io::Result<(OwnedFd, OwnedFd)> {
+pub(crate) fn pipe(cloexec: bool) -> io::Result<(OwnedFd, OwnedFd)> {
     use rustix::pipe::PipeFlags;
     let mut flags = PipeFlags::NONBLOCK;
     if cloexec {
@@ -106,7 +120,7 @@ fn pipe(cloexec: bool) -> io::Result<(OwnedFd, OwnedFd)> {
 /// set with `fcntl(2)` after `pipe(2)`, so a `fork`+`exec` in another thread in between can
 /// leak the two fds into the child (as for every fd opened on macOS without `O_CLOEXEC`).
 #[cfg(target_vendor = "apple")]
-fn pipe(cloexec: bool) -> io::Result<(OwnedFd, OwnedFd)> {
+pub(crate) fn pipe(cloexec: bool) -> io::Result<(OwnedFd, OwnedFd)> {
     let (rd, wr) = rustix::pipe::pipe()?;
     for fd in [&rd, &wr] {
         let fl = rustix::fs::fcntl_getfl(fd)?;

@@ -219,7 +219,7 @@ fn edge_after_would_block() {
 
 /// Claim 1 for an epoll's view at quiescence: rung iff a live item is queued.
 fn assert_epoll_consistent(ep: &Epoll, v: &FdView) {
-    let readable = crate::loom::lock(&ep.inner.ready).any_live();
+    let readable = ep.inner.ready.lock().any_live();
     assert_eq!(
         v.rung_state(),
         (readable, readable),
@@ -254,7 +254,7 @@ fn epoll_view_notify_vs_harvest() {
         let got = wait0(&ep);
         w.join().unwrap();
         assert_epoll_consistent(&ep, &v);
-        let readable = crate::loom::lock(&ep.inner.ready).any_live();
+        let readable = ep.inner.ready.lock().any_live();
         if got == 0 && readable {
             assert!(
                 v.doorbell_stats().rings > rings_at_t,
@@ -289,7 +289,7 @@ fn epoll_view_stale_drop_vs_refill() {
         let got = wait0(&ep);
         w.join().unwrap();
         assert_epoll_consistent(&ep, &v);
-        let readable = crate::loom::lock(&ep.inner.ready).any_live();
+        let readable = ep.inner.ready.lock().any_live();
         if got == 0 && readable {
             assert!(
                 v.doorbell_stats().rings > rings_at_t,
@@ -326,7 +326,7 @@ fn epoll_view_edge_after_empty_harvest() {
         let b_got = b.join().unwrap();
         w.join().unwrap();
         assert_epoll_consistent(&ep, &v);
-        let readable = crate::loom::lock(&ep.inner.ready).any_live();
+        let readable = ep.inner.ready.lock().any_live();
         if a_got == 0 && readable {
             assert!(
                 v.doorbell_stats().rings > rings_at_t,

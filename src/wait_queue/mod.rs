@@ -173,8 +173,8 @@ pub(crate) trait WaitFor {
     fn probe(&self) -> bool {
         true
     }
-    /// The waited-on object's spin gauge (`thread::SpinGauge`), if its blocking waits spin.
-    fn spin_gauge(&self) -> Option<&thread::SpinGauge> {
+    /// The waited-on object's spin gauge (`spin::SpinGauge`), if its blocking waits spin.
+    fn spin_gauge(&self) -> Option<&spin::SpinGauge> {
         None
     }
 }

@@ -222,6 +222,8 @@ impl Spin {
     /// (no lock, no registration, no syscall). Returns whether `ready()` held. The budget
     /// counts from the first call, so a wait that spins again after a stale `ready` does not
     /// spin longer in total; a preempted spin does not spin again.
+    // Inlined into every wait routine (their instruction counts: docs/handoff.md).
+    #[inline(always)]
     pub(crate) fn spin(
         &mut self,
         deadline: Option<Instant>,

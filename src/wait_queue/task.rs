@@ -69,6 +69,8 @@ pub(crate) struct TaskWait {
     exclusive: bool,
     /// Where this wait is.
     state: State,
+    /// Whether a poll that would wait yields once first ("Yield once").
+    yields: bool,
 }
 
 /// The states of one async wait. A success goes back to `Idle`, so that a stream yields at
@@ -91,7 +93,16 @@ impl TaskWait {
             mask,
             exclusive,
             state: State::Idle,
+            yields: true,
         }
+    }
+
+    /// Never yield once: for a wait whose wake comes from outside the process's tasks (an
+    /// epoll task woken by a tokio reactor: `epoll::kernel::reactor`), where the extra
+    /// round of the run queue buys nothing and moves the task to another worker.
+    pub(crate) const fn without_yield(mut self) -> Self {
+        self.yields = false;
+        self
     }
 
     /// Whether this waiter has an entry in the queue, or had one that a wake removed and has
@@ -115,11 +126,10 @@ impl TaskWait {
             self.finish(wq);
             return Poll::Ready(r);
         }
-        if self.state == State::Idle && !wq.interest().intersects(self.mask) {
-            // Yield once (type docs). `wake_by_ref` is foreign code: no lock is held.
+        if self.yields && self.state == State::Idle && !wq.interest().intersects(self.mask) {
+            // Yield once (type docs). No lock is held.
             self.state = State::Yielded;
-            cx.waker().wake_by_ref();
-            return Poll::Pending;
+            return yield_pending(cx);
         }
         // Foreign code (`clone`) runs here, before any lock; it may re-enter the notifier,
         // and may even wake our own entry — `update_waker` then reports it gone.
@@ -183,6 +193,26 @@ impl TaskWait {
 }
 
 /// What every future of the crate returns when polled again after it returned `Ready`.
+/// A yield: wake the task (foreign code: call with no lock held) and return `Pending`, so
+/// the executor runs its other tasks before polling this one again.
+pub(crate) fn yield_pending<T>(cx: &mut Context<'_>) -> Poll<T> {
+    cx.waker().wake_by_ref();
+    Poll::Pending
+}
+
+/// `Pending` once (a [`yield_pending`]), then `Ready`.
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+pub(crate) fn yield_now() -> impl std::future::Future<Output = ()> {
+    let mut yielded = false;
+    std::future::poll_fn(move |cx| {
+        if std::mem::replace(&mut yielded, true) {
+            Poll::Ready(())
+        } else {
+            yield_pending(cx)
+        }
+    })
+}
+
 pub(crate) fn polled_after_completion() -> std::io::Error {
     std::io::Error::other("evfd future polled after it completed")
 }

@@ -41,9 +41,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::list::Key;
-use super::spin::{current_cpu, Spin};
-// Re-exported: the blocking waits' callers name the spin's types through this module.
-pub(crate) use super::spin::{SpinGauge, SpinPlan, NO_CPU};
+use super::spin::{current_cpu, Spin, SpinGauge, SpinPlan, NO_CPU};
 use super::{Target, WaitFor, WaitQueue};
 use crate::events::Events;
 use crate::loom::sync::atomic::{

@@ -35,8 +35,8 @@ use crate::wait_queue::{PostWake, WakeBatch};
 struct KItem {
     num: RawFd,
     data: u64,
-    /// An AutoReset owner's reset (a `KernelNotifier`'s eventfd read): the delivery of
-    /// `IN` runs it, and delivers `IN` only if it got something.
+    /// The owner's own delivery rule (`KernelDeliver`: an AutoReset `KernelNotifier`'s
+    /// eventfd read, a pipe consumer's drain): every event of this item goes through it.
     reset: Option<Weak<dyn KernelDeliver>>,
 }
 
@@ -252,6 +252,12 @@ impl Collector {
         Collector { side, met: false }
     }
 
+    /// Collect only where the harvest meets the kernel item ([`finish`](Self::finish)
+    /// does nothing).
+    pub(crate) fn skip_end(&mut self) {
+        self.met = true;
+    }
+
     /// Collect kernel events into `out` (never blocks): a non-blocking `epoll_wait` on
     /// `kfd`, mapped through the tokens. An AutoReset `KernelNotifier` is delivered `IN`
     /// only if the read that resets it got the count (so each write is delivered at most
@@ -263,6 +269,28 @@ impl Collector {
             Some(side) => collect(reg, side, out),
             None => 0,
         }
+    }
+
+    /// Deliver the kernel events a direct sleep took from `kfd` (`sleep`) into `out`, and
+    /// requeue the kernel item if that delivered any, as [`finish`](Self::finish) does
+    /// for its collect. Returns how many it delivered. Must be called with `registry`
+    /// held.
+    pub(crate) fn seeded(
+        &mut self,
+        ep: &EpInner,
+        reg: &Fds,
+        seed: &[(Events, u64)],
+        out: &mut [Event],
+        batch: &mut WakeBatch,
+    ) -> usize {
+        let Some(side) = &self.side else {
+            return 0;
+        };
+        let k = deliver(reg, side, seed, out);
+        if k > 0 {
+            requeue(ep, side, batch);
+        }
+        k
     }
 
     /// The end of a harvest that did not meet the kernel item: collect into `out[n..]`
@@ -314,20 +342,29 @@ fn collect(reg: &Fds, side: &Side, out: &mut [Event]) -> usize {
     {
         return 0;
     }
+    deliver(reg, side, &got, out)
+}
+
+/// Map kernel events taken from `kfd` (by a collect, or by a direct sleep) into `out`
+/// through the tokens, running AutoReset resets (`collect`). The direct bell's event
+/// taken here by a collect is rung again for the slot's holder (`sleep`, "Direct sleep").
+/// Must be called with `registry` held.
+fn deliver(reg: &Fds, side: &Side, got: &[(Events, u64)], out: &mut [Event]) -> usize {
     let mut n = 0;
-    for (mut ev, token) in got {
+    debug_assert!(got.len() <= out.len());
+    for &(mut ev, token) in got {
         let Some(item) = reg.items.get(&token) else {
+            if token == super::sleep::BELL_TOKEN {
+                side.direct.taken_by_collect();
+            }
             continue;
         };
-        if let (Some(r), true) = (&item.reset, ev.contains(Events::IN)) {
+        if let Some(r) = &item.reset {
             // The owner is alive while it is registered (its `Drop` takes `registry`, held
             // here, before it goes).
-            let reset = r.upgrade().is_some_and(|r| r.deliver_in());
-            if !reset {
-                ev.remove(Events::IN);
-                if ev.is_empty() {
-                    continue;
-                }
+            ev = r.upgrade().map_or(Events::empty(), |r| r.deliver(ev));
+            if ev.is_empty() {
+                continue;
             }
         }
         out[n] = Event {

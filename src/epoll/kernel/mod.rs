@@ -13,7 +13,7 @@
 //! | `fds.rs` | registrations and tokens: `add`/`modify`/`delete`/`len`, the harvest's collect |
 //! | `poll.rs` | [`KernelPoll`], the kernel epoll as the kernel item's source |
 //! | `watcher.rs` | route 1: the process-wide watcher thread (tasks, parked threads, pollers) |
-//! | `sleep.rs` | route 2: a blocked `Epoll::wait` sleeps in `poll(2)` on the kernel epoll |
+//! | `sleep.rs` | route 2: a blocked `Epoll::wait` sleeps in `epoll_wait` on the kernel epoll (direct slot) or in `poll(2)` on it |
 //! | `reactor.rs` | route 3: an async wait in a tokio runtime, woken by its reactor |
 //! | `stub.rs` | off Linux: stand-ins with the same names (nothing in them runs) |
 //!
@@ -40,8 +40,8 @@
 //!
 //! # Invariant W (no lost wake)
 //!
-//! (A thread blocked in `wait` while kernel fds are registered sleeps in `poll(2)` on `kfd`
-//! itself, registered with the mask `KEY_KSLEEP`: `sleep`. A task polled in a tokio
+//! (A thread blocked in `wait` while kernel fds are registered sleeps on `kfd` itself, in
+//! `epoll_wait` or `poll(2)`, registered with the mask `KEY_KSLEEP`: `sleep`. A task polled in a tokio
 //! runtime watches `kfd` through the reactor, also with `KEY_KSLEEP`: `reactor`. Neither
 //! needs this, and `listened` counts neither.)
 //!
@@ -82,6 +82,8 @@
 //! KernelPoll::armed   AtomicBool, see invariant W.
 //! Side::reactor       leaf Mutex (feature tokio): the reactor registration of `kfd`
 //!                     (`reactor`). No tokio code runs under it.
+//! Side::direct        the direct slot (AtomicBool) and bell (OnceLock, made and registered
+//!                     in `kfd` by the first direct sleep, no crate lock held): `sleep`.
 //! ```
 //! `epoll_ctl` and non-blocking `epoll_wait` on `kfd` run with `registry` held (they never
 //! block). A `KernelNotifier`'s registration list is a leaf taken under `registry`.
@@ -108,8 +110,10 @@ pub(crate) use sleep::KernelSleep;
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 pub(crate) use stub::{Fds, KernelPoll, KernelSide, KernelSleep};
 
-/// A kernel-fd `epoll_ctl`: what [`KernelSide::ctl`] does.
+/// A kernel-fd `epoll_ctl`: what [`KernelSide::ctl`] does. (Off Linux the stub's `ctl`
+/// never reads it: no kernel fd is ever added.)
 #[derive(Clone, Copy)]
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
 pub(crate) enum Ctl {
     /// `EPOLL_CTL_ADD` (events, data).
     Add(crate::events::Events, u64),
@@ -157,6 +161,8 @@ mod linux {
         /// The kernel epoll in one tokio runtime's reactor (`reactor`).
         #[cfg(feature = "tokio")]
         pub(super) reactor: super::reactor::Slot,
+        /// The direct sleep's slot and bell (`sleep`).
+        pub(super) direct: super::sleep::Direct,
     }
 
     /// A closed epoll's kernel side, dropped by `close` after it released `registry`: its
@@ -194,7 +200,7 @@ mod linux {
         }
 
         /// Whether a kernel fd was ever added (one load).
-        pub(super) fn present(&self) -> bool {
+        pub(crate) fn present(&self) -> bool {
             self.present.load(SeqCst)
         }
 
@@ -224,6 +230,7 @@ mod linux {
                 item,
                 #[cfg(feature = "tokio")]
                 reactor: super::reactor::Slot::default(),
+                direct: super::sleep::Direct::default(),
             })
         }
 

@@ -20,7 +20,9 @@
 //! later kernel event is a wake of `kfd`, hence an edge in the reactor's edge-triggered
 //! epoll, recorded with a new tick: before the clear (the clear's tick is stale: nothing is
 //! cleared), or after it (the readiness is set again: the waiter's registration sees it or
-//! is woken by it). docs/design.md has the whole design.
+//! is woken by it). A try that finds the readiness clear harvests only if memory has
+//! something queued (no syscall otherwise) and clears nothing. Such a wait does not yield once. docs/design.md has the
+//! whole design.
 //!
 //! # LOCKING
 //!
@@ -110,12 +112,11 @@ impl KernelWake {
             // not used) and come back with the other mask.
             self.wait
                 .cancel(&ep.waiters, &mut Harvest { ep, out: &mut [] });
-            let mask = if direct {
-                crate::epoll::KEY_KSLEEP
+            self.wait = if direct {
+                TaskWait::new(crate::epoll::KEY_KSLEEP, true).without_yield()
             } else {
-                Events::IN
+                TaskWait::new(Events::IN, true)
             };
-            self.wait = TaskWait::new(mask, true);
             self.direct = direct;
         }
         if !direct {
@@ -265,10 +266,19 @@ mod via_tokio {
         ) -> Option<usize> {
             let fd = self.fd.as_ref()?;
             for _ in 0..ROUNDS {
-                // A harvest that delivers nothing has collected from the kernel epoll with
-                // every slot free and got nothing: it was empty then (`harvest_now`).
-                let got = fd.around(cx, || {
-                    let n = ep.harvest_if_any(out);
+                // With the readiness taken: a harvest that delivers nothing has collected
+                // from the kernel epoll with every slot free and got nothing: it was empty
+                // then (`harvest_now`). Without it (clear, or not yet reported): no kernel
+                // event came since the clear that found it empty, or one came and its edge
+                // will set the readiness and wake us; so this harvest runs only if memory
+                // has something queued (then it collects the kernel epoll too, as
+                // `epoll_wait` returns every ready item), and clears nothing.
+                let got = fd.around(cx, |taken| {
+                    let n = if taken {
+                        ep.harvest_if_any(out)
+                    } else {
+                        ep.harvest_now_mem(out)
+                    };
                     (n, n == 0)
                 });
                 match got {
@@ -418,7 +428,8 @@ impl KernelReactor {
     }
 
     /// One look through the reactor around a harvest: take the reactor's readiness of the
-    /// kernel epoll (if set) *before* running `harvest`; if `harvest` reports that it found
+    /// kernel epoll (if set) *before* running `harvest` (told whether it was taken); if
+    /// `harvest` reports that it found
     /// the kernel epoll empty (`true` in its result), clear that readiness — which tokio
     /// does only if no edge came since it was taken (the tick), so an event that arrived
     /// after the harvest looked keeps it set. `Err` if the reactor is gone (its runtime
@@ -426,7 +437,7 @@ impl KernelReactor {
     pub(crate) fn around<R>(
         &self,
         cx: &mut std::task::Context<'_>,
-        harvest: impl FnOnce() -> (R, bool),
+        harvest: impl FnOnce(bool) -> (R, bool),
     ) -> io::Result<R> {
         let guard = match self.fd.poll_read_ready(cx) {
             std::task::Poll::Ready(Ok(g)) => Some(g),
@@ -435,7 +446,7 @@ impl KernelReactor {
             // wake later), or out of coop budget (tokio woke the task already).
             std::task::Poll::Pending => None,
         };
-        let (r, empty) = harvest();
+        let (r, empty) = harvest(guard.is_some());
         if let (Some(mut g), true) = (guard, empty) {
             g.clear_ready();
         }

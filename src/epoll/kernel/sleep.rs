@@ -1,49 +1,41 @@
-//! The direct kernel sleep of a thread blocked in [`Epoll::wait`](crate::Epoll::wait) on an
-//! epoll with kernel fds: it sleeps in `poll(2)` on the epoll's kernel epoll (`kfd`) and
-//! its own **bell**, an eventfd of the thread's, so that a kernel event wakes it with no
-//! watcher hop (`super::watcher` stays for tasks, fd views and outer epolls). Route 2 of
-//! `super`; the facade's `sleeper` makes one.
+//! The kernel sleep of a thread blocked in [`Epoll::wait`](crate::Epoll::wait) on an epoll
+//! with kernel fds, so that a kernel event wakes it with no watcher hop (`super::watcher`
+//! stays for tasks, fd views and outer epolls). Route 2 of `super`; the facade's `sleeper`
+//! makes one at each registration.
 //!
-//! # Protocol
+//! - **Direct** ([`Direct`]): the thread that takes the epoll's direct slot sleeps in
+//!   `epoll_wait` on the kernel epoll (`kfd`) itself and hands the kernel events it took
+//!   to its harvest (`EpInner::harvest_seeded`); its in-memory wakes ring the epoll's
+//!   [`DirectBell`], registered in `kfd` edge-triggered with [`BELL_TOKEN`]. A collect
+//!   that takes the bell's edge rings it again while the slot is held
+//!   ([`Direct::taken_by_collect`], called from `fds`).
+//! - **`poll(2)`**: every other blocked thread sleeps in `poll` on `[kfd, bell]`, its bell
+//!   being an eventfd of its own ([`ThreadBell`]) that only it reads.
 //!
-//! - The sleeper registers on `waiters` (exclusive, at the head: LIFO) with the mask
-//!   [`KEY_KSLEEP`](super::KEY_KSLEEP), not `IN`: the wakes of `waiters` (the item
-//!   callback's one waiter, the LT cascade, the hand-on) carry `IN | KEY_KSLEEP` and reach
-//!   it like any waiter, but it does not count as a waiter that needs the watcher
-//!   (`super`'s `listened` looks for `IN`), so its waits arm nothing. (A task woken by a
-//!   tokio reactor registers with the same mask, for the same reason: `super::reactor`.)
-//! - An in-memory wake sets the waiter's `notified` under the queue lock, then, after the
-//!   unlock, rings its bell (`ThreadWaiter::unpark` → [`Bell::ring`]). The sleeper loads
-//!   `notified` and then sleeps in `poll(2)` on `[kfd, bell]`: the ring lands before the
-//!   `poll` (the bell is readable: it returns at once) or during it (it wakes it). Only this
-//!   thread reads its bell, after its `poll` returned; a ring that lands later is at worst
-//!   one spurious return of a later sleep, which the wait loop absorbs (it harvests,
-//!   finds nothing, sleeps again). Nobody else drains it, so the old hang (one harvester's
-//!   collect reading a doorbell that another's wake had rung) cannot happen.
-//! - Kernel readiness: `kfd` is readable while it holds an event; a `poll` on it returns
-//!   then, whenever the fd became ready (before the sleep or during it). The sleeper needs
-//!   neither the kernel item nor the watcher: invariant W (`super`) is about the
-//!   waiters that do.
-//! - The choice is made at each registration: kernel fds registered and a bell available →
-//!   kernel sleep; otherwise the park path with its watcher arm (so a kernel fd added
-//!   while a thread is parked still reaches it through W).
+//! Both register on `waiters` with the mask [`KEY_KSLEEP`](crate::epoll::KEY_KSLEEP): they
+//! need neither the kernel item nor the watcher (invariant W of `super` is about the
+//! waiters that do). The protocol and its no-lost-wake argument (why a ring is never lost,
+//! why a stale one is harmless, what the direct slot costs other waiters) are in
+//! docs/design.md, "A blocked thread sleeps in the kernel"; the loom models are
+//! `src/tests/loom_kernel_sleep.rs` (`poll`) and `src/tests/loom_kernel_direct.rs` (direct).
 //!
-//! A bell belongs to a thread of one process: after `fork` the child's thread makes a new
-//! one (checked by the fork epoch at each registration, no syscall), so no two processes share a bell
-//! (`tests/fork_kernel_sleep.rs`).
-//!
-//! Every thread in a kernel sleep on one `kfd` is woken by its readiness (`poll` wakes all
-//! its waiters), unlike the kernel's exclusive `epoll_wait`; those that find nothing sleep
-//! again. The loom model `src/tests/loom_kernel_sleep.rs` checks the protocol.
+//! A thread bell belongs to a thread of one process: after `fork` the child's thread makes
+//! a new one (checked by the fork epoch at each registration, no syscall), so no two
+//! processes share a bell (`tests/fork_kernel_sleep.rs`). The direct bell belongs to an
+//! epoll, which a child refuses to use.
 
 use std::cell::RefCell;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec};
 
 use super::Side;
+use crate::epoll::EpInner;
+use crate::events::{Event, Events};
 use crate::wait_queue::thread::{Bell, Parked, ThreadWaiter};
 
 /// A thread's bell: a non-blocking eventfd that only its thread reads.
@@ -86,35 +78,153 @@ fn thread_bell() -> Option<Arc<ThreadBell>> {
     .flatten()
 }
 
-/// What a thread needs for a kernel sleep on one epoll: its kernel side and the bell.
+/// The token of the direct bell in the kernel epoll: no registration's (those are
+/// `next_id()`s, counted up from 1).
+pub(crate) const BELL_TOKEN: u64 = u64::MAX;
+
+/// The direct sleep's slot and bell of one kernel epoll (module docs, "Direct sleep").
+#[derive(Default)]
+pub(crate) struct Direct {
+    /// Made (and registered in `kfd`) by the first direct sleep; `None` if that failed
+    /// (every sleep then takes the `poll` path).
+    bell: OnceLock<Option<Arc<DirectBell>>>,
+    /// A thread holds the slot: it sleeps, or is about to sleep, in `epoll_wait` on `kfd`.
+    held: AtomicBool,
+}
+
+impl Direct {
+    /// Take the slot, making the bell first if need be; `None` if it is held or there is
+    /// no bell.
+    fn acquire(&self, kfd: &OwnedFd) -> Option<Arc<DirectBell>> {
+        let bell = self
+            .bell
+            .get_or_init(|| DirectBell::new(kfd).ok().map(Arc::new))
+            .as_ref()?;
+        self.held
+            .compare_exchange(false, true, SeqCst, SeqCst)
+            .ok()?;
+        Some(Arc::clone(bell))
+    }
+
+    fn release(&self) {
+        self.held.store(false, SeqCst);
+    }
+
+    /// A collect (`fds::collect`) took the bell's event out of `kfd`: if a thread holds
+    /// the slot, the ring may have been for it, so ring again (module docs).
+    pub(crate) fn taken_by_collect(&self) {
+        if self.held.load(SeqCst) {
+            if let Some(Some(b)) = self.bell.get() {
+                b.ring();
+            }
+        }
+    }
+}
+
+/// The direct bell: a non-blocking eventfd registered in `kfd` edge-triggered with
+/// [`BELL_TOKEN`]. Never read: each write is one edge, whatever the count.
+#[derive(Debug)]
+pub(crate) struct DirectBell {
+    fd: OwnedFd,
+}
+
+impl DirectBell {
+    fn new(kfd: &OwnedFd) -> std::io::Result<DirectBell> {
+        let fd = crate::sys::eventfd::create(0, false, true)?;
+        crate::sys::epoll::add(kfd.as_fd(), fd.as_fd(), Events::IN | Events::ET, BELL_TOKEN)?;
+        Ok(DirectBell { fd })
+    }
+}
+
+impl Bell for DirectBell {
+    fn ring(&self) {
+        // Fails only at the counter's maximum (2^64 - 2 rings): not reachable.
+        let _ = crate::sys::eventfd::write(self.fd.as_fd(), 1);
+    }
+}
+
+/// How this sleep waits: in `poll(2)` with the thread's bell, or directly in `epoll_wait`
+/// holding the slot.
+enum How {
+    Poll(Arc<ThreadBell>),
+    Direct(Arc<DirectBell>),
+}
+
+/// What a thread needs for a kernel sleep on one epoll: its kernel side and the bell (the
+/// direct slot and the epoll's bell, else the thread's own). Dropping it leaves the slot.
 pub(crate) struct KernelSleep {
     side: Arc<Side>,
-    bell: Arc<ThreadBell>,
+    how: How,
+    /// Holds the direct slot (until [`leave`](Self::leave) or the drop).
+    holds: bool,
+    /// The kernel events the direct sleep took from `kfd`, not delivered yet.
+    seed: Vec<(Events, u64)>,
+}
+
+impl Drop for KernelSleep {
+    fn drop(&mut self) {
+        self.leave();
+    }
 }
 
 impl KernelSleep {
-    /// A kernel sleep on `side` for the calling thread; `None` without a bell.
+    /// A kernel sleep on `side` for the calling thread: the direct slot if it is free,
+    /// else `poll(2)` with the thread's bell; `None` without any bell.
     pub(super) fn new(side: Arc<Side>) -> Option<KernelSleep> {
+        if let Some(b) = side.direct.acquire(&side.poll.kfd) {
+            return Some(KernelSleep {
+                side,
+                how: How::Direct(b),
+                holds: true,
+                seed: Vec::new(),
+            });
+        }
         Some(KernelSleep {
             side,
-            bell: thread_bell()?,
+            how: How::Poll(thread_bell()?),
+            holds: false,
+            seed: Vec::new(),
         })
+    }
+
+    /// Leave the direct slot, if this sleep holds it (the sleeper unregisters).
+    pub(crate) fn leave(&mut self) {
+        if std::mem::take(&mut self.holds) {
+            self.side.direct.release();
+        }
+    }
+
+    /// Whether the direct sleep took kernel events that are not delivered yet.
+    pub(crate) fn has_seed(&self) -> bool {
+        !self.seed.is_empty()
+    }
+
+    /// Deliver them (and the in-memory events into the slots left): `harvest_seeded`.
+    pub(crate) fn deliver_seed(&mut self, ep: &Arc<EpInner>, out: &mut [Event]) -> usize {
+        let n = ep.harvest_seeded(out, &self.seed);
+        self.seed.clear();
+        n
     }
 
     /// The waiter to queue: the calling thread, woken by its bell.
     pub(crate) fn waiter(&self) -> ThreadWaiter {
-        ThreadWaiter::with_bell(Arc::clone(&self.bell) as Arc<dyn Bell>)
+        match &self.how {
+            How::Poll(b) => ThreadWaiter::with_bell(Arc::clone(b) as Arc<dyn Bell>),
+            How::Direct(b) => ThreadWaiter::with_bell(Arc::clone(b) as Arc<dyn Bell>),
+        }
     }
 
-    /// Sleep until `waiter` (queued with [`Self::waiter`]) is notified, `kfd` is readable,
+    /// Sleep until `waiter` (queued with [`Self::waiter`]) is notified, `kfd` has events,
     /// or `deadline`; first spin for up to `spin` (clamped to the deadline) on the
     /// in-memory wake. `Woken` also when `kfd` is readable or on a stale ring: the caller
-    /// harvests and decides.
+    /// harvests and decides. A direct sleep puts the kernel events it took into `got`
+    /// (at most `max`), which the caller must deliver ([`deliver_seed`](Self::deliver_seed)).
     pub(crate) fn park(
-        &self,
+        &mut self,
         waiter: &ThreadWaiter,
         deadline: Option<Instant>,
         spin: Duration,
+        max: usize,
     ) -> Parked {
         if !spin.is_zero() {
             let now = Instant::now();
@@ -134,7 +244,10 @@ impl KernelSleep {
             }
         }
         let kfd = self.side.poll.kfd.as_fd();
-        let bell = self.bell.fd.as_fd();
+        let bell = match &self.how {
+            How::Poll(b) => b.fd.as_fd(),
+            How::Direct(_) => return direct(kfd, waiter, deadline, &mut self.seed, max),
+        };
         loop {
             if waiter.is_notified() {
                 return Parked::Woken;
@@ -166,6 +279,36 @@ impl KernelSleep {
                 // Not expected on our own fds; the caller harvests and sleeps again.
                 Err(_) => return Parked::Woken,
             }
+        }
+    }
+}
+
+/// The direct sleep: `epoll_wait` on `kfd` itself, which returns the kernel events (into
+/// `got`) or the direct bell's edge.
+fn direct(
+    kfd: BorrowedFd<'_>,
+    waiter: &ThreadWaiter,
+    deadline: Option<Instant>,
+    got: &mut Vec<(Events, u64)>,
+    max: usize,
+) -> Parked {
+    loop {
+        if waiter.is_notified() {
+            return Parked::Woken;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Parked::TimedOut;
+        }
+        // EINTR and a timeout come back as nothing: looked at again above.
+        if crate::sys::epoll::wait(kfd, got, max, deadline).is_err() {
+            // Not expected on our own epoll; the caller harvests and sleeps again.
+            got.clear();
+            return Parked::Woken;
+        }
+        // The bell's edge is only a wake: ours (then `notified` is set) or a stale one.
+        got.retain(|&(_, token)| token != BELL_TOKEN);
+        if !got.is_empty() {
+            return Parked::Woken;
         }
     }
 }

@@ -46,6 +46,19 @@ pub(crate) struct KernelLeft;
 pub(crate) struct Collector;
 
 impl Collector {
+    pub(crate) fn skip_end(&mut self) {}
+
+    pub(crate) fn seeded(
+        &mut self,
+        _: &EpInner,
+        _: &Fds,
+        _: &[(Events, u64)],
+        _: &mut [Event],
+        _: &mut WakeBatch,
+    ) -> usize {
+        0
+    }
+
     pub(crate) fn collect(&mut self, _: &Fds, _: &mut [Event]) -> usize {
         0
     }
@@ -65,6 +78,10 @@ impl Collector {
 impl KernelSide {
     pub(crate) fn new() -> KernelSide {
         KernelSide
+    }
+
+    pub(crate) fn present(&self) -> bool {
+        false
     }
 
     pub(crate) fn below(&self) -> bool {
@@ -115,11 +132,24 @@ impl KernelSleep {
     }
 
     pub(crate) fn park(
-        &self,
+        &mut self,
         _: &crate::wait_queue::thread::ThreadWaiter,
         _: Option<std::time::Instant>,
         _: std::time::Duration,
+        _: usize,
     ) -> crate::wait_queue::thread::Parked {
+        match self.never {}
+    }
+
+    pub(crate) fn leave(&mut self) {
+        match self.never {}
+    }
+
+    pub(crate) fn has_seed(&self) -> bool {
+        match self.never {}
+    }
+
+    pub(crate) fn deliver_seed(&mut self, _: &Arc<EpInner>, _: &mut [Event]) -> usize {
         match self.never {}
     }
 }
