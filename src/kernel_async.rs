@@ -78,6 +78,24 @@ impl<'fd> FdWait<'fd> {
     }
 }
 
+/// The loop every future here runs: `op` (a non-blocking read or write), and while it would
+/// block, a wait for `fd`'s next `interest` event, then `op` again. The epoll is made at the
+/// first wait only.
+async fn until_ready<T>(
+    fd: BorrowedFd<'_>,
+    interest: Events,
+    mut op: impl FnMut() -> io::Result<T>,
+) -> io::Result<T> {
+    let mut wait = FdWait::new(fd, interest);
+    loop {
+        match op() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            r => return r,
+        }
+        wait.ready().await?;
+    }
+}
+
 impl KernelNotifier {
     /// Take from the count, waiting while it is 0, as a future (any executor): the whole
     /// count (Counter, AutoReset) or 1 (Semaphore). With `NONBLOCK` the future still waits
@@ -114,16 +132,7 @@ impl KernelNotifier {
     // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
     #[allow(clippy::manual_async_fn)]
     pub fn read_async(&self) -> impl Future<Output = io::Result<u64>> + Send + '_ {
-        async move {
-            let mut wait = FdWait::new(self.as_fd(), Events::IN);
-            loop {
-                match self.try_read() {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    r => return r,
-                }
-                wait.ready().await?;
-            }
-        }
+        until_ready(self.as_fd(), Events::IN, move || self.try_read())
     }
 
     /// Add `n` to the count, waiting for room while it would pass [`LIMIT`](crate::LIMIT),
@@ -159,19 +168,9 @@ impl KernelNotifier {
     // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
     #[allow(clippy::manual_async_fn)]
     pub fn write_async(&self, n: u64) -> impl Future<Output = io::Result<()>> + Send + '_ {
-        async move {
-            // Registered at the first wait, which the add then reports at once if a write of
-            // 1 fits (the loop's next try takes it): a read between a failed try and the
-            // add is seen by the add, a read after it is a queued edge.
-            let mut wait = FdWait::new(self.as_fd(), Events::OUT | Events::ET);
-            loop {
-                match self.try_write(n) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    r => return r,
-                }
-                wait.ready().await?;
-            }
-        }
+        until_ready(self.as_fd(), Events::OUT | Events::ET, move || {
+            self.try_write(n)
+        })
     }
 }
 
@@ -207,16 +206,7 @@ impl ConsumerHalf {
     // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
     #[allow(clippy::manual_async_fn)]
     pub fn read_async(&self) -> impl Future<Output = io::Result<u64>> + Send + '_ {
-        async move {
-            let mut wait = FdWait::new(self.as_fd(), Events::IN);
-            loop {
-                match self.try_read() {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    r => return r,
-                }
-                wait.ready().await?;
-            }
-        }
+        until_ready(self.as_fd(), Events::IN, move || self.try_read())
     }
 }
 
@@ -247,15 +237,8 @@ impl NotifierHalf {
     // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
     #[allow(clippy::manual_async_fn)]
     pub fn write_async(&self, n: u64) -> impl Future<Output = io::Result<()>> + Send + '_ {
-        async move {
-            let mut wait = FdWait::new(self.as_fd(), Events::OUT | Events::ET);
-            loop {
-                match self.try_write(n) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    r => return r,
-                }
-                wait.ready().await?;
-            }
-        }
+        until_ready(self.as_fd(), Events::OUT | Events::ET, move || {
+            self.try_write(n)
+        })
     }
 }
