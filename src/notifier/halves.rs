@@ -573,7 +573,7 @@ impl ConsumerHalf {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn read_timeout(&self, timeout: Duration) -> io::Result<u64> {
-        self.read_until(Instant::now().checked_add(timeout))
+        self.read_until(crate::sys::deadline(timeout))
     }
 
     fn read_until(&self, deadline: Option<Instant>) -> io::Result<u64> {
@@ -757,7 +757,7 @@ impl NotifierHalf {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_timeout(&self, n: u64, timeout: Duration) -> io::Result<()> {
-        sys::write_until(self.fd.as_fd(), Instant::now().checked_add(timeout), || {
+        sys::write_until(self.fd.as_fd(), crate::sys::deadline(timeout), || {
             self.try_write(n)
         })
     }

@@ -421,8 +421,7 @@ impl Notifier {
         if self.inner.nonblock {
             return self.try_write(n);
         }
-        // An overflowing deadline means "forever".
-        let deadline = Instant::now().checked_add(timeout);
+        let deadline = crate::sys::deadline(timeout);
         self.inner.block(Write(&self.inner, n), deadline)
     }
 
@@ -519,8 +518,7 @@ impl Notifier {
         if self.inner.nonblock {
             return self.try_read();
         }
-        // An overflowing deadline means "forever".
-        let deadline = Instant::now().checked_add(timeout);
+        let deadline = crate::sys::deadline(timeout);
         self.inner.block(Read(&self.inner), deadline)
     }
 
