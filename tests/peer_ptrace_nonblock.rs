@@ -27,7 +27,7 @@ use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 use evfd::halves::{self, ConsumerHalf, NotifierHalf};
-use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier, LIMIT};
+use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier, SharedNotifier, LIMIT};
 
 /// Bound on any one non-blocking call in the child (it runs traced: every syscall is two
 /// stops and a few parent syscalls, so this is generous, and still far below "for ever").
@@ -91,11 +91,11 @@ fn take_all(fd: RawFd, pipe: bool) -> u64 {
     taken
 }
 
-/// A shared fd the parent watches: the child's number for it (to recognise the child's
-/// syscalls), the parent's own fd for the same description (to act), whether it is a pipe.
+/// A shared description the parent watches: the parent's own fd for it (to act, and to
+/// recognise the child's syscalls on any fd of the same description: `kcmp`), whether it
+/// is a pipe.
 #[derive(Clone, Copy)]
 struct Target {
-    fd: RawFd,
     act: RawFd,
     pipe: bool,
 }
@@ -109,6 +109,8 @@ struct Child {
     noti: NotifierHalf,
     mem: Notifier,
     view: evfd::FdView,
+    shared: SharedNotifier,
+    shared_view: evfd::SharedFdView,
 }
 
 /// Run `f`; an error naming `what` if it took longer than `bound`.
@@ -137,8 +139,8 @@ impl Child {
     /// Every non-blocking and timed call, a few rounds; the report lines
     /// `written <name> <n>` / `read <name> <n>`, or the call that broke its bound.
     fn run(&self) -> Result<Vec<String>, String> {
-        let mut wrote = [0u128; 4];
-        let mut read = [0u128; 4];
+        let mut wrote = [0u128; 5];
+        let mut read = [0u128; 5];
         let ep = Epoll::new();
         ep.add(&self.auto, Events::IN, 1)
             .map_err(|e| e.to_string())?;
@@ -277,9 +279,83 @@ impl Child {
             timed("FdView::consume (empty)", CALL_BOUND, || {
                 self.view.consume()
             })?;
+
+            // SharedNotifier with a doorbell consumer: writes ring the doorbell, reads
+            // drain it (the peer takes the ring first every other time).
+            let sh = &self.shared;
+            if got(
+                "shared",
+                timed("SharedNotifier::try_write", CALL_BOUND, || sh.try_write(2))?,
+            )?
+            .is_some()
+            {
+                wrote[4] += 2;
+            }
+            read[4] += got(
+                "shared",
+                timed("SharedNotifier::try_read", CALL_BOUND, || sh.try_read())?,
+            )?
+            .map_or(0, u128::from);
+            read[4] += got(
+                "shared",
+                timed("SharedNotifier::read_timeout", timed_bound, || {
+                    sh.read_timeout(T20)
+                })?,
+            )?
+            .map_or(0, u128::from);
+            let ev = timed("SharedNotifier::consume", CALL_BOUND, || sh.consume())?
+                .map_err(|e| format!("SharedNotifier::consume: {e}"))?;
+            if ev.contains(Events::IN) {
+                return Err("SharedNotifier::consume found IN after a drain".into());
+            }
+            let room = LIMIT - sh.count();
+            timed("shared fill", CALL_BOUND, || sh.try_write(room))?
+                .map_err(|e| format!("shared fill: {e}"))?;
+            wrote[4] += u128::from(room);
+            if got(
+                "shared at the limit",
+                timed("SharedNotifier::try_write at the limit", CALL_BOUND, || {
+                    sh.try_write(1)
+                })?,
+            )?
+            .is_some()
+            {
+                return Err("SharedNotifier::try_write(1) at the limit wrote".into());
+            }
+            if got(
+                "shared at the limit",
+                timed(
+                    "SharedNotifier::write_timeout at the limit",
+                    timed_bound,
+                    || sh.write_timeout(1, T20),
+                )?,
+            )?
+            .is_some()
+            {
+                return Err("SharedNotifier::write_timeout(1) at the limit wrote".into());
+            }
+            timed("SharedFdView::consume", CALL_BOUND, || {
+                self.shared_view.consume()
+            })?
+            .map_err(|e| format!("SharedFdView::consume: {e}"))?;
+            read[4] += got(
+                "shared",
+                timed("SharedNotifier::try_read (drain)", CALL_BOUND, || {
+                    sh.try_read()
+                })?,
+            )?
+            .map_or(0, u128::from);
+            timed("SharedFdView::consume (empty)", CALL_BOUND, || {
+                self.shared_view.consume()
+            })?
+            .map_err(|e| format!("SharedFdView::consume: {e}"))?;
         }
         let mut out = Vec::new();
-        for (i, name) in ["ctr", "sem", "auto", "pipe"].into_iter().enumerate() {
+        out.push(format!("left shared {}", self.shared.count()));
+        for (i, name) in ["ctr", "sem", "auto", "pipe", "shared"]
+            .into_iter()
+            .enumerate()
+        {
             out.push(format!("written {name} {}", wrote[i]));
             out.push(format!("read {name} {}", read[i]));
         }
@@ -290,7 +366,7 @@ impl Child {
 /// The parent's side: trace `pid` until it exits; at each syscall entry set or clear the
 /// flag on every target, and take what a read would find. Returns what it took per fd.
 fn trace(pid: libc::pid_t, targets: &[Target]) -> Result<Vec<(RawFd, u128)>, String> {
-    let mut taken: Vec<(RawFd, u128)> = targets.iter().map(|t| (t.fd, 0)).collect();
+    let mut taken: Vec<(RawFd, u128)> = targets.iter().map(|t| (t.act, 0)).collect();
     let mut status = 0;
     // SAFETY: waitpid on our own child.
     let r = unsafe { libc::waitpid(pid, &mut status, 0) };
@@ -362,9 +438,9 @@ fn trace(pid: libc::pid_t, targets: &[Target]) -> Result<Vec<(RawFd, u128)>, Str
         }
         let nr = regs.orig_rax as i64;
         let fd = regs.rdi as i64 as RawFd;
-        let hit = DATA_CALLS.contains(&nr) && targets.iter().any(|t| t.fd == fd);
+        let data = DATA_CALLS.contains(&nr);
         for (i, t) in targets.iter().enumerate() {
-            if hit && t.fd == fd {
+            if data && same_file(pid, t.act, fd) {
                 reads[i] += u64::from(is_read(nr));
                 if is_read(nr) && reads[i] % 2 == 1 {
                     // A reader that empties the fd between evfd's look and its read (for a
@@ -400,6 +476,24 @@ fn left(t: Target) -> u64 {
     }
 }
 
+/// Whether the child's fd `child_fd` is the parent's `mine`: the same open file
+/// description (`kcmp(KCMP_FILE)`, which tracing permits).
+fn same_file(pid: libc::pid_t, mine: RawFd, child_fd: RawFd) -> bool {
+    const KCMP_FILE: libc::c_long = 0;
+    // SAFETY: a plain syscall comparing two fds of two processes; no memory is passed.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            libc::getpid(),
+            pid,
+            KCMP_FILE,
+            mine as libc::c_long,
+            child_fd as libc::c_long,
+        )
+    };
+    r == 0
+}
+
 /// `pidfd_getfd`: the parent's own fd for the child's fd `fd` (same open file description).
 fn steal_fd(pid: libc::pid_t, fd: RawFd) -> RawFd {
     // SAFETY: plain syscalls on our own child (we trace it: ptrace-attach permission).
@@ -427,9 +521,10 @@ fn every_nonblocking_and_timed_call_returns_when_the_peer_flips_the_flag_at_the_
     let sem = KernelNotifier::new(Mode::Semaphore).unwrap();
     let auto = KernelNotifier::new(Mode::AutoReset).unwrap();
     let (cons, noti) = halves::pipe(Mode::Counter).unwrap();
+    let shared = SharedNotifier::new(Mode::Counter).unwrap();
     // After fork the parent holds the same fds (same numbers, same open file
     // descriptions): it recognises the child's syscalls and flips the flag by them.
-    let target = |fd: RawFd, pipe: bool| Target { fd, act: fd, pipe };
+    let target = |fd: RawFd, pipe: bool| Target { act: fd, pipe };
     let mut targets = vec![
         target(ctr.as_fd().as_raw_fd(), false),
         target(sem.as_fd().as_raw_fd(), false),
@@ -449,6 +544,9 @@ fn every_nonblocking_and_timed_call_returns_when_the_peer_flips_the_flag_at_the_
         let mem = Notifier::new();
         let view = mem.fd_view().unwrap();
         let _ = wr.write_all(&view.as_fd().as_raw_fd().to_ne_bytes());
+        // The SharedNotifier's doorbell is used once a doorbell consumer is registered.
+        let shared_view = shared.fd_view().unwrap();
+        let _ = wr.write_all(&shared_view.as_fd().as_raw_fd().to_ne_bytes());
         // SAFETY: become traced, then stop until the parent has set its options.
         unsafe {
             libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0);
@@ -462,6 +560,8 @@ fn every_nonblocking_and_timed_call_returns_when_the_peer_flips_the_flag_at_the_
             noti,
             mem,
             view,
+            shared,
+            shared_view,
         };
         // A panic must not unwind into the harness's copy in this process.
         let (code, text) =
@@ -476,14 +576,16 @@ fn every_nonblocking_and_timed_call_returns_when_the_peer_flips_the_flag_at_the_
         unsafe { libc::_exit(code) };
     }
     drop(wr);
-    let mut num = [0u8; 4];
-    rd.read_exact(&mut num).unwrap();
-    let child_bell = RawFd::from_ne_bytes(num);
-    targets.push(Target {
-        fd: child_bell,
-        act: steal_fd(pid, child_bell),
-        pipe: false,
-    });
+    // The child's own descriptions: its fd view's doorbell, and the SharedNotifier's
+    // doorbell (through the child's SharedFdView, a dup of it).
+    for _ in 0..2 {
+        let mut num = [0u8; 4];
+        rd.read_exact(&mut num).unwrap();
+        targets.push(Target {
+            act: steal_fd(pid, RawFd::from_ne_bytes(num)),
+            pipe: false,
+        });
+    }
 
     // The watchdog: a blocked call never ends the scenario; kill the child then.
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -510,7 +612,7 @@ fn every_nonblocking_and_timed_call_returns_when_the_peer_flips_the_flag_at_the_
     assert!(!text.starts_with("FAIL"), "{text}");
     eprintln!("child: {}", text.replace('\n', ", "));
     eprintln!(
-        "taken by the peer (ctr, sem, auto, pipe, doorbell rings): {:?}",
+        "taken by the peer (ctr, sem, auto, pipe, fd view rings, shared doorbell rings): {:?}",
         taken.iter().map(|t| t.1).collect::<Vec<_>>()
     );
     let num = |key: &str| -> u128 {
@@ -533,7 +635,22 @@ fn every_nonblocking_and_timed_call_returns_when_the_peer_flips_the_flag_at_the_
             taken[i].1
         );
     }
+    // SharedNotifier: the peer only took doorbell rings; the units are in the region.
+    let written = num("written shared ");
+    let read = num("read shared ");
+    let rest = num("left shared ");
+    assert!(written > 0, "shared: the child wrote nothing");
+    assert_eq!(
+        written,
+        read + rest,
+        "shared: written {written} != read {read} + left {rest}"
+    );
+    assert_eq!(
+        u128::from(shared.count()),
+        rest,
+        "shared: the parent sees another count"
+    );
     // AutoReset: what the parent did not take, the deliveries consumed; none left a count.
     assert_eq!(left(targets[2]), 0, "an AutoReset delivery left a count");
-    drop((ctr, sem, auto, cons, noti));
+    drop((ctr, sem, auto, cons, noti, shared));
 }
