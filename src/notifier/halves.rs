@@ -52,7 +52,14 @@ use rustix::fs::{FileType, OFlags};
 use crate::events::Events;
 use crate::mode::{Mode, LIMIT};
 #[cfg(any(target_os = "linux", target_os = "android"))]
-use crate::notifier::kernel::{KernelDeliver, KernelNotifier, Registrations};
+use crate::notifier::kernel::KernelNotifier;
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
+use crate::notifier::registrations::{KernelDeliver, Registrations};
 use crate::sys;
 
 /// What the fd is.
@@ -74,7 +81,12 @@ struct Held {
     partial: [u8; 8],
     partial_len: usize,
     /// The held bell is rung (readable): kept equal to `units > 0`.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    ))]
     bell_rung: bool,
 }
 
@@ -86,10 +98,22 @@ struct Core {
     kind: Kind,
     mode: Mode,
     held: Mutex<Held>,
-    /// A pipe's held bell on Linux (module docs): a non-blocking eventfd, count 1 while
-    /// `held.units > 0`, else 0.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    /// A pipe's held bell (module docs): a non-blocking eventfd, count 1 while
+    /// `held.units > 0`, else 0 (on macOS and FreeBSD a kqueue with one `EVFILT_USER`
+    /// event, triggered while `held.units > 0`).
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    ))]
     bell: Option<OwnedFd>,
+    /// A pipe's own kqueue (the registered fd), scanned at each delivery: a kqueue watched
+    /// by another counts a level-triggered event that is no longer true until it is
+    /// scanned (`sys::kqueue`), so the epoll watching this consumer would otherwise go on
+    /// seeing it readable after a delivery that took everything.
+    #[cfg(any(target_vendor = "apple", target_os = "freebsd"))]
+    own: Option<Arc<OwnedFd>>,
 }
 
 /// The consumer half of a kick (or err, or exit) event: the read end of a pipe, or an eventfd.
@@ -110,7 +134,12 @@ pub struct ConsumerHalf {
     core: Arc<Core>,
     /// Where it is registered as an `Epoll` source (the eventfd, or for a pipe its own
     /// kernel epoll); dropping it leaves every epoll.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    ))]
     regs: Registrations,
 }
 
@@ -128,7 +157,12 @@ pub struct ConsumerHalf {
 pub struct NotifierHalf {
     fd: Arc<OwnedFd>,
     kind: Kind,
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    ))]
     regs: Registrations,
 }
 
@@ -222,7 +256,12 @@ impl Core {
     /// be rung (the eventfd at its limit: impossible at count 0) or drained (already empty)
     /// is left as it is.
     fn sync_bell(&self, held: &mut Held) {
-        #[cfg(any(target_os = "linux", target_os = "android"))]
+        #[cfg(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd"
+        ))]
         if let Some(bell) = &self.bell {
             let want = held.units > 0;
             if want != held.bell_rung {
@@ -384,13 +423,19 @@ impl Core {
 /// An `Epoll`'s delivery to a consumer watched as a kernel fd (module docs): AutoReset
 /// drains, Counter and Semaphore report the readiness; `IN` only if the consumer had
 /// something.
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
 impl KernelDeliver for Core {
     fn deliver_in(&self) -> bool {
         self.deliver(Events::IN).contains(Events::IN)
     }
 
     fn deliver(&self, ev: Events) -> Events {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
         if self.kind == Kind::Eventfd {
             // Registered only with AutoReset: the eventfd's own reset.
             let mut ev = ev;
@@ -413,6 +458,11 @@ impl KernelDeliver for Core {
         if had_in && now.contains(Events::IN) {
             out |= Events::IN;
         }
+        #[cfg(any(target_vendor = "apple", target_os = "freebsd"))]
+        if let Some(own) = &self.own {
+            // Takes nothing: the scan drops the events that are no longer true.
+            let _ = sys::epoll::wait(own.as_fd(), &mut Vec::new(), 2, Some(Instant::now()));
+        }
         out
     }
 }
@@ -420,7 +470,12 @@ impl KernelDeliver for Core {
 impl ConsumerHalf {
     fn new(fd: OwnedFd, kind: Kind, mode: Mode) -> io::Result<ConsumerHalf> {
         let fd = Arc::new(fd);
-        #[cfg(any(target_os = "linux", target_os = "android"))]
+        #[cfg(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd"
+        ))]
         {
             // A pipe is watched through its own kernel epoll: the read end and the held bell.
             let (watched, bell) = match kind {
@@ -431,9 +486,12 @@ impl ConsumerHalf {
                     sys::epoll::add(pfd.as_fd(), bell.as_fd(), Events::IN, 1)?;
                     (Arc::new(pfd), Some(bell))
                 }
+                #[cfg(any(target_os = "linux", target_os = "android"))]
                 Kind::Eventfd => (Arc::clone(&fd), None),
             };
             let core = Arc::new(Core {
+                #[cfg(any(target_vendor = "apple", target_os = "freebsd"))]
+                own: (kind == Kind::Pipe).then(|| Arc::clone(&watched)),
                 fd,
                 kind,
                 mode,
@@ -446,7 +504,12 @@ impl ConsumerHalf {
                 core,
             })
         }
-        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        #[cfg(not(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd"
+        )))]
         Ok(ConsumerHalf {
             core: Arc::new(Core {
                 fd,
@@ -506,14 +569,24 @@ impl ConsumerHalf {
     }
 
     /// Where it is registered as an `Epoll` source.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    ))]
     pub(crate) fn registrations(&self) -> &Registrations {
         &self.regs
     }
 
     /// Whether an epoll's delivery goes through the consumer (`KernelDeliver`): always
     /// for a pipe, AutoReset for an eventfd (as a `KernelNotifier`).
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    ))]
     pub(crate) fn delivers(&self) -> bool {
         self.core.kind == Kind::Pipe || self.core.mode == Mode::AutoReset
     }
@@ -634,10 +707,15 @@ impl NotifierHalf {
     fn new(fd: OwnedFd, kind: Kind) -> NotifierHalf {
         let fd = Arc::new(fd);
         NotifierHalf {
-            #[cfg(any(target_os = "linux", target_os = "android"))]
+            #[cfg(any(
+                target_os = "linux",
+                target_os = "android",
+                target_vendor = "apple",
+                target_os = "freebsd"
+            ))]
             regs: Registrations::new(
                 Arc::clone(&fd),
-                std::sync::Weak::<OwnedFd>::new() as std::sync::Weak<dyn KernelDeliver>,
+                std::sync::Weak::<Core>::new() as std::sync::Weak<dyn KernelDeliver>,
             ),
             fd,
             kind,
@@ -678,7 +756,12 @@ impl NotifierHalf {
     }
 
     /// Where it is registered as an `Epoll` source.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    ))]
     pub(crate) fn registrations(&self) -> &Registrations {
         &self.regs
     }
@@ -867,15 +950,35 @@ impl AsRawFd for NotifierHalf {
 /// ```
 impl From<ConsumerHalf> for OwnedFd {
     fn from(c: ConsumerHalf) -> OwnedFd {
-        #[cfg(any(target_os = "linux", target_os = "android"))]
+        #[cfg(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd"
+        ))]
         let ConsumerHalf { core, regs } = c;
-        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        #[cfg(not(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd"
+        )))]
         let ConsumerHalf { core } = c;
         // The epolls hold the core weakly: it is ours alone.
         let fd = Arc::try_unwrap(core).map_or_else(|c| Arc::clone(&c.fd), |c| c.fd);
-        #[cfg(any(target_os = "linux", target_os = "android"))]
+        #[cfg(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd"
+        ))]
         return regs.release(fd);
-        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        #[cfg(not(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd"
+        )))]
         sys::unshare_fd(fd)
     }
 }
@@ -890,9 +993,19 @@ impl From<ConsumerHalf> for OwnedFd {
 /// ```
 impl From<NotifierHalf> for OwnedFd {
     fn from(n: NotifierHalf) -> OwnedFd {
-        #[cfg(any(target_os = "linux", target_os = "android"))]
+        #[cfg(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd"
+        ))]
         return n.regs.release(n.fd);
-        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        #[cfg(not(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd"
+        )))]
         sys::unshare_fd(n.fd)
     }
 }
