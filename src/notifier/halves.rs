@@ -22,7 +22,7 @@
 //! is then not readable although the consumer is (its [`poll`](ConsumerHalf::poll) says
 //! so, and so does an evfd [`Epoll`](crate::Epoll) watching the consumer, see below).
 //!
-//! # As `Epoll` sources (Linux)
+//! # As `Epoll` sources (Linux, macOS, FreeBSD)
 //!
 //! Both halves are [`Source`](crate::Source)s. Over an eventfd they are watched as a
 //! `KernelNotifier` is (an AutoReset consumer is reset by the delivery of `IN`). A pipe
@@ -34,7 +34,15 @@
 //! (`KernelDeliver`): AutoReset drains the pipe and what it holds, and delivers `IN` only
 //! if that took something; Counter and Semaphore deliver the readiness (`IN` for the pipe or
 //! held units, `HUP` once every write end is closed) and take nothing. The two extra fds
-//! exist only for pipe consumers on Linux.
+//! exist only for pipe consumers.
+//!
+//! On macOS and FreeBSD the `Epoll`'s kernel side is a kqueue (`sys::kqueue`): the
+//! consumer's own poller is a kqueue, its held bell a kqueue holding one `EVFILT_USER`
+//! event, and each delivery also scans the consumer's kqueue, so that a level-triggered
+//! pipe event that is no longer true stops showing through it. There the halves are the
+//! kernel-backed notifier (`KernelNotifier` is Linux's eventfd). Compiled there (CI's
+//! `cargo check`), run only on Linux. Elsewhere (no epoll, no kqueue) they are no `Epoll`
+//! sources.
 //!
 //! LOCKING: `Core::held` is a leaf mutex, held across the consumer's own non-blocking
 //! `read(2)`s (so that two threads sharing one consumer do not split a word) and the held
@@ -530,7 +538,7 @@ impl ConsumerHalf {
     ///
     /// `InvalidInput` for the write end of a pipe, or a fd that is neither a pipe nor an
     /// eventfd; the kernel's errno from `fstat(2)`/`fcntl(2)` (and, for a pipe on Linux,
-    /// from making its epoll and held bell: `EMFILE`).
+    /// macOS and FreeBSD, from making its own poller and held bell: `EMFILE`).
     ///
     /// ```
     /// use evfd::{halves::ConsumerHalf, Mode};
@@ -677,7 +685,8 @@ impl ConsumerHalf {
     /// Semaphore: a readiness check that takes nothing.
     ///
     /// An evfd [`Epoll`](crate::Epoll) watching the consumer calls it at each delivery
-    /// (Linux). Call it yourself after another poller (kqueue, io_uring's `POLL_ADD`, an
+    /// (Linux, macOS, FreeBSD). Call it yourself after another poller (kqueue, io_uring's
+    /// `POLL_ADD`, an
     /// epoll holding `as_fd()`) reports the fd readable: the fd is then not readable until
     /// the next notify, so a level-triggered poller does not spin.
     ///
