@@ -40,11 +40,14 @@
 //!   it with `kevent` (FreeBSD counts queued knotes): the callers scan (a harvest collects
 //!   from its kqueue; a pipe consumer scans its own at each delivery).
 //!
-//! The pure parts ([`plan`], [`merge`], the `udata` encoding) are unit-tested on Linux;
+//! The pure parts ([`plan`], [`translate`], [`merge`], [`add_answer`], [`del_answer`], the
+//! `udata` encoding) are unit-tested on Linux;
 //! the syscalls are compiled (CI's `cargo check` for macOS and FreeBSD) and not run here.
 
 #[cfg(any(target_vendor = "apple", target_os = "freebsd"))]
 pub(crate) use os::*;
+
+use rustix::io::Errno;
 
 use crate::events::Events;
 
@@ -92,6 +95,35 @@ pub(crate) fn plan(events: Events) -> [(Filter, Want); 2] {
         ),
         (Filter::Write, if wr { add(true) } else { Want::Delete }),
     ]
+}
+
+/// The answer of an `ADD` from its filters' receipts (in [`plan`]'s order, `None`: done):
+/// the first error of a filter it adds, after which the caller deletes what was added (a
+/// failed `EPOLL_CTL_ADD` leaves nothing); a delete's error (`ENOENT`: it was not there)
+/// is no error of the `ADD`.
+#[cfg_attr(
+    not(any(target_vendor = "apple", target_os = "freebsd")),
+    allow(dead_code)
+)]
+pub(crate) fn add_answer(plan: &[(Filter, Want); 2], res: [Option<Errno>; 2]) -> Option<Errno> {
+    plan.iter()
+        .zip(res)
+        .find_map(|((_, w), r)| matches!(w, Want::Add { .. }).then_some(r).flatten())
+}
+
+/// The answer of a `DEL` from the receipts of its two deletes (`READ`, `WRITE`): done if
+/// either knote existed; `ENOENT` only if neither did (epoll's answer for an fd it does not
+/// hold); another error (`EBADF`) as it came.
+#[cfg_attr(
+    not(any(target_vendor = "apple", target_os = "freebsd")),
+    allow(dead_code)
+)]
+pub(crate) fn del_answer(res: [Option<Errno>; 2]) -> Result<(), Errno> {
+    match res {
+        [None, _] | [_, None] => Ok(()),
+        [Some(Errno::NOENT), Some(Errno::NOENT)] => Err(Errno::NOENT),
+        [Some(Errno::NOENT), Some(e)] | [Some(e), _] => Err(e),
+    }
 }
 
 /// One event `kevent` returned, decoded.
@@ -169,7 +201,7 @@ mod os {
     use rustix::event::Timespec;
     use rustix::io::Errno;
 
-    use super::{data_of, merge, plan, udata_of, Filter, Raw, Want};
+    use super::{add_answer, data_of, del_answer, merge, plan, udata_of, Filter, Raw, Want};
     use crate::events::Events;
 
     /// `EV_DISPATCH` (rustix names no constant for it).
@@ -287,11 +319,7 @@ mod os {
             event(fd, f, flags, data)
         });
         let res = apply(ep, &changes)?;
-        let failed = p
-            .iter()
-            .zip(res)
-            .find_map(|((_, w), r)| matches!(w, Want::Add { .. }).then_some(r).flatten());
-        if let Some(e) = failed {
+        if let Some(e) = add_answer(&p, res) {
             // Leave nothing behind, as a failed EPOLL_CTL_ADD does.
             let _ = delete(ep, fd);
             return Err(e.into());
@@ -317,11 +345,7 @@ mod os {
             event(fd, Filter::Read, EventFlags::DELETE, 0),
             event(fd, Filter::Write, EventFlags::DELETE, 0),
         ];
-        match apply(ep, &changes)? {
-            [None, _] | [_, None] => Ok(()),
-            [Some(Errno::NOENT), Some(Errno::NOENT)] => Err(Errno::NOENT.into()),
-            [Some(Errno::NOENT), Some(e)] | [Some(e), _] => Err(e.into()),
-        }
+        Ok(del_answer(apply(ep, &changes)?)?)
     }
 
     /// `epoll_wait` on a kqueue: up to `max` merged events into `out` until `deadline`
@@ -555,6 +579,33 @@ mod tests {
                 (Events::OUT | Events::HUP, 3)
             ]
         );
+    }
+
+    #[test]
+    fn ctl_answers_as_epoll_ctl() {
+        let ok = None;
+        let noent = Some(Errno::NOENT);
+        // ADD of IN: the write knote's delete finds nothing, which is fine.
+        assert_eq!(add_answer(&plan(Events::IN), [ok, noent]), None);
+        // A filter the fd refuses fails the ADD (the caller then deletes the rest).
+        assert_eq!(
+            add_answer(&plan(Events::IN | Events::OUT), [ok, Some(Errno::INVAL)]),
+            Some(Errno::INVAL)
+        );
+        assert_eq!(
+            add_answer(&plan(Events::OUT), [Some(Errno::BADF), Some(Errno::BADF)]),
+            Some(Errno::BADF)
+        );
+        // DEL (and so MOD): ENOENT only if neither knote was there.
+        assert_eq!(del_answer([ok, noent]), Ok(()));
+        assert_eq!(del_answer([noent, ok]), Ok(()));
+        assert_eq!(del_answer([ok, ok]), Ok(()));
+        assert_eq!(del_answer([noent, noent]), Err(Errno::NOENT));
+        assert_eq!(
+            del_answer([Some(Errno::BADF), Some(Errno::BADF)]),
+            Err(Errno::BADF)
+        );
+        assert_eq!(del_answer([noent, Some(Errno::BADF)]), Err(Errno::BADF));
     }
 
     #[test]
