@@ -10,7 +10,8 @@ use std::sync::{Arc, Weak};
 use crate::events::Events;
 use crate::loom::sync::Mutex;
 
-/// A kernel-fd source's (a `KernelNotifier`'s, a half's) registrations in epolls' kernel sides: (epoll, token) pairs.
+/// A kernel-fd source's (a `KernelNotifier`'s, a half's) registrations in epolls' kernel
+/// sides: (epoll, token) pairs.
 /// Dropping it removes each from its epoll (`EPOLL_CTL_DEL` while the fd is still open), so
 /// a dropped notifier leaves silently in every mode, whatever other fds refer to the
 /// eventfd, and its number is free for the next `add` at once.

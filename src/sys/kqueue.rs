@@ -15,16 +15,17 @@
 //! | `IN`, `OUT` | an `EVFILT_READ`, an `EVFILT_WRITE` knote (the other one deleted) |
 //! | neither | a disabled `EVFILT_READ` knote, so that the registration exists (no events) |
 //! | `ET` | `EV_CLEAR` |
-//! | `ONESHOT` | `EV_DISPATCH`: disabled after its event, kept, so `MOD` re-arms it (`EV_ONESHOT` would delete it, and `MOD` would answer `ENOENT`) |
+//! | `ONESHOT` | `EV_DISPATCH`: disabled after its event and kept, so `MOD` re-arms it |
 //! | `EPOLL_CTL_ADD` | `EV_ADD` of the wanted filters, `EV_DELETE` of the other (`ENOENT` ignored) |
 //! | `EPOLL_CTL_MOD` | `EV_DELETE` of both (`ENOENT` if neither existed), then the `ADD` |
 //! | `EPOLL_CTL_DEL` | `EV_DELETE` of both; `ENOENT` only if neither existed |
-//! | `epoll_wait` | `kevent`, the `READ` and `WRITE` events of one registration merged into one ([`merge`]) |
+//! | `epoll_wait` | `kevent`; one registration's `READ` and `WRITE` events merged ([`merge`]) |
 //! | `EPOLLHUP` | `EV_EOF` on `EVFILT_READ` (with `IN` only if bytes are left) |
 //! | `EPOLLERR` | `EV_EOF` on `EVFILT_WRITE` (no reader: a write fails), or `EV_ERROR` |
 //!
 //! Every change is made with `EV_RECEIPT`, so each filter gets its own answer and no
-//! pending event is taken by a `ctl`.
+//! pending event is taken by a `ctl`. (`EV_ONESHOT` would delete a fired knote, and the
+//! watcher's `MOD` of it would answer `ENOENT`.)
 //!
 //! # What differs from epoll (documented in docs/design.md)
 //!

@@ -15,7 +15,7 @@
 //! | `watcher.rs` | route 1: the process-wide watcher thread (tasks, parked threads, pollers) |
 //! | `sleep.rs` | route 2: a blocked `Epoll::wait` sleeps in `epoll_wait` on the kernel epoll (direct slot) or in `poll(2)` on it |
 //! | `reactor.rs` | route 3: an async wait in a tokio runtime, woken by its reactor |
-//! | `stub.rs` | where there is neither epoll nor kqueue: stand-ins with the same names (nothing in them runs) |
+//! | `stub.rs` | neither epoll nor kqueue: stand-ins with the same names (nothing runs) |
 //!
 //! On macOS and FreeBSD the same files run over kqueue: `sys::epoll` there is
 //! `sys::kqueue`, kqueue with epoll's meaning under epoll's names, and `sys::eventfd` its
