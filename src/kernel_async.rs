@@ -25,7 +25,8 @@
 //!   wait is not missed (the kernel queues its edge).
 //!
 //! Every future here is cancel-safe: it reads or writes only in the poll that returns
-//! `Ready`. Linux only, as `Epoll`'s kernel-fd sources.
+//! `Ready`. Where `Epoll` has kernel-fd sources: `KernelNotifier`'s on Linux, the halves'
+//! on Linux, macOS and FreeBSD (there the epoll's kernel side is a kqueue).
 
 use std::future::Future;
 use std::io;
@@ -34,6 +35,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use crate::epoll::Epoll;
 use crate::events::{Event, Events};
 use crate::notifier::halves::{ConsumerHalf, NotifierHalf};
+#[cfg(any(target_os = "linux", target_os = "android"))]
 use crate::notifier::kernel::KernelNotifier;
 
 /// A kernel fd's readiness, awaited on any executor: an [`Epoll`] holding only that fd,
@@ -96,6 +98,7 @@ async fn until_ready<T>(
     }
 }
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
 impl KernelNotifier {
     /// Take from the count, waiting while it is 0, as a future (any executor): the whole
     /// count (Counter, AutoReset) or 1 (Semaphore). With `NONBLOCK` the future still waits
@@ -202,7 +205,15 @@ impl ConsumerHalf {
     /// assert_eq!(futures::executor::block_on(c.read_async())?, 1); // the held unit
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
+    #[cfg_attr(
+        docsrs,
+        doc(cfg(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd"
+        )))
+    )]
     // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
     #[allow(clippy::manual_async_fn)]
     pub fn read_async(&self) -> impl Future<Output = io::Result<u64>> + Send + '_ {
@@ -233,7 +244,15 @@ impl NotifierHalf {
     /// assert_eq!(c.read()?, 3);
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
+    #[cfg_attr(
+        docsrs,
+        doc(cfg(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd"
+        )))
+    )]
     // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
     #[allow(clippy::manual_async_fn)]
     pub fn write_async(&self, n: u64) -> impl Future<Output = io::Result<()>> + Send + '_ {

@@ -42,9 +42,11 @@
 //! in-memory sources, the blocking, timed and async waits, the `futures`, `tokio` and `mio`
 //! integrations, and [`FdView`]s, whose fd is then a pipe instead of an eventfd. The
 //! kernel-eventfd parts are Linux-only and absent elsewhere: [`KernelNotifier`] (and what
-//! takes one), and kernel fds (`BorrowedFd`) as [`Epoll`] sources. The kick/call
-//! [`halves`] work over pipes on every Unix (blocking and timed reads and writes, `poll`,
-//! `consume`); as `Epoll` sources and with `read_async`/`write_async` they are Linux-only.
+//! takes one). The kick/call [`halves`] work over pipes on every Unix (blocking and timed
+//! reads and writes, `poll`, `consume`); on Linux, macOS and FreeBSD they are also `Epoll`
+//! sources with `read_async`/`write_async` — the kernel-backed notifier there — as are
+//! kernel fds (`BorrowedFd`): an `Epoll`'s kernel side is a kqueue on macOS and FreeBSD
+//! (compiled in CI, not run there: docs/design.md, "The kernel side off Linux").
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
@@ -72,7 +74,12 @@ mod error;
 mod event_notifier;
 mod events;
 mod fd;
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
 mod kernel_async;
 mod loom;
 #[cfg(feature = "mio")]
@@ -171,7 +178,12 @@ pub mod stream {
 /// ```
 pub mod stats {
     #[doc(hidden)]
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    ))]
     pub use crate::epoll::watcher::watcher_stats;
     #[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
     pub use crate::shared::SharedStats;

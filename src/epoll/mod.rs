@@ -59,7 +59,12 @@ mod kernel;
 mod ready;
 pub(crate) mod source;
 mod topology;
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
 pub(crate) use kernel::watcher;
 
 #[cfg(all(test, not(evfd_loom)))]

@@ -27,7 +27,15 @@ pub(crate) enum MemCore {
 #[derive(Clone)]
 pub(crate) enum SourceCore {
     Mem(MemCore),
-    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+    #[cfg_attr(
+        not(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd"
+        )),
+        allow(dead_code)
+    )]
     Kernel(Arc<super::kernel::KernelPoll>),
 }
 
@@ -128,9 +136,17 @@ pub(crate) mod sealed {
     pub enum SourceRef<'a> {
         /// An in-memory source (a notifier, an epoll).
         Mem(MemRef),
-        /// A kernel fd, watched through the epoll's embedded kernel epoll (never made off
-        /// Linux, where `KernelRef` is uninhabited).
-        #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+        /// A kernel fd, watched through the epoll's embedded kernel epoll (or kqueue; never
+        /// made where there is neither, and `KernelRef` is uninhabited).
+        #[cfg_attr(
+            not(any(
+                target_os = "linux",
+                target_os = "android",
+                target_vendor = "apple",
+                target_os = "freebsd"
+            )),
+            allow(dead_code)
+        )]
         Kernel(KernelRef<'a>),
     }
 
@@ -138,7 +154,12 @@ pub(crate) mod sealed {
     pub struct MemRef(pub(crate) super::MemCore);
 
     /// A kernel fd as a source.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    ))]
     pub struct KernelRef<'a> {
         pub(crate) fd: BorrowedFd<'a>,
         /// The owner's delivery rule applies (`KernelDeliver`): an AutoReset
@@ -146,11 +167,16 @@ pub(crate) mod sealed {
         /// held units.
         pub(crate) autoreset: bool,
         /// A `KernelNotifier`'s registrations: it leaves every epoll when it is dropped.
-        pub(crate) owner: Option<&'a crate::notifier::kernel::Registrations>,
+        pub(crate) owner: Option<&'a crate::notifier::registrations::Registrations>,
     }
 
-    /// Off Linux there are no kernel-fd sources: uninhabited.
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    /// Without epoll or kqueue there are no kernel-fd sources: uninhabited.
+    #[cfg(not(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    )))]
     pub struct KernelRef<'a> {
         pub(crate) never: std::convert::Infallible,
         pub(crate) _fd: std::marker::PhantomData<BorrowedFd<'a>>,
@@ -206,8 +232,15 @@ impl<T: sealed::Sealed + ?Sized> sealed::Sealed for &T {
 /// through the epoll's embedded kernel epoll, with the kernel's own LT/ET/ONESHOT/EXCLUSIVE
 /// rules and errors. Keyed as the kernel keys it, by (fd number, open file): a new file on
 /// a reused number can be added while an item of the old file (kept open elsewhere) stays.
-/// Linux only.
-#[cfg(any(target_os = "linux", target_os = "android"))]
+/// Linux, and on macOS and FreeBSD through a kqueue, with kqueue's rules where they differ
+/// (keyed by fd number, dropped when the number is closed; docs/design.md, "The kernel side
+/// off Linux").
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
 impl sealed::Sealed for std::os::fd::BorrowedFd<'_> {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
         sealed::SourceRef::Kernel(sealed::KernelRef {
@@ -217,8 +250,21 @@ impl sealed::Sealed for std::os::fd::BorrowedFd<'_> {
         })
     }
 }
-#[cfg(any(target_os = "linux", target_os = "android"))]
-#[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    )))
+)]
 impl Source for std::os::fd::BorrowedFd<'_> {}
 
 /// A kernel-backed notifier: in AutoReset mode the delivery of its `IN` reads the eventfd,
@@ -242,8 +288,15 @@ impl Source for KernelNotifier {}
 /// eventfd, watched as a `KernelNotifier` is; over a pipe, through its own kernel epoll of
 /// the pipe and its held bell, so that units it holds are readable (module docs of
 /// `evfd::halves`). Each delivery goes through the consumer: AutoReset drains, Counter and
-/// Semaphore report readiness. Dropping it removes it from every epoll. Linux only.
-#[cfg(any(target_os = "linux", target_os = "android"))]
+/// Semaphore report readiness. Dropping it removes it from every epoll. Linux, macOS and
+/// FreeBSD (where the consumer's own watcher is a kqueue and its held bell an `EVFILT_USER`
+/// event).
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
 impl sealed::Sealed for crate::notifier::halves::ConsumerHalf {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
         let regs = self.registrations();
@@ -254,14 +307,32 @@ impl sealed::Sealed for crate::notifier::halves::ConsumerHalf {
         })
     }
 }
-#[cfg(any(target_os = "linux", target_os = "android"))]
-#[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    )))
+)]
 impl Source for crate::notifier::halves::ConsumerHalf {}
 
 /// A notifier half ([`halves::NotifierHalf`](crate::halves::NotifierHalf)), for `OUT`: its
 /// write end (or eventfd), with the kernel's readiness. Dropping it removes it from every
-/// epoll. Linux only.
-#[cfg(any(target_os = "linux", target_os = "android"))]
+/// epoll. Linux, macOS and FreeBSD.
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
 impl sealed::Sealed for crate::notifier::halves::NotifierHalf {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
         let regs = self.registrations();
@@ -272,8 +343,21 @@ impl sealed::Sealed for crate::notifier::halves::NotifierHalf {
         })
     }
 }
-#[cfg(any(target_os = "linux", target_os = "android"))]
-#[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    )))
+)]
 impl Source for crate::notifier::halves::NotifierHalf {}
 
 impl<T: Source + ?Sized> Source for &T {}

@@ -22,7 +22,7 @@
 //! is then not readable although the consumer is (its [`poll`](ConsumerHalf::poll) says
 //! so, and so does an evfd [`Epoll`](crate::Epoll) watching the consumer, see below).
 //!
-//! # As `Epoll` sources (Linux)
+//! # As `Epoll` sources (Linux, macOS, FreeBSD)
 //!
 //! Both halves are [`Source`](crate::Source)s. Over an eventfd they are watched as a
 //! `KernelNotifier` is (an AutoReset consumer is reset by the delivery of `IN`). A pipe
@@ -34,7 +34,15 @@
 //! (`KernelDeliver`): AutoReset drains the pipe and what it holds, and delivers `IN` only
 //! if that took something; Counter and Semaphore deliver the readiness (`IN` for the pipe or
 //! held units, `HUP` once every write end is closed) and take nothing. The two extra fds
-//! exist only for pipe consumers on Linux.
+//! exist only for pipe consumers.
+//!
+//! On macOS and FreeBSD the `Epoll`'s kernel side is a kqueue (`sys::kqueue`): the
+//! consumer's own poller is a kqueue, its held bell a kqueue holding one `EVFILT_USER`
+//! event, and each delivery also scans the consumer's kqueue, so that a level-triggered
+//! pipe event that is no longer true stops showing through it. There the halves are the
+//! kernel-backed notifier (`KernelNotifier` is Linux's eventfd). Compiled there (CI's
+//! `cargo check`), run only on Linux. Elsewhere (no epoll, no kqueue) they are no `Epoll`
+//! sources.
 //!
 //! LOCKING: `Core::held` is a leaf mutex, held across the consumer's own non-blocking
 //! `read(2)`s (so that two threads sharing one consumer do not split a word) and the held
@@ -52,7 +60,14 @@ use rustix::fs::{FileType, OFlags};
 use crate::events::Events;
 use crate::mode::{Mode, LIMIT};
 #[cfg(any(target_os = "linux", target_os = "android"))]
-use crate::notifier::kernel::{KernelDeliver, KernelNotifier, Registrations};
+use crate::notifier::kernel::KernelNotifier;
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
+use crate::notifier::registrations::{KernelDeliver, Registrations};
 use crate::sys;
 
 /// What the fd is.
@@ -74,7 +89,12 @@ struct Held {
     partial: [u8; 8],
     partial_len: usize,
     /// The held bell is rung (readable): kept equal to `units > 0`.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    ))]
     bell_rung: bool,
 }
 
@@ -86,10 +106,22 @@ struct Core {
     kind: Kind,
     mode: Mode,
     held: Mutex<Held>,
-    /// A pipe's held bell on Linux (module docs): a non-blocking eventfd, count 1 while
-    /// `held.units > 0`, else 0.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    /// A pipe's held bell (module docs): a non-blocking eventfd, count 1 while
+    /// `held.units > 0`, else 0 (on macOS and FreeBSD a kqueue with one `EVFILT_USER`
+    /// event, triggered while `held.units > 0`).
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    ))]
     bell: Option<OwnedFd>,
+    /// A pipe's own kqueue (the registered fd), scanned at each delivery: a kqueue watched
+    /// by another counts a level-triggered event that is no longer true until it is
+    /// scanned (`sys::kqueue`), so the epoll watching this consumer would otherwise go on
+    /// seeing it readable after a delivery that took everything.
+    #[cfg(any(target_vendor = "apple", target_os = "freebsd"))]
+    own: Option<Arc<OwnedFd>>,
 }
 
 /// The consumer half of a kick (or err, or exit) event: the read end of a pipe, or an eventfd.
@@ -110,7 +142,12 @@ pub struct ConsumerHalf {
     core: Arc<Core>,
     /// Where it is registered as an `Epoll` source (the eventfd, or for a pipe its own
     /// kernel epoll); dropping it leaves every epoll.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    ))]
     regs: Registrations,
 }
 
@@ -128,7 +165,12 @@ pub struct ConsumerHalf {
 pub struct NotifierHalf {
     fd: Arc<OwnedFd>,
     kind: Kind,
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    ))]
     regs: Registrations,
 }
 
@@ -222,7 +264,12 @@ impl Core {
     /// be rung (the eventfd at its limit: impossible at count 0) or drained (already empty)
     /// is left as it is.
     fn sync_bell(&self, held: &mut Held) {
-        #[cfg(any(target_os = "linux", target_os = "android"))]
+        #[cfg(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd"
+        ))]
         if let Some(bell) = &self.bell {
             let want = held.units > 0;
             if want != held.bell_rung {
@@ -384,13 +431,19 @@ impl Core {
 /// An `Epoll`'s delivery to a consumer watched as a kernel fd (module docs): AutoReset
 /// drains, Counter and Semaphore report the readiness; `IN` only if the consumer had
 /// something.
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
 impl KernelDeliver for Core {
     fn deliver_in(&self) -> bool {
         self.deliver(Events::IN).contains(Events::IN)
     }
 
     fn deliver(&self, ev: Events) -> Events {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
         if self.kind == Kind::Eventfd {
             // Registered only with AutoReset: the eventfd's own reset.
             let mut ev = ev;
@@ -413,6 +466,11 @@ impl KernelDeliver for Core {
         if had_in && now.contains(Events::IN) {
             out |= Events::IN;
         }
+        #[cfg(any(target_vendor = "apple", target_os = "freebsd"))]
+        if let Some(own) = &self.own {
+            // Takes nothing: the scan drops the events that are no longer true.
+            let _ = sys::epoll::wait(own.as_fd(), &mut Vec::new(), 2, Some(Instant::now()));
+        }
         out
     }
 }
@@ -420,7 +478,12 @@ impl KernelDeliver for Core {
 impl ConsumerHalf {
     fn new(fd: OwnedFd, kind: Kind, mode: Mode) -> io::Result<ConsumerHalf> {
         let fd = Arc::new(fd);
-        #[cfg(any(target_os = "linux", target_os = "android"))]
+        #[cfg(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd"
+        ))]
         {
             // A pipe is watched through its own kernel epoll: the read end and the held bell.
             let (watched, bell) = match kind {
@@ -431,9 +494,12 @@ impl ConsumerHalf {
                     sys::epoll::add(pfd.as_fd(), bell.as_fd(), Events::IN, 1)?;
                     (Arc::new(pfd), Some(bell))
                 }
+                #[cfg(any(target_os = "linux", target_os = "android"))]
                 Kind::Eventfd => (Arc::clone(&fd), None),
             };
             let core = Arc::new(Core {
+                #[cfg(any(target_vendor = "apple", target_os = "freebsd"))]
+                own: (kind == Kind::Pipe).then(|| Arc::clone(&watched)),
                 fd,
                 kind,
                 mode,
@@ -446,7 +512,12 @@ impl ConsumerHalf {
                 core,
             })
         }
-        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        #[cfg(not(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd"
+        )))]
         Ok(ConsumerHalf {
             core: Arc::new(Core {
                 fd,
@@ -467,7 +538,7 @@ impl ConsumerHalf {
     ///
     /// `InvalidInput` for the write end of a pipe, or a fd that is neither a pipe nor an
     /// eventfd; the kernel's errno from `fstat(2)`/`fcntl(2)` (and, for a pipe on Linux,
-    /// from making its epoll and held bell: `EMFILE`).
+    /// macOS and FreeBSD, from making its own poller and held bell: `EMFILE`).
     ///
     /// ```
     /// use evfd::{halves::ConsumerHalf, Mode};
@@ -506,14 +577,24 @@ impl ConsumerHalf {
     }
 
     /// Where it is registered as an `Epoll` source.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    ))]
     pub(crate) fn registrations(&self) -> &Registrations {
         &self.regs
     }
 
     /// Whether an epoll's delivery goes through the consumer (`KernelDeliver`): always
     /// for a pipe, AutoReset for an eventfd (as a `KernelNotifier`).
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    ))]
     pub(crate) fn delivers(&self) -> bool {
         self.core.kind == Kind::Pipe || self.core.mode == Mode::AutoReset
     }
@@ -604,7 +685,8 @@ impl ConsumerHalf {
     /// Semaphore: a readiness check that takes nothing.
     ///
     /// An evfd [`Epoll`](crate::Epoll) watching the consumer calls it at each delivery
-    /// (Linux). Call it yourself after another poller (kqueue, io_uring's `POLL_ADD`, an
+    /// (Linux, macOS, FreeBSD). Call it yourself after another poller (kqueue, io_uring's
+    /// `POLL_ADD`, an
     /// epoll holding `as_fd()`) reports the fd readable: the fd is then not readable until
     /// the next notify, so a level-triggered poller does not spin.
     ///
@@ -634,10 +716,15 @@ impl NotifierHalf {
     fn new(fd: OwnedFd, kind: Kind) -> NotifierHalf {
         let fd = Arc::new(fd);
         NotifierHalf {
-            #[cfg(any(target_os = "linux", target_os = "android"))]
+            #[cfg(any(
+                target_os = "linux",
+                target_os = "android",
+                target_vendor = "apple",
+                target_os = "freebsd"
+            ))]
             regs: Registrations::new(
                 Arc::clone(&fd),
-                std::sync::Weak::<OwnedFd>::new() as std::sync::Weak<dyn KernelDeliver>,
+                std::sync::Weak::<Core>::new() as std::sync::Weak<dyn KernelDeliver>,
             ),
             fd,
             kind,
@@ -678,7 +765,12 @@ impl NotifierHalf {
     }
 
     /// Where it is registered as an `Epoll` source.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    ))]
     pub(crate) fn registrations(&self) -> &Registrations {
         &self.regs
     }
@@ -867,15 +959,35 @@ impl AsRawFd for NotifierHalf {
 /// ```
 impl From<ConsumerHalf> for OwnedFd {
     fn from(c: ConsumerHalf) -> OwnedFd {
-        #[cfg(any(target_os = "linux", target_os = "android"))]
+        #[cfg(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd"
+        ))]
         let ConsumerHalf { core, regs } = c;
-        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        #[cfg(not(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd"
+        )))]
         let ConsumerHalf { core } = c;
         // The epolls hold the core weakly: it is ours alone.
         let fd = Arc::try_unwrap(core).map_or_else(|c| Arc::clone(&c.fd), |c| c.fd);
-        #[cfg(any(target_os = "linux", target_os = "android"))]
+        #[cfg(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd"
+        ))]
         return regs.release(fd);
-        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        #[cfg(not(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd"
+        )))]
         sys::unshare_fd(fd)
     }
 }
@@ -890,9 +1002,19 @@ impl From<ConsumerHalf> for OwnedFd {
 /// ```
 impl From<NotifierHalf> for OwnedFd {
     fn from(n: NotifierHalf) -> OwnedFd {
-        #[cfg(any(target_os = "linux", target_os = "android"))]
+        #[cfg(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd"
+        ))]
         return n.regs.release(n.fd);
-        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        #[cfg(not(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd"
+        )))]
         sys::unshare_fd(n.fd)
     }
 }

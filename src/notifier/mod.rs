@@ -26,6 +26,13 @@ pub(crate) mod future;
 pub mod halves;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) mod kernel;
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
+pub(crate) mod registrations;
 #[cfg(not(evfd_loom))]
 pub(crate) mod signal;
 pub(crate) mod signal_slot;

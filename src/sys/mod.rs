@@ -23,13 +23,23 @@
 //!
 //! The kernel eventfd and epoll wrappers (`eventfd`, `epoll`: the doorbell's eventfd,
 //! [`KernelNotifier`](crate::KernelNotifier), an `Epoll`'s kernel-fd sources) are Linux's
-//! (and Android's) and compiled only there.
+//! (and Android's). On macOS and FreeBSD, `kqueue` gives an `Epoll`'s kernel side the same
+//! functions with epoll's meaning, re-exported under the same names: `epoll` (the kqueue
+//! translation) and `eventfd` (only its one-fd bell: an `EVFILT_USER` event in a kqueue),
+//! so the kernel side's logic is one body for all three.
 
 pub(crate) mod cpu;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) mod epoll;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) mod eventfd;
+// The translation's pure parts are unit-tested on Linux too.
+#[cfg(any(target_vendor = "apple", target_os = "freebsd", test))]
+pub(crate) mod kqueue;
+#[cfg(any(target_vendor = "apple", target_os = "freebsd"))]
+pub(crate) use self::kqueue as epoll;
+#[cfg(any(target_vendor = "apple", target_os = "freebsd"))]
+pub(crate) use self::kqueue::bell as eventfd;
 pub(crate) mod fork;
 #[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
 pub(crate) mod futex;

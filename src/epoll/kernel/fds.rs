@@ -27,7 +27,7 @@ use crate::epoll::source::sealed::KernelRef;
 use crate::epoll::{EpInner, Registry};
 use crate::events::{Event, Events};
 use crate::loom::sync::atomic::Ordering::SeqCst;
-use crate::notifier::kernel::{KernelDeliver, KernelFdSet};
+use crate::notifier::registrations::{KernelDeliver, KernelFdSet};
 use crate::sys;
 use crate::wait_queue::{PostWake, WakeBatch};
 

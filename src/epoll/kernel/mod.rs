@@ -15,7 +15,13 @@
 //! | `watcher.rs` | route 1: the process-wide watcher thread (tasks, parked threads, pollers) |
 //! | `sleep.rs` | route 2: a blocked `Epoll::wait` sleeps in `epoll_wait` on the kernel epoll (direct slot) or in `poll(2)` on it |
 //! | `reactor.rs` | route 3: an async wait in a tokio runtime, woken by its reactor |
-//! | `stub.rs` | off Linux: stand-ins with the same names (nothing in them runs) |
+//! | `stub.rs` | neither epoll nor kqueue: stand-ins with the same names (nothing runs) |
+//!
+//! On macOS and FreeBSD the same files run over kqueue: `sys::epoll` there is
+//! `sys::kqueue`, kqueue with epoll's meaning under epoll's names, and `sys::eventfd` its
+//! one-fd `EVFILT_USER` bell; "kernel epoll" below then reads "kqueue" (docs/design.md, "The
+//! kernel side off Linux", has what differs). Route 3 (`reactor`) is Linux's: there a task
+//! in a tokio runtime is woken through the watcher.
 //!
 //! # One more source on the ready list
 //!
@@ -88,32 +94,85 @@
 //! `epoll_ctl` and non-blocking `epoll_wait` on `kfd` run with `registry` held (they never
 //! block). A `KernelNotifier`'s registration list is a leaf taken under `registry`.
 
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
 mod fds;
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
 mod poll;
 mod reactor;
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
 mod sleep;
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
+#[cfg(not(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+)))]
 mod stub;
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
 pub(crate) mod watcher;
 
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
 pub(crate) use fds::{Collector, Fds};
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
 pub(crate) use poll::KernelPoll;
 pub(crate) use reactor::KernelWake;
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
 pub(crate) use sleep::KernelSleep;
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
+#[cfg(not(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+)))]
 pub(crate) use stub::{Fds, KernelPoll, KernelSide, KernelSleep};
 
-/// A kernel-fd `epoll_ctl`: what [`KernelSide::ctl`] does. (Off Linux the stub's `ctl`
-/// never reads it: no kernel fd is ever added.)
+/// A kernel-fd `epoll_ctl`: what [`KernelSide::ctl`] does. (Where there is neither epoll
+/// nor kqueue the stub's `ctl` never reads it: no kernel fd is ever added.)
 #[derive(Clone, Copy)]
-#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+#[cfg_attr(
+    not(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    )),
+    allow(dead_code)
+)]
 pub(crate) enum Ctl {
     /// `EPOLL_CTL_ADD` (events, data).
     Add(crate::events::Events, u64),
@@ -123,10 +182,20 @@ pub(crate) enum Ctl {
     Del,
 }
 
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
 pub(crate) use linux::{KernelSide, Side};
 
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
 mod linux {
     use std::io;
     use std::sync::{Arc, Weak};
@@ -159,7 +228,7 @@ mod linux {
         pub(crate) poll: Arc<KernelPoll>,
         pub(crate) item: Arc<Item>,
         /// The kernel epoll in one tokio runtime's reactor (`reactor`).
-        #[cfg(feature = "tokio")]
+        #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
         pub(super) reactor: super::reactor::Slot,
         /// The direct sleep's slot and bell (`sleep`).
         pub(super) direct: super::sleep::Direct,
@@ -169,12 +238,16 @@ mod linux {
     /// reactor registration (feature `tokio`) is taken out and dropped then, whoever else
     /// still holds the side, because dropping it runs tokio code (the deregistration).
     pub(crate) struct KernelLeft(
-        #[cfg_attr(not(feature = "tokio"), allow(dead_code))] Option<Arc<Side>>,
+        #[cfg_attr(
+            not(all(feature = "tokio", any(target_os = "linux", target_os = "android"))),
+            allow(dead_code)
+        )]
+        Option<Arc<Side>>,
     );
 
     impl Drop for KernelLeft {
         fn drop(&mut self) {
-            #[cfg(feature = "tokio")]
+            #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
             if let Some(side) = &self.0 {
                 drop(side.reactor.take());
             }
@@ -228,7 +301,7 @@ mod linux {
             Ok(Side {
                 poll,
                 item,
-                #[cfg(feature = "tokio")]
+                #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
                 reactor: super::reactor::Slot::default(),
                 direct: super::sleep::Direct::default(),
             })

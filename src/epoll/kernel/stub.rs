@@ -1,5 +1,6 @@
-//! Off Linux (and Android) an [`Epoll`](crate::Epoll) has no kernel-fd sources: there is no
-//! kernel epoll to embed, and no `Source` impl makes a `KernelRef` (uninhabited here). These
+//! Where there is neither epoll (Linux, Android) nor kqueue (macOS, FreeBSD: `sys::kqueue`)
+//! an [`Epoll`](crate::Epoll) has no kernel-fd sources: there is no kernel poller to embed,
+//! and no `Source` impl makes a `KernelRef` (uninhabited here). These
 //! stand-ins give the facade's names to the rest of the epoll so it needs no cfgs: no kernel
 //! side is ever made, so nothing here runs (every method is a no-op, or unreachable through
 //! an uninhabited argument).
@@ -14,7 +15,7 @@ use crate::epoll::EpInner;
 use crate::events::{Event, Events};
 use crate::wait_queue::WakeBatch;
 
-/// Never made off Linux.
+/// Never made here.
 pub(crate) struct KernelPoll {
     pub(crate) id: u64,
     never: std::convert::Infallible,
@@ -29,7 +30,7 @@ impl KernelPoll {
 /// The facade, empty: no kernel fd is ever added.
 pub(crate) struct KernelSide;
 
-/// No kernel-fd registrations off Linux (and no nesting bookkeeping: nothing reads it).
+/// No kernel-fd registrations here (and no nesting bookkeeping: nothing reads it).
 #[derive(Default)]
 pub(crate) struct Fds;
 
@@ -41,6 +42,16 @@ impl Fds {
 
 /// What `close` drops after unlocking (nothing here).
 pub(crate) struct KernelLeft;
+
+// The epoll drops these where the real ones must be dropped (after unlocking); the stand-ins
+// have nothing to drop, and say so, so that those `drop` calls are not dropping nothing.
+impl Drop for KernelLeft {
+    fn drop(&mut self) {}
+}
+
+impl Drop for KernelSleep {
+    fn drop(&mut self) {}
+}
 
 /// A harvest's kernel delivery: nothing.
 pub(crate) struct Collector;
@@ -121,7 +132,7 @@ impl KernelSide {
     }
 }
 
-/// Never made off Linux (`KernelSide::sleeper` is always `None`).
+/// Never made here (`KernelSide::sleeper` is always `None`).
 pub(crate) struct KernelSleep {
     never: std::convert::Infallible,
 }
