@@ -70,7 +70,7 @@ const SPIN_MAX_NS: u32 = 50_000;
 /// hop, so ~2 hops; spinning saves our hop and, once the partner spins too, both.
 const SPIN_OBSERVE_NS: u32 = 250_000;
 /// Failed spins in a row (the wait parked anyway) before the site stops spinning.
-const SPIN_MISSES: u32 = 3;
+pub(crate) const SPIN_MISSES: u32 = 3;
 /// Parked waits after the first failure before the site tries spinning again; doubled by
 /// each failure after a rest, up to [`SPIN_LEVELS`] times.
 const SPIN_REST: u32 = 16;
