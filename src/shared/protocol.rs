@@ -417,8 +417,13 @@ impl<W: Words, O: Os> Protocol<W, O> {
     fn read_step(&self) -> io::Result<Option<u64>> {
         self.check_header()?;
         let (old, new, got) = match self.mode {
-            // One swap: no loop at all.
+            // One swap: no loop at all. A load first: a read that finds nothing writes
+            // nothing, so it does not take the line from a writer (or a spinning peer)
+            // on another CPU; the re-check of a sleeper is the load the Dekker pair needs.
             Mode::Counter | Mode::AutoReset => {
+                if self.words.count().load(SeqCst) == 0 {
+                    return Ok(None);
+                }
                 let old = self.words.count().swap(0, SeqCst);
                 if old == 0 {
                     return Ok(None);
