@@ -728,6 +728,83 @@ impl crate::event_notifier::Sealed for SharedNotifier {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wait_queue::spin::{WaitEnd, SPIN_MISSES};
+
+    /// A parked wait that turns the spin on (woken soon, from another CPU), and one that
+    /// counts as a miss while it is on.
+    const START: WaitEnd = WaitEnd::Parked {
+        ns: 10_000,
+        here: false,
+    };
+    const MISS: WaitEnd = WaitEnd::Parked {
+        ns: 60_000,
+        here: false,
+    };
+
+    /// A blocking read that finds its units at once never spun: it must not count as a
+    /// spin that paid. (It did: in a ping-pong whose two processes share a CPU, every
+    /// other read finds the answer already there, and those "successes" cleared the misses
+    /// of the reads that spun in vain, so the spin never turned off.)
+    #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
+    fn an_immediate_read_teaches_the_spin_gauge_nothing() {
+        let s = SharedNotifier::new(Mode::Counter).unwrap();
+        let gauge = &s.inner.proto.spin;
+        gauge.learn(START);
+        assert!(gauge.budget_ns() > 0, "spinning is on");
+        for _ in 0..SPIN_MISSES - 1 {
+            gauge.learn(MISS);
+        }
+        s.write(1).unwrap();
+        assert_eq!(s.read().unwrap(), 1); // at once: no spin, no park
+        gauge.learn(MISS);
+        assert_eq!(
+            gauge.budget_ns(),
+            0,
+            "{SPIN_MISSES} misses in a row, with an immediate read between, stop the spin"
+        );
+    }
+
+    /// Pin the calling thread to `cpu`.
+    fn pin(cpu: usize) {
+        let mut set = rustix::thread::CpuSet::new();
+        set.set(cpu);
+        rustix::thread::sched_setaffinity(None, &set).unwrap();
+    }
+
+    /// A blocked read woken by a writer on the CPU it parked on turns its process's spin
+    /// off: the writer could not have answered while the reader spun. The writer's CPU
+    /// crosses processes through the region (`Words::waker_cpu`); before it did, the rule
+    /// never fired for a `SharedNotifier` and a pair sharing a CPU kept spinning.
+    #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
+    fn a_wake_from_the_readers_own_cpu_turns_the_spin_off() {
+        let all = rustix::thread::sched_getaffinity(None).unwrap();
+        let cpu = (0..rustix::thread::CpuSet::MAX_CPU)
+            .find(|&c| all.is_set(c))
+            .unwrap();
+        let s = SharedNotifier::new(Mode::Counter).unwrap();
+        let gauge = &s.inner.proto.spin;
+        gauge.learn(START);
+        assert!(gauge.budget_ns() > 0, "spinning is on");
+        let s2 = s.clone();
+        let t = std::thread::spawn(move || {
+            pin(cpu);
+            std::thread::sleep(Duration::from_millis(20));
+            s2.write(1).unwrap();
+        });
+        pin(cpu);
+        // Spins its budget (the writer sleeps far longer), parks, is woken from `cpu`.
+        let got = s.read();
+        rustix::thread::sched_setaffinity(None, &all).unwrap();
+        t.join().unwrap();
+        assert_eq!(got.unwrap(), 1);
+        assert_eq!(
+            gauge.budget_ns(),
+            0,
+            "woken from the CPU it parked on: spinning is off"
+        );
+    }
 
     #[test]
     #[cfg_attr(miri, ignore = "syscalls")]

@@ -33,6 +33,12 @@ impl Words for Region {
     fn wseq(&self) -> &AtomicU32 {
         self.0.u32_at(protocol::OFF_WSEQ)
     }
+    fn waker_cpu(&self, which: Futex) -> Option<&AtomicU32> {
+        Some(self.0.u32_at(match which {
+            Futex::Readers => protocol::OFF_RWAKER,
+            Futex::Writers => protocol::OFF_WWAKER,
+        }))
+    }
 }
 
 /// The OS side: the shared futex and the doorbell eventfd.

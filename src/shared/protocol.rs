@@ -17,6 +17,8 @@
 //!                              | doorbell consumers << 42
 //! 128     rseq      u32        futex word for blocked readers: sequence << 2 | WAIT
 //! 132     wseq      u32        futex word for blocked writers: sequence << 2 | PULSE | WAIT
+//! 136     rwaker    u32        advisory: CPU + 1 of the last FUTEX_WAKE on rseq (0: unknown)
+//! 140     wwaker    u32        advisory: the same for wseq
 //! ```
 //!
 //! `count` and `sleepers` share a cache line, so a write that finds nobody asleep touches
@@ -68,6 +70,20 @@
 //! A dead doorbell consumer (`sleepers.bells`) still costs a ring and a drain per
 //! 0 ↔ positive cycle: a doorbell consumer polls the fd whenever it likes, so no flag can
 //! say when it listens.
+//!
+//! # The spin before the futex, and the waker's CPU
+//!
+//! A blocking call first tries once; only then does it spin, unregistered, on a load of
+//! `count` for the budget its process's `SpinGauge` learned (`wait_queue::spin`, the same
+//! rules as the in-process wait), and only then does it register and sleep. A call that
+//! succeeds at once teaches the gauge nothing. One rule of the gauge needs to know where
+//! the wake came from: a sleeper woken from the CPU it parked on shared that CPU with its
+//! waker, which could not have answered while it spun. So a waker that is about to
+//! `FUTEX_WAKE` stores its CPU + 1 in `rwaker` / `wwaker` (0: unknown), and the woken
+//! waiter compares it with its own. The words are advisory: a stale value (another waker
+//! came since, or a wake that was not ours) or a peer's lie only misleads the heuristic,
+//! which stays bounded (a spin never outlasts its budget nor the deadline); a peer that
+//! does not keep them leaves 0 (unknown: the rule does not fire).
 //!
 //! # Async writers (room, without a thread)
 //!
@@ -145,7 +161,8 @@ use crate::error::{timed_out, would_block};
 use crate::events::Events;
 use crate::loom::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 use crate::mode::{self, Mode, WriteRefused};
-use crate::wait_queue::spin::{Spin, SpinGauge, SpinPlan, WaitEnd, NO_CPU};
+use crate::wait_queue::spin::{current_cpu, Spin, SpinGauge, SpinPlan, WaitEnd, NO_CPU};
+use std::sync::atomic::Ordering::Relaxed;
 
 /// The size of a region: one page.
 pub(crate) const REGION_SIZE: usize = 4096;
@@ -159,6 +176,8 @@ pub(crate) const OFF_COUNT: usize = 64;
 pub(crate) const OFF_SLEEPERS: usize = 72;
 pub(crate) const OFF_RSEQ: usize = 128;
 pub(crate) const OFF_WSEQ: usize = 132;
+pub(crate) const OFF_RWAKER: usize = 136;
+pub(crate) const OFF_WWAKER: usize = 140;
 
 const FIELD_BITS: u32 = 21;
 const FIELD: u64 = (1 << FIELD_BITS) - 1;
@@ -238,6 +257,14 @@ pub(crate) trait Words: Send + Sync + 'static {
     fn sleepers(&self) -> &AtomicU64;
     fn rseq(&self) -> &AtomicU32;
     fn wseq(&self) -> &AtomicU32;
+    /// The advisory word where the last `FUTEX_WAKE` of `which` left its CPU + 1 (0:
+    /// unknown), for the spin gauge (module docs, "The waker's CPU"); `None` where it is
+    /// not kept (the heap and loom words of the tests). Plain atomics: only a heuristic
+    /// reads it.
+    fn waker_cpu(&self, which: Futex) -> Option<&std::sync::atomic::AtomicU32> {
+        let _ = which;
+        None
+    }
 }
 
 /// Which futex word.
@@ -390,8 +417,13 @@ impl<W: Words, O: Os> Protocol<W, O> {
     fn read_step(&self) -> io::Result<Option<u64>> {
         self.check_header()?;
         let (old, new, got) = match self.mode {
-            // One swap: no loop at all.
+            // One swap: no loop at all. A load first: a read that finds nothing writes
+            // nothing, so it does not take the line from a writer (or a spinning peer)
+            // on another CPU; the re-check of a sleeper is the load the Dekker pair needs.
             Mode::Counter | Mode::AutoReset => {
+                if self.words.count().load(SeqCst) == 0 {
+                    return Ok(None);
+                }
                 let old = self.words.count().swap(0, SeqCst);
                 if old == 0 {
                     return Ok(None);
@@ -503,6 +535,10 @@ impl<W: Words, O: Os> Protocol<W, O> {
             }
         }
         if flags & WAIT_FLAG != 0 {
+            if let Some(w) = self.words.waker_cpu(which) {
+                // `NO_CPU` + 1 wraps to 0: "unknown".
+                w.store(current_cpu().wrapping_add(1), Relaxed);
+            }
             self.os.futex_wake(which, word, u32::MAX);
         }
         if which == Futex::Writers && flags & PULSE_FLAG != 0 {
@@ -574,13 +610,20 @@ impl<W: Words, O: Os> Protocol<W, O> {
             Futex::Readers => (self.words.rseq(), READER),
             Futex::Writers => (self.words.wseq(), WRITER),
         };
+        // Step 1 of the in-process wait (`wait_queue::thread`): try once before anything
+        // else. A call that finds what it wants at once teaches the gauge nothing: counting
+        // it as a spin that paid would clear the misses of the spins that did not (in a
+        // ping-pong sharing one CPU, every other read finds the answer already there), and
+        // the site would never stop spinning.
+        if let Some(r) = step()? {
+            return Ok(r);
+        }
         let mut woken = false;
         let mut idle_rounds = 0u32;
-        // Spin first, unregistered, on a load of the count (the in-process wait's rule,
-        // `wait_queue::thread`): a peer that answers within the learned budget costs
-        // neither process a syscall. The waker's CPU is not known across processes, so
-        // the gauge's "woken from my own CPU" rule cannot fire here; its yield check and
-        // its misses still turn the spin off when the two processes share a CPU.
+        // Then spin, unregistered, on a load of the count: a peer that answers within the
+        // learned budget costs neither process a syscall. The waker publishes its CPU in
+        // the region (`Words::waker_cpu`), so the gauge's "woken from my own CPU" rule
+        // works across processes too: two processes that share a CPU stop spinning.
         let mut spin = Spin::new(SpinPlan::Adaptive(self.spin.budget_ns()));
         let probe = || {
             let c = self.count();
@@ -602,7 +645,11 @@ impl<W: Words, O: Os> Protocol<W, O> {
                     self.hand_on(which);
                 }
                 if parked {
-                    self.spin.learn(spin.parked(true, NO_CPU));
+                    let from = self
+                        .words
+                        .waker_cpu(which)
+                        .map_or(NO_CPU, |w| w.load(Relaxed).wrapping_sub(1));
+                    self.spin.learn(spin.parked(true, from));
                 }
                 return Ok(r);
             }

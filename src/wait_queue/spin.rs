@@ -3,7 +3,8 @@
 //! wait's spin against that budget and what it tells the gauge at the end ([`WaitEnd`]).
 //!
 //! Used by the blocking wait of `super::thread` (step 1 of its protocol) and by the shared
-//! notifier's futex wait (`shared::protocol`), which learn with the same rules. The spin
+//! notifier's futex wait (`shared::protocol`, one gauge per process and notifier), which
+//! learn with the same rules. The spin
 //! polls a caller's lock-free probe: it takes no lock and registers nothing, so a state
 //! change that lands while it spins costs its waker nothing.
 //!
@@ -30,10 +31,24 @@
 //!   rest (up to [`SPIN_REST`] · 2^[`SPIN_LEVELS`] = 1 024 waits); each success halves it
 //!   back. On a machine where spinning keeps failing the site probes once per ~1 000
 //!   waits: at most one budget (50 µs) lost per 1 000 parked waits.
+//! * **A wake from the waiter's own CPU turns it off.** The waker could not run while the
+//!   waiter spun (both pinned to one CPU, a 1-CPU machine, or two threads or processes the
+//!   scheduler put on one CPU because a co-tenant keeps the other busy). The waker leaves
+//!   its CPU where the waiter finds it: in the waiter's entry in-process, in an advisory
+//!   word of the shared region across processes (`shared::protocol`).
+//! * **Only waits that could have spun teach.** Every caller tries the operation once
+//!   before it spins; a call that succeeds at once is no success of spinning (counted as
+//!   one, it would clear the misses of the spins that failed: in a ping-pong sharing one
+//!   CPU every other read finds its answer already there).
 //! * **Bounded.** A spin never outlasts its budget ([`SPIN_MAX_NS`] for the adaptive one)
 //!   nor the wait's deadline.
 //!
-//! The knobs are the constants below; the user's only one is `Epoll::set_spin` (a fixed
+//! The knobs are the constants below: [`SPIN_MAX_NS`] (50 µs, the longest adaptive spin
+//! and where a restart begins), [`SPIN_MIN_NS`] (2 µs, the shortest once spinning paid),
+//! [`SPIN_OBSERVE_NS`] (250 µs: a parked wait shorter than this, woken from another CPU,
+//! turns spinning on), [`SPIN_MISSES`] (3), [`SPIN_REST`] (16 parked waits) and
+//! [`SPIN_LEVELS`] (6 doublings), [`SPIN_BATCH`] (32 probes per clock read) and
+//! [`SPIN_PREEMPTED`] (a 20 µs gap). The user's only one is `Epoll::set_spin` (a fixed
 //! budget for that epoll, or 0 for none; a fixed spin still stops when preempted, and
 //! learns nothing). `docs/design.md` (the spin) tells the story with the figures.
 //!
@@ -70,7 +85,7 @@ const SPIN_MAX_NS: u32 = 50_000;
 /// hop, so ~2 hops; spinning saves our hop and, once the partner spins too, both.
 const SPIN_OBSERVE_NS: u32 = 250_000;
 /// Failed spins in a row (the wait parked anyway) before the site stops spinning.
-const SPIN_MISSES: u32 = 3;
+pub(crate) const SPIN_MISSES: u32 = 3;
 /// Parked waits after the first failure before the site tries spinning again; doubled by
 /// each failure after a rest, up to [`SPIN_LEVELS`] times.
 const SPIN_REST: u32 = 16;
