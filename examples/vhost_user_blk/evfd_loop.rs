@@ -4,16 +4,25 @@
 //!
 //! - the vhost-user socket (a kernel fd, `data` 0): a readable socket is one protocol
 //!   message, handled by `vhost`'s `BackendReqHandler` into [`EvfdBackend`];
-//! - each queue's kick fd, adopted as a [`KernelNotifier`] in [`Mode::AutoReset`] (`data`
-//!   = queue index + 1): the epoll's delivery of `IN` resets the kick (one `read(2)`, made
-//!   only after the kernel epoll reported the fd readable, so it never sleeps whatever
-//!   `O_NONBLOCK` says), and the device code never reads a kick;
+//! - each queue's kick fd, adopted as a [`KernelNotifier`] (`data` = queue index + 1) and
+//!   registered **edge-triggered** (`IN | ET`): the kernel's eventfd wakes its epoll
+//!   entries on every write, so each kick (QEMU's `write(2)`, or KVM's ioeventfd signal)
+//!   queues the entry again even though its count is already non-zero, and nothing ever
+//!   reads a kick — not the device code, not the epoll. That spares one `read(2)` per wakeup
+//!   against [`Mode::AutoReset`] (whose delivery resets the count with one read). The count
+//!   only grows, by 1 a kick: it cannot come near the eventfd limit (2^64 - 2) in the
+//!   life of a ring, and a new `SET_VRING_KICK` brings a fresh fd. A kick that lands while
+//!   the queue is being served queues the entry again, so the next `wait` returns at once
+//!   and the queue is looked at again: no kick is lost;
 //!
 //! Each queue's call fd is a [`KernelNotifier`] the loop writes (`notify`), only when
 //! EVENT_IDX (or the driver's `NO_INTERRUPT` flag without it) says the driver wants it;
 //! kicks are suppressed the same way while a queue is being served
-//! (`BlockDevice::process_queue`). A call `write(2)` can only wait when the count is at
-//! the eventfd limit, which a reader (QEMU or KVM) never lets happen.
+//! (`BlockDevice::process_queue`). A call costs two syscalls: evfd's writes never wait
+//! whatever the shared description's `O_NONBLOCK` says (QEMU clears it), and the kernel's
+//! eventfd refuses `RWF_NOWAIT` for writes, so `notify` makes a zero-timeout `poll(2)`
+//! before its `write(2)`. That `poll` is the one syscall per request this loop makes that a
+//! plain `write(2)` would not (`docs/benchmarks.md`, "vhost-user-blk").
 //!
 //! Requests complete synchronously (`preadv`/`pwritev` on the image), so there is no
 //! completion path and no in-memory notifier to wait for: one wakeup, the requests served,
@@ -298,10 +307,12 @@ impl VhostUserBackendReqHandlerMut for EvfdBackend {
         let Some(fd) = fd else {
             return Err(invalid("polling mode (no kick fd) is not supported"));
         };
+        // Counter mode, edge-triggered: nothing reads the kick (module docs). The kernel
+        // polls the fd at EPOLL_CTL_ADD, so a kick that came before is delivered too.
         let kick =
-            KernelNotifier::from_owned_fd(OwnedFd::from(fd), Mode::AutoReset).map_err(io_err)?;
+            KernelNotifier::from_owned_fd(OwnedFd::from(fd), Mode::Counter).map_err(io_err)?;
         self.ep
-            .add(&kick, Events::IN, u64::from(index) + 1)
+            .add(&kick, Events::IN | Events::ET, u64::from(index) + 1)
             .map_err(io_err)?;
         let mem_ok = self.mem.is_some();
         let v = self.vring(u32::from(index))?;
