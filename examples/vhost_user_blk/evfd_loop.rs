@@ -8,12 +8,12 @@
 //!   registered **edge-triggered** (`IN | ET`): the kernel's eventfd wakes its epoll
 //!   entries on every write, so each kick (QEMU's `write(2)`, or KVM's ioeventfd signal)
 //!   queues the entry again even though its count is already non-zero, and nothing ever
-//!   reads a kick — not the device code, not the epoll. That spares one `read(2)` per wakeup
-//!   against [`Mode::AutoReset`] (whose delivery resets the count with one read). The count
+//!   reads a kick — not the device code, not the epoll. That spares one `read(2)` per
+//!   delivered kick against [`Mode::AutoReset`] (whose delivery resets the count). The count
 //!   only grows, by 1 a kick: it cannot come near the eventfd limit (2^64 - 2) in the
 //!   life of a ring, and a new `SET_VRING_KICK` brings a fresh fd. A kick that lands while
 //!   the queue is being served queues the entry again, so the next `wait` returns at once
-//!   and the queue is looked at again: no kick is lost;
+//!   and the queue is looked at again: no kick is lost.
 //!
 //! Each queue's call fd is a [`KernelNotifier`] the loop writes (`notify`), only when
 //! EVENT_IDX (or the driver's `NO_INTERRUPT` flag without it) says the driver wants it;
