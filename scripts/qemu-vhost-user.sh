@@ -291,10 +291,21 @@ CPU=$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)
 BACKENDS=${VUBLK_BENCH:-evfd rust-vmm qsd}
 log "figures: $SECS s per phase, $ROUNDS rounds; CPU: $CPU; $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 declare -A ROW
+# The image every backend is measured on: 64 MiB of zeros written in 4 KiB blocks and
+# synced, so every block is allocated on disk before the backend starts (no allocation,
+# delayed or unwritten-extent work in the measured writes) and the host page cache holds it
+# in 4 KiB pages, the guest's I/O size. Written in 1 MiB blocks instead, ext4 (Linux 6.16+)
+# caches it in large folios, and each 4 KiB buffered write into one walks the whole folio's
+# block buffers: filesystem CPU, the same for every backend, that used to make up most of the
+# write rows (docs/benchmarks.md, "vhost-user-blk").
+make_bench_image() {
+  rm -f "$IMG"
+  dd if=/dev/zero of="$IMG" bs=4k count=16384 conv=fsync status=none
+}
 # bench_run BACKEND TAG SECS STRACE(0|1): one guest boot, a read and a write phase.
 bench_run() {
   local B=$1 tag=$2 secs=$3 st=$4 op c0 s0 c1 s1 SPID
-  rm -f "$IMG"; dd if=/dev/zero of="$IMG" bs=1M count=64 status=none
+  make_bench_image
   start_backend "$B" "$WORK/bench-backend-$B-$tag.log" || { log "$B did not start"; return 1; }
   local S=$WORK/bench-serial-$B-$tag.log
   start_qemu bench "$S" vublk_secs="$secs"
@@ -337,7 +348,7 @@ done
 name() { case $1 in evfd) echo "vhost_user_blk --loop evfd";; rust-vmm) echo "vhost_user_blk --loop rust-vmm";; qsd) echo "qemu-storage-daemon";; esac; }
 {
   echo "Guest 4 KiB O_DIRECT random I/O at QD1 on each of 2 vCPUs (QEMU 7.2, TCG, vhost-user-blk-pci with 2 queues,"
-  echo "raw 64 MiB image in the host page cache), $SECS s per phase; medians of $ROUNDS interleaved rounds, $(date -u +%Y-%m-%d)."
+  echo "raw 64 MiB image written in 4 KiB blocks and synced, in the host page cache), $SECS s per phase; medians of $ROUNDS interleaved rounds, $(date -u +%Y-%m-%d)."
   echo "Machine: $CPU, $(nproc) cores, shared by the guest's vCPUs, the backend and other work (load at start: $(cut -d' ' -f1-3 /proc/loadavg))."
   echo "CPU/request: backend utime+stime (/proc/PID/stat); r/w syscalls/request: backend syscr+syscw (/proc/PID/io);"
   echo "all syscalls/request: a separate run under strace -c -f. IOPS: both vCPUs summed."

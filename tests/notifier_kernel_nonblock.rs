@@ -100,6 +100,29 @@ fn try_write_at_the_limit_does_not_block() {
     });
 }
 
+/// `notify_many` writes at once only into fds it found at count 0; the same eventfd listed
+/// twice near the limit, on a description a peer made blocking, must not make the second
+/// write wait.
+#[test]
+fn notify_many_near_the_limit_does_not_block() {
+    watchdog("notify_many near the limit", 10, || {
+        let k = KernelNotifier::builder().nonblocking(true).build().unwrap();
+        let empty = KernelNotifier::new(Mode::Counter).unwrap();
+        let _peer = peer_clears_nonblock(&k);
+        let _peer2 = peer_clears_nonblock(&empty);
+        k.write(LIMIT - 1).unwrap();
+        // k: the first write of 1 fits, the second would wait on the blocking description.
+        let e = KernelNotifier::notify_many(&[&k, &empty, &k, &empty]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::WouldBlock);
+        assert_eq!(k.read().unwrap(), LIMIT);
+        assert_eq!(empty.read().unwrap(), 2, "the others are still notified");
+        // Both at 0 now: a batch with repeats takes one write each.
+        KernelNotifier::notify_many(&[&k, &k, &empty, &k]).unwrap();
+        assert_eq!(k.read().unwrap(), 3);
+        assert_eq!(empty.read().unwrap(), 1);
+    });
+}
+
 #[test]
 fn read_timeout_times_out_on_time() {
     watchdog("read_timeout(100 ms)", 10, || {

@@ -4,16 +4,27 @@
 //!
 //! - the vhost-user socket (a kernel fd, `data` 0): a readable socket is one protocol
 //!   message, handled by `vhost`'s `BackendReqHandler` into [`EvfdBackend`];
-//! - each queue's kick fd, adopted as a [`KernelNotifier`] in [`Mode::AutoReset`] (`data`
-//!   = queue index + 1): the epoll's delivery of `IN` resets the kick (one `read(2)`, made
-//!   only after the kernel epoll reported the fd readable, so it never sleeps whatever
-//!   `O_NONBLOCK` says), and the device code never reads a kick;
+//! - each queue's kick fd, adopted as a [`KernelNotifier`] (`data` = queue index + 1) and
+//!   registered **edge-triggered** (`IN | ET`): the kernel's eventfd wakes its epoll
+//!   entries on every write, so each kick (QEMU's `write(2)`, or KVM's ioeventfd signal)
+//!   queues the entry again even though its count is already non-zero, and nothing ever
+//!   reads a kick — not the device code, not the epoll. That spares one `read(2)` per
+//!   delivered kick against [`Mode::AutoReset`] (whose delivery resets the count). The count
+//!   only grows, by 1 a kick: it cannot come near the eventfd limit (2^64 - 2) in the
+//!   life of a ring, and a new `SET_VRING_KICK` brings a fresh fd. A kick that lands while
+//!   the queue is being served queues the entry again, so the next `wait` returns at once
+//!   and the queue is looked at again: no kick is lost.
 //!
 //! Each queue's call fd is a [`KernelNotifier`] the loop writes (`notify`), only when
 //! EVENT_IDX (or the driver's `NO_INTERRUPT` flag without it) says the driver wants it;
 //! kicks are suppressed the same way while a queue is being served
-//! (`BlockDevice::process_queue`). A call `write(2)` can only wait when the count is at
-//! the eventfd limit, which a reader (QEMU or KVM) never lets happen.
+//! (`BlockDevice::process_queue`). A call costs two syscalls: evfd's writes never wait
+//! whatever the shared description's `O_NONBLOCK` says (QEMU clears it), and the kernel's
+//! eventfd refuses `RWF_NOWAIT` for writes, so `notify` makes a zero-timeout `poll(2)`
+//! before its `write(2)`. That `poll` is the one syscall per request this loop makes that a
+//! plain `write(2)` would not; the loop makes the calls of one wakeup (every queue it
+//! served) together with `KernelNotifier::notify_many`, so that `poll` is one per wakeup,
+//! not one per call (`docs/benchmarks.md`, "vhost-user-blk").
 //!
 //! Requests complete synchronously (`preadv`/`pwritev` on the image), so there is no
 //! completion path and no in-memory notifier to wait for: one wakeup, the requests served,
@@ -134,32 +145,48 @@ impl EvfdBackend {
         }
     }
 
-    /// Serve queue `index` if it is started, enabled, not broken and memory is mapped.
-    /// Called on its kick and whenever it may have become servable.
+    /// Serve queue `index` if it is started, enabled, not broken and memory is mapped, and
+    /// call it if its driver wants that. Called whenever it may have become servable.
     pub fn serve(&mut self, index: usize) {
-        let Some(mem) = self.mem.as_ref() else { return };
+        if self.process(index) {
+            self.call(&[index]);
+        }
+    }
+
+    /// Serve queue `index` as [`serve`](Self::serve) does, but only say whether its driver
+    /// wants a call: the loop makes the calls of one wakeup together ([`call`](Self::call)).
+    fn process(&mut self, index: usize) -> bool {
+        let Some(mem) = self.mem.as_ref() else {
+            return false;
+        };
         let Some(v) = self.vrings.get_mut(index) else {
-            return;
+            return false;
         };
         if v.kick.is_none() || !v.enabled || v.broken || !v.queue.ready() {
-            return;
+            return false;
         }
         match self.dev.process_queue(index, &mut v.queue, mem) {
-            Ok(false) => {}
-            Ok(true) => {
-                if let Some(call) = &v.call {
-                    if let Err(e) = call.notify() {
-                        eprintln!("vhost_user_blk: queue {index}: call: {e}");
-                    }
-                }
-            }
+            Ok(wanted) => wanted,
             Err(e) => {
                 eprintln!("vhost_user_blk: queue {index} broken by the guest: {e}");
                 v.broken = true;
                 if let Some(err) = &v.err {
                     let _ = err.notify();
                 }
+                false
             }
+        }
+    }
+
+    /// Signal the call fds of `queues` (those that have one), with one `poll(2)` shared
+    /// among them (`KernelNotifier::notify_many`).
+    fn call(&self, queues: &[usize]) {
+        let calls: Vec<&KernelNotifier> = queues
+            .iter()
+            .filter_map(|&i| self.vrings.get(i).and_then(|v| v.call.as_ref()))
+            .collect();
+        if let Err(e) = KernelNotifier::notify_many(&calls) {
+            eprintln!("vhost_user_blk: queues {queues:?}: call: {e}");
         }
     }
 
@@ -298,10 +325,12 @@ impl VhostUserBackendReqHandlerMut for EvfdBackend {
         let Some(fd) = fd else {
             return Err(invalid("polling mode (no kick fd) is not supported"));
         };
+        // Counter mode, edge-triggered: nothing reads the kick (module docs). The kernel
+        // polls the fd at EPOLL_CTL_ADD, so a kick that came before is delivered too.
         let kick =
-            KernelNotifier::from_owned_fd(OwnedFd::from(fd), Mode::AutoReset).map_err(io_err)?;
+            KernelNotifier::from_owned_fd(OwnedFd::from(fd), Mode::Counter).map_err(io_err)?;
         self.ep
-            .add(&kick, Events::IN, u64::from(index) + 1)
+            .add(&kick, Events::IN | Events::ET, u64::from(index) + 1)
             .map_err(io_err)?;
         let mem_ok = self.mem.is_some();
         let v = self.vring(u32::from(index))?;
@@ -466,6 +495,9 @@ fn session(listener: &mut Listener, dev: &Arc<BlockDevice>) -> io::Result<()> {
     let sock = req.try_clone_connection()?;
     ep.add(&sock.as_fd(), Events::IN, SOCKET)?;
     let mut evs = [Event::default(); 16];
+    // Queues served in this wakeup whose driver wants a call: called together, before a
+    // protocol message (which may replace or stop a ring) and at the end of the wakeup.
+    let mut calls: Vec<usize> = Vec::new();
     loop {
         let n = match ep.wait(&mut evs, None) {
             Ok(n) => n,
@@ -475,6 +507,10 @@ fn session(listener: &mut Listener, dev: &Arc<BlockDevice>) -> io::Result<()> {
         for ev in &evs[..n] {
             match ev.data {
                 SOCKET => {
+                    if !calls.is_empty() {
+                        lock(&backend).call(&calls);
+                        calls.clear();
+                    }
                     if let Err(e) = req.handle_request() {
                         return match e {
                             VuError::Disconnected | VuError::PartialMessage => Ok(()),
@@ -483,8 +519,17 @@ fn session(listener: &mut Listener, dev: &Arc<BlockDevice>) -> io::Result<()> {
                         };
                     }
                 }
-                q => lock(&backend).serve((q - 1) as usize),
+                q => {
+                    let q = (q - 1) as usize;
+                    if lock(&backend).process(q) {
+                        calls.push(q);
+                    }
+                }
             }
+        }
+        if !calls.is_empty() {
+            lock(&backend).call(&calls);
+            calls.clear();
         }
     }
 }

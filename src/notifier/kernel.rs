@@ -434,6 +434,62 @@ impl KernelNotifier {
         self.write(1)
     }
 
+    /// [`notify`](Self::notify) each of `notifiers`, sharing one `poll(2)` among them.
+    ///
+    /// A call fd written by a device loop (vhost-user, KVM irqfd) sits at count 0: its
+    /// reader takes each write at once. `notify` on it is two syscalls, since evfd's writes
+    /// never wait whatever a peer did to the shared `O_NONBLOCK` and the kernel's eventfd
+    /// refuses `RWF_NOWAIT` on writes: a zero-timeout `poll(2)`, then the `write(2)`. Here one
+    /// `poll(2)` looks at all of them, and each one found at count 0 gets its `write(2)` of
+    /// 1 at once (that cannot wait, even with the same eventfd listed more than once); any
+    /// other (a count already there, an overflowed or closed fd) goes through its own
+    /// `notify`. Where the kernel takes `RWF_NOWAIT` writes, it is `notify` on each.
+    ///
+    /// # Errors
+    ///
+    /// The first error of a `notify` (or of the shared `poll(2)`, after which each is
+    /// notified alone); the others are still notified.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use evfd::{KernelNotifier, Mode};
+    /// let a = KernelNotifier::new(Mode::Counter)?;
+    /// let b = KernelNotifier::new(Mode::Counter)?;
+    /// b.write(5)?;
+    /// KernelNotifier::notify_many(&[&a, &b, &a])?;
+    /// assert_eq!(a.read()?, 2);
+    /// assert_eq!(b.read()?, 6);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn notify_many(notifiers: &[&KernelNotifier]) -> io::Result<()> {
+        let mut first = None;
+        let mut keep = |r: io::Result<()>| {
+            if let Err(e) = r {
+                first.get_or_insert(e);
+            }
+        };
+        let empty = if notifiers.len() < 2 || eventfd::writes_nowait() {
+            None
+        } else {
+            let fds: Vec<BorrowedFd<'_>> = notifiers.iter().map(|k| k.fd.as_fd()).collect();
+            match eventfd::zero_counts(&fds) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    keep(Err(e));
+                    None
+                }
+            }
+        };
+        for (i, k) in notifiers.iter().enumerate() {
+            keep(match &empty {
+                Some(v) if v[i] => eventfd::write_one_into_empty(k.fd.as_fd()),
+                _ => k.notify(),
+            });
+        }
+        first.map_or(Ok(()), Err)
+    }
+
     /// Take from the count without waiting (one `read(2)`): the whole count (Counter,
     /// AutoReset) or 1 (Semaphore).
     ///
