@@ -149,7 +149,7 @@ impl Sleeper for Direct<'_> {
             KEY_KSLEEP,
             true,
             true,
-            ThreadWaiter::with_bell(bell),
+            Arc::new(ThreadWaiter::with_bell(bell)),
         ));
     }
 
@@ -184,12 +184,14 @@ impl Sleeper for Direct<'_> {
         }
     }
 
-    /// `EpollSleeper::unregister`: leave the slot, then the queue.
+    /// `EpollSleeper::unregister`: leave the queue, then the slot (whose waiter the next
+    /// holder reuses).
     fn unregister(&mut self) -> bool {
+        let claimed = self.entry.take().is_some_and(|e| e.remove(&self.m.waiters));
         if std::mem::take(&mut self.direct) {
             self.m.held.store(false, SeqCst);
         }
-        self.entry.take().is_some_and(|e| e.remove(&self.m.waiters))
+        claimed
     }
 }
 
