@@ -347,13 +347,14 @@ impl EpInner {
     /// events that sleep took from the kernel epoll (at most `out.len()`), and the queued
     /// in-memory events into the slots they leave; no second look at the kernel epoll at
     /// the end (the kernel item, if it is queued, is collected where the scan meets it).
-    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+    /// `kernel` is the sleep's own kernel side (no second look-up under its lock).
+    #[cfg(any(target_os = "linux", target_os = "android"))]
     pub(crate) fn harvest_seeded(
         self: &Arc<Self>,
         out: &mut [Event],
         seed: &[(Events, u64)],
+        mut kernel: crate::epoll::kernel::Collector,
     ) -> usize {
-        let mut kernel = self.kernel.collect();
         kernel.skip_end();
         let room = out.len().saturating_sub(seed.len());
         self.with_registry(|reg, batch| {

@@ -222,7 +222,8 @@ impl KernelSleep {
 
     /// Deliver them (and the in-memory events into the slots left): `harvest_seeded`.
     pub(crate) fn deliver_seed(&mut self, ep: &Arc<EpInner>, out: &mut [Event]) -> usize {
-        let n = ep.harvest_seeded(out, &self.seed);
+        let kernel = super::fds::Collector::new(Some(Arc::clone(&self.side)));
+        let n = ep.harvest_seeded(out, &self.seed, kernel);
         self.seed.clear();
         n
     }
