@@ -348,7 +348,7 @@ impl EpInner {
     /// in-memory events into the slots they leave; no second look at the kernel epoll at
     /// the end (the kernel item, if it is queued, is collected where the scan meets it).
     /// `kernel` is the sleep's own kernel side (no second look-up under its lock).
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
     pub(crate) fn harvest_seeded(
         self: &Arc<Self>,
         out: &mut [Event],

@@ -108,7 +108,7 @@ pub(crate) use reactor::KernelWake;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) use sleep::KernelSleep;
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub(crate) use stub::{Fds, KernelPoll, KernelSide, KernelSleep};
+pub(crate) use stub::{Collector, Fds, KernelPoll, KernelSide, KernelSleep};
 
 /// A kernel-fd `epoll_ctl`: what [`KernelSide::ctl`] does. (Off Linux the stub's `ctl`
 /// never reads it: no kernel fd is ever added.)
