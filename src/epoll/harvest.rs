@@ -65,10 +65,6 @@ fn send_events(
 ) -> Found {
     let mut n = 0;
     let mut kernel_dropped = false;
-    // A local buffer (the recycled one), with room for every item that may be requeued:
-    // the loop's pushes never grow it, and its length stays in a register.
-    let mut rq = std::mem::take(requeue);
-    rq.reserve(it.len().min(out.len()));
     // The general path: the item's own rules, out of line.
     macro_rules! general {
         ($item:expr) => {{
@@ -77,30 +73,36 @@ fn send_events(
             n += s.n;
             kernel_dropped |= s.kernel_dropped;
             if s.requeue {
-                rq.push(item);
+                requeue.push(item);
+            }
+        }};
+    }
+    // One item: the inline path if it applies (`lt_ready`), else the general one.
+    macro_rules! step {
+        ($item:expr) => {{
+            let item = $item;
+            let r = lt_ready(&item);
+            if r.is_empty() {
+                general!(item);
+            } else {
+                out[n] = Event {
+                    events: r,
+                    data: item.data.load(Relaxed),
+                };
+                n += 1;
+                requeue.push(item);
             }
         }};
     }
     if !out.is_empty() {
         if let Some(item) = it.one.take() {
-            general!(item);
+            step!(item);
         }
     }
     while n < out.len() {
         let Some(item) = it.rest.next() else { break };
-        let r = lt_ready(&item);
-        if r.is_empty() {
-            general!(item);
-            continue;
-        }
-        out[n] = Event {
-            events: r,
-            data: item.data.load(Relaxed),
-        };
-        n += 1;
-        rq.push(item);
+        step!(item);
     }
-    *requeue = rq;
     Found {
         n,
         keep: None,
