@@ -45,6 +45,10 @@ pub(crate) struct Item {
     pub(crate) dead: AtomicBool,
 }
 
+// One line: the fields a harvest reads never straddle two (see `Item`).
+#[cfg(not(evfd_loom))]
+const _: () = assert!(std::mem::size_of::<Item>() == 64);
+
 impl Item {
     pub(crate) fn events(&self) -> Events {
         Events::from_bits_retain(self.events.load(SeqCst))
