@@ -54,8 +54,9 @@ struct Found {
 /// `collect` delivers the kernel item's events (`kernel::Collector`) into the slots left.
 ///
 /// The loop is split for the common case: a level-triggered in-memory notifier found
-/// ready ([`lt_ready`]) is delivered and requeued inline; every other item goes through
-/// [`send_one`], out of line, which gives each kind its rules.
+/// ready ([`lt_ready`]) is delivered inline, and a run of them is looked at in place and
+/// requeued in one move; every other item goes through [`send_one`], out of line, which
+/// gives each kind its rules. Events and requeued items keep the list's order.
 fn send_events(
     it: &mut Tx<'_>,
     out: &mut [Event],
@@ -100,8 +101,37 @@ fn send_events(
         }
     }
     while n < out.len() {
+        if it.rest.len() <= 1 {
+            // The last item (the one-item lists of a hand-off): no run to set up.
+            if let Some(item) = it.rest.next() {
+                step!(item);
+            }
+            break;
+        }
+        // A run of items the inline path delivers, looked at in place (no move per item),
+        // then requeued in one move; the item that ends it takes the general path.
+        let room = out.len() - n;
+        let mut run = 0;
+        for item in it.rest.as_slice().iter().take(room) {
+            let r = lt_ready(item);
+            if r.is_empty() {
+                break;
+            }
+            out[n + run] = Event {
+                events: r,
+                data: item.data.load(Relaxed),
+            };
+            run += 1;
+        }
+        if run > 0 {
+            n += run;
+            requeue.extend(it.rest.by_ref().take(run));
+        }
+        if n >= out.len() {
+            break;
+        }
         let Some(item) = it.rest.next() else { break };
-        step!(item);
+        general!(item);
     }
     Found {
         n,
