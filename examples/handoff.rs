@@ -17,6 +17,10 @@
 //! - `async`: two tasks on a 2-worker tokio runtime, `write` + `read_async`.
 //! - `kepoll`, `kread`: the kernel twins of `epoll` and `read` (eventfd + epoll_wait + read).
 //! - `notify`: tokio `Notify` between two tasks (the async peer).
+//! - Not hand-offs, per-operation counts: `queued` (a `write` + `read` pair while the
+//!   notifier's epoll item is queued), `harvest` (per event of a 200-event level-triggered
+//!   harvest), `fdwake` (a blocking `Epoll::wait` returning one ready `KernelNotifier`) and
+//!   its kernel twin `kfdwake` (`write`, `epoll_wait`, `read`).
 //!
 //! A third argument `parked` makes each thread sleep 300 µs before it writes, so that the
 //! peer is certainly asleep when the write lands: the hand-off then takes the full path
@@ -264,6 +268,52 @@ fn queued_mode(n: u64) {
     drop(ep);
 }
 
+/// Not a hand-off: `stress_epoll`'s `harvest` shape. 200 ready level-triggered notifiers in
+/// one epoll; each `wait(timeout 0)` returns all 200. Runs `2n` events' worth of harvests, so
+/// the per-hand-off figures of `scripts/handoff_count.py` are per event.
+fn harvest_mode(n: u64) {
+    const R: usize = 200;
+    let ep = Epoll::new();
+    let ns: Vec<Notifier> = (0..R)
+        .map(|_| Notifier::builder().initial(1).build().expect("notifier"))
+        .collect();
+    for (i, x) in ns.iter().enumerate() {
+        ep.add(x, Events::IN, i as u64).expect("add");
+    }
+    let mut buf = vec![Event::default(); R];
+    for _ in 0..(2 * n as usize).div_ceil(R) {
+        assert_eq!(ep.wait(&mut buf, Some(Duration::ZERO)).expect("wait"), R);
+    }
+    drop(ns);
+}
+
+/// Not a hand-off: one kernel-fd wake without the sleep (`mixed`'s blocking shape, the
+/// event already there): an AutoReset `KernelNotifier` in an `Epoll`, a raw eventfd write,
+/// a blocking `wait` that returns it. Each "round trip" is two wakes, so the per-hand-off
+/// figures are per wake (only `Epoll::wait` is counted).
+fn fdwake_mode(n: u64) {
+    use std::os::fd::AsFd;
+    let k = evfd::KernelNotifier::new(Mode::AutoReset).expect("eventfd");
+    let ep = Epoll::new();
+    ep.add(&k, Events::IN, 1).expect("add");
+    let mut buf = [Event::default(); 4];
+    for _ in 0..2 * n {
+        rustix::io::write(k.as_fd(), &1u64.to_ne_bytes()).expect("write");
+        assert_eq!(ep.wait(&mut buf, None).expect("wait"), 1);
+    }
+}
+
+/// `fdwake`'s kernel twin: eventfd write, `epoll_wait`, `read` (everything counted).
+fn kfdwake_mode(n: u64) {
+    let a = kfd();
+    let ep = kepoll_of(&a);
+    for _ in 0..2 * n {
+        kwrite(&a, 1);
+        kwait(&ep);
+        kread(&a);
+    }
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_else(|| "epoll".into());
@@ -289,9 +339,13 @@ fn main() {
         "kread" => kread_mode(n),
         "notify" => notify_mode(n),
         "queued" => queued_mode(n),
+        "harvest" => harvest_mode(n),
+        "fdwake" => fdwake_mode(n),
+        "kfdwake" => kfdwake_mode(n),
         other => {
             eprintln!(
-                "unknown mode {other:?}: epoll, epoll_auto, read, async, kepoll, kread, notify, queued"
+                "unknown mode {other:?}: epoll, epoll_auto, read, async, kepoll, kread, notify, queued, \
+                 harvest, fdwake, kfdwake"
             );
             std::process::exit(2);
         }

@@ -8,7 +8,10 @@ round trips (callgrind), and syscalls and context switches (the kernel's own cou
     python3 scripts/handoff_count.py [mode[:parked] ...]      # default: every mode, both ways
 
 Each mode of `examples/handoff.rs` is run for N and 2N round trips; the difference divided
-by 2N (two hand-offs per round trip) is the cost of one hand-off, setup excluded. `:parked`
+by 2N (two hand-offs per round trip) is the cost of one hand-off, setup excluded. The modes
+that are not hand-offs count per operation instead: `queued` per `write` + `read` pair,
+`harvest` per event of a 200-event level-triggered harvest, `fdwake` per blocking
+`Epoll::wait` returning one ready kernel fd (`kfdwake`: its kernel twin). `:parked`
 runs it with the peer certainly asleep at each write (the full futex path); `:cross` pins
 the two threads to CPUs 0 and 1 (where the adaptive spin can catch wakes). For evfd's
 threaded shapes only instructions inside its public calls (`Epoll::wait`, `Notifier::write`,
@@ -26,6 +29,7 @@ import tempfile
 
 BIN = os.path.join(os.path.dirname(__file__), '..', 'target', 'release', 'examples', 'handoff')
 MODES = ['epoll', 'epoll_auto', 'read', 'async', 'kepoll', 'kread', 'notify', 'queued',
+         'harvest', 'fdwake', 'kfdwake',
          'epoll:parked', 'read:parked', 'kepoll:parked', 'kread:parked',
          'epoll:cross', 'read:cross', 'kepoll:cross']
 N_CG = 2000      # round trips under callgrind

@@ -356,3 +356,57 @@ fn drains_modifies_and_readds() {
         ],
     );
 }
+
+/// Long ready lists (the harvest's runs of level-triggered items, delivered in place and
+/// requeued in one move): runs cut by an edge-triggered item, by a drained one, by a
+/// deleted one and by the room of the wait, and the list's order kept across waits.
+#[test]
+fn long_ready_lists_cut_by_every_kind_of_item() {
+    let n = 12;
+    let mut steps = Vec::new();
+    for i in 0..n {
+        let ev = if i % 5 == 3 {
+            Events::IN | Events::ET
+        } else {
+            Events::IN
+        };
+        steps.push(Step::AddN {
+            ep: 0,
+            n: i,
+            ev,
+            data: 100 + i as u64,
+        });
+        if i % 4 != 2 {
+            steps.push(Step::Write(i, 1 + i as u64));
+        }
+    }
+    for max in [5, 3, 12, 1, 7] {
+        steps.push(Step::Wait(0, max));
+    }
+    // Drain one in the middle of the list, delete another, write to an edge-triggered one.
+    steps.push(Step::Read(5));
+    steps.push(Step::DelN { ep: 0, n: 7 });
+    steps.push(Step::Write(3, 1));
+    steps.push(Step::Write(2, 4));
+    for max in [4, 12, 2, 12, 12] {
+        steps.push(Step::Wait(0, max));
+    }
+    // Drain everything but one, then refill in reverse order.
+    for i in 0..n - 1 {
+        if i != 7 {
+            steps.push(Step::Read(i));
+        }
+    }
+    for max in [3, 12] {
+        steps.push(Step::Wait(0, max));
+    }
+    for i in (0..n).rev() {
+        if i != 7 {
+            steps.push(Step::Write(i, 2));
+        }
+    }
+    for max in [6, 6, 12, 12] {
+        steps.push(Step::Wait(0, max));
+    }
+    compare("long_ready_lists", n, 1, &steps);
+}

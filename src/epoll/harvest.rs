@@ -13,10 +13,11 @@ use std::sync::Arc;
 
 use super::item::Item;
 use super::ready::Tx;
-use super::source::SourceCore;
+use super::source::{MemCore, SourceCore};
 use super::{EpInner, Registry};
 use crate::events::{Event, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::Ordering::{Relaxed, SeqCst};
+use crate::mode::Mode;
 use crate::wait_queue::spin::SpinGauge;
 use crate::wait_queue::{PostWake, WaitFor, WakeBatch};
 
@@ -51,6 +52,11 @@ struct Found {
 /// `ep_send_events`' loop: deliver up to `out.len()` events from the transfer list.
 /// Level-triggered items go to `requeue`; the rest of the transfer list is left in `it`.
 /// `collect` delivers the kernel item's events (`kernel::Collector`) into the slots left.
+///
+/// The loop is split for the common case: a level-triggered in-memory notifier found
+/// ready ([`lt_ready`]) is delivered inline, and a run of them is looked at in place and
+/// requeued in one move; every other item goes through [`send_one`], out of line, which
+/// gives each kind its rules. Events and requeued items keep the list's order.
 fn send_events(
     it: &mut Tx<'_>,
     out: &mut [Event],
@@ -60,53 +66,166 @@ fn send_events(
 ) -> Found {
     let mut n = 0;
     let mut kernel_dropped = false;
-    while n < out.len() {
-        let Some(item) = it.next() else { break };
-        // The harvester owns `linked` of transfer-list items (see Item::linked):
-        // it stays set only for a level-triggered item requeued below.
-        if item.is_dead() {
-            item.set_linked(false);
-            continue;
-        }
-        if let SourceCore::Kernel(_) = item.src {
-            // The kernel epoll, delivered here in its turn; level-triggered while it
-            // delivers (the kernel re-checks its own items at the next harvest).
-            let k = collect(&mut out[n..]);
-            if k == 0 {
-                item.set_linked(false);
-                kernel_dropped = true;
-            } else {
-                n += k;
+    // The general path: the item's own rules, out of line.
+    macro_rules! general {
+        ($item:expr) => {{
+            let item = $item;
+            let s = send_one(&item, &mut out[n..], batch, collect);
+            n += s.n;
+            kernel_dropped |= s.kernel_dropped;
+            if s.requeue {
                 requeue.push(item);
             }
-            continue;
-        }
-        let ev = item.events();
-        let r = poll_to_unlink(&item, ev, true, batch);
-        if r.is_empty() {
-            // Not ready (or a disarmed ONESHOT): dropped, no slot used.
-            item.set_linked(false);
-            continue;
-        }
-        out[n] = Event {
-            events: r,
-            data: item.data.load(Relaxed),
-        };
-        n += 1;
-        if !ev.intersects(Events::ONESHOT | Events::ET) {
-            requeue.push(item);
-        } else {
-            item.set_linked(false);
-            if ev.contains(Events::ONESHOT) {
-                item.events.store((ev & Events::PRIVATE).bits(), SeqCst);
+        }};
+    }
+    // One item: the inline path if it applies (`lt_ready`), else the general one.
+    macro_rules! step {
+        ($item:expr) => {{
+            let item = $item;
+            let r = lt_ready(&item);
+            if r.is_empty() {
+                general!(item);
+            } else {
+                out[n] = Event {
+                    events: r,
+                    data: item.data.load(Relaxed),
+                };
+                n += 1;
+                requeue.push(item);
             }
+        }};
+    }
+    if !out.is_empty() {
+        if let Some(item) = it.one.take() {
+            step!(item);
         }
+    }
+    while n < out.len() {
+        if it.rest.len() <= 1 {
+            // The last item (the one-item lists of a hand-off): no run to set up.
+            if let Some(item) = it.rest.next() {
+                step!(item);
+            }
+            break;
+        }
+        // A run of items the inline path delivers, looked at in place (no move per item),
+        // then requeued in one move; the item that ends it takes the general path.
+        let room = out.len() - n;
+        let mut run = 0;
+        for item in it.rest.as_slice().iter().take(room) {
+            let r = lt_ready(item);
+            if r.is_empty() {
+                break;
+            }
+            out[n + run] = Event {
+                events: r,
+                data: item.data.load(Relaxed),
+            };
+            run += 1;
+        }
+        if run > 0 {
+            n += run;
+            requeue.extend(it.rest.by_ref().take(run));
+        }
+        if n >= out.len() {
+            break;
+        }
+        let Some(item) = it.rest.next() else { break };
+        general!(item);
     }
     Found {
         n,
         keep: None,
         kernel_dropped,
     }
+}
+
+/// What [`send_one`] did with an item.
+struct Sent {
+    /// Events delivered (into the front of the slots it was given).
+    n: usize,
+    /// The kernel item was met and dropped.
+    kernel_dropped: bool,
+    /// The item stays queued (level-triggered): put it back on the ready list.
+    requeue: bool,
+}
+
+/// The harvest's fast look at a transfer-list item: the events to report if it is a live,
+/// level-triggered (no `ET`, no `ONESHOT`), in-memory notifier that is not AutoReset and
+/// whose count is neither 0 nor at or past `LIMIT` — readiness `IN | OUT` masked by the
+/// interest, exactly what [`poll_to_unlink`] would report, with nothing to consume, no
+/// settled mark to clear and the item staying queued. Empty for anything else: the caller
+/// then takes the general path ([`send_one`]).
+#[inline(always)]
+fn lt_ready(item: &Item) -> Events {
+    let SourceCore::Mem(MemCore::Notifier(nf)) = &item.src else {
+        return Events::empty();
+    };
+    let ev = item.events();
+    if ev.intersects(Events::ONESHOT | Events::ET) || nf.mode == Mode::AutoReset || item.is_dead() {
+        return Events::empty();
+    }
+    // 1 ..= LIMIT - 1: `mode::readiness` is `IN | OUT`.
+    if nf.count.load(SeqCst).wrapping_sub(1) >= crate::LIMIT - 1 {
+        return Events::empty();
+    }
+    ev & (Events::IN | Events::OUT)
+}
+
+/// One transfer-list item, by its kind's rules (`send_events`' general path), into the
+/// slots `out` (at least one).
+#[inline(never)]
+fn send_one(
+    item: &Item,
+    out: &mut [Event],
+    batch: &mut WakeBatch,
+    collect: &mut dyn FnMut(&mut [Event]) -> usize,
+) -> Sent {
+    let mut s = Sent {
+        n: 0,
+        kernel_dropped: false,
+        requeue: false,
+    };
+    // The harvester owns `linked` of transfer-list items (see Item::linked):
+    // it stays set only for a level-triggered item requeued below.
+    if item.is_dead() {
+        item.set_linked(false);
+        return s;
+    }
+    if let SourceCore::Kernel(_) = item.src {
+        // The kernel epoll, delivered here in its turn; level-triggered while it
+        // delivers (the kernel re-checks its own items at the next harvest).
+        let k = collect(out);
+        if k == 0 {
+            item.set_linked(false);
+            s.kernel_dropped = true;
+        } else {
+            s.n = k;
+            s.requeue = true;
+        }
+        return s;
+    }
+    let ev = item.events();
+    let r = poll_to_unlink(item, ev, true, batch);
+    if r.is_empty() {
+        // Not ready (or a disarmed ONESHOT): dropped, no slot used.
+        item.set_linked(false);
+        return s;
+    }
+    out[0] = Event {
+        events: r,
+        data: item.data.load(Relaxed),
+    };
+    s.n = 1;
+    if !ev.intersects(Events::ONESHOT | Events::ET) {
+        s.requeue = true;
+    } else {
+        item.set_linked(false);
+        if ev.contains(Events::ONESHOT) {
+            item.events.store((ev & Events::PRIVATE).bits(), SeqCst);
+        }
+    }
+    s
 }
 
 /// Poll a transfer-list item that the harvest will unlink if it is not ready (level-
@@ -260,13 +379,14 @@ impl EpInner {
     /// events that sleep took from the kernel epoll (at most `out.len()`), and the queued
     /// in-memory events into the slots they leave; no second look at the kernel epoll at
     /// the end (the kernel item, if it is queued, is collected where the scan meets it).
+    /// `kernel` is the sleep's own kernel side (no second look-up under its lock).
     #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
     pub(crate) fn harvest_seeded(
         self: &Arc<Self>,
         out: &mut [Event],
         seed: &[(Events, u64)],
+        mut kernel: crate::epoll::kernel::Collector,
     ) -> usize {
-        let mut kernel = self.kernel.collect();
         kernel.skip_end();
         let room = out.len().saturating_sub(seed.len());
         self.with_registry(|reg, batch| {

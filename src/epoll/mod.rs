@@ -879,14 +879,17 @@ impl Sleeper for EpollSleeper<'_> {
     }
 
     fn unregister(&mut self) -> bool {
+        let claimed = self
+            .entry
+            .take()
+            .is_some_and(|e| e.remove(&self.harvest.ep.waiters));
         // Out of the kernel sleep: leave its direct slot, if it held it (the sleep itself,
-        // with its seed, stays until the next `register`).
+        // with its seed, stays until the next `register`). After the entry is off
+        // `waiters`: the next holder reuses the slot's waiter (`kernel::sleep`).
         if let Some(k) = &mut self.kernel {
             k.leave();
         }
-        self.entry
-            .take()
-            .is_some_and(|e| e.remove(&self.harvest.ep.waiters))
+        claimed
     }
 }
 

@@ -64,18 +64,23 @@ struct Model {
     /// An in-memory event queued (level-triggered: a harvest that sees it reports it, the
     /// one in `try_now` also consumes it).
     ready: Mutex<bool>,
+    /// `Direct::waiter`: the slot's one waiter, reset and reused by every holder.
+    waiter: Arc<ThreadWaiter>,
 }
 
 impl Model {
     fn new() -> Arc<Model> {
+        let kfd = Arc::new(Kfd {
+            state: Mutex::new((false, false)),
+            cv: Condvar::new(),
+        });
+        let bell = Arc::new(MockBell(Arc::clone(&kfd))) as Arc<dyn Bell>;
         Arc::new(Model {
-            kfd: Arc::new(Kfd {
-                state: Mutex::new((false, false)),
-                cv: Condvar::new(),
-            }),
+            kfd,
             held: AtomicBool::new(false),
             waiters: WaitQueue::new(),
             ready: Mutex::new(false),
+            waiter: Arc::new(ThreadWaiter::with_bell(bell)),
         })
     }
 
@@ -135,7 +140,8 @@ impl WaitFor for Direct<'_> {
 
 impl Sleeper for Direct<'_> {
     /// `KernelSleep::new`: take the slot (the model's sleepers always get it, or the
-    /// test says otherwise), then queue with the epoll's bell.
+    /// test says otherwise), then queue the slot's waiter (woken by the epoll's bell), reset
+    /// for this holder (`Direct::acquire`).
     fn register(&mut self, _again: bool) {
         self.direct = self
             .m
@@ -143,13 +149,14 @@ impl Sleeper for Direct<'_> {
             .compare_exchange(false, true, SeqCst, SeqCst)
             .is_ok();
         assert!(self.direct, "one direct sleeper per model");
-        let bell = Arc::new(MockBell(Arc::clone(&self.m.kfd))) as Arc<dyn Bell>;
+        let w = Arc::clone(&self.m.waiter);
+        w.reset();
         self.entry = Some(Entry::add_waiter(
             &self.m.waiters,
             KEY_KSLEEP,
             true,
             true,
-            ThreadWaiter::with_bell(bell),
+            w,
         ));
     }
 
@@ -184,12 +191,14 @@ impl Sleeper for Direct<'_> {
         }
     }
 
-    /// `EpollSleeper::unregister`: leave the slot, then the queue.
+    /// `EpollSleeper::unregister`: leave the queue, then the slot (whose waiter the next
+    /// holder reuses).
     fn unregister(&mut self) -> bool {
+        let claimed = self.entry.take().is_some_and(|e| e.remove(&self.m.waiters));
         if std::mem::take(&mut self.direct) {
             self.m.held.store(false, SeqCst);
         }
-        self.entry.take().is_some_and(|e| e.remove(&self.m.waiters))
+        claimed
     }
 }
 
@@ -232,8 +241,9 @@ fn direct_sleep_edge_taken_by_collect() {
 }
 
 /// One direct sleeper, two waits, an in-memory event and a kernel event in any order: the
-/// kernel event its sleep takes is delivered (the seed), and a ring that lands after its
-/// first wait returned (stale) does not hang the second.
+/// kernel event its sleep takes is delivered (the seed), a ring that lands after its
+/// first wait returned (stale) does not hang the second, and the second wait's reset of
+/// the slot's reused waiter meets no wake of the first wait's entry.
 #[test]
 fn direct_sleep_mem_and_kernel_events() {
     loom::model(|| {

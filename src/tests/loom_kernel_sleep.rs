@@ -111,7 +111,7 @@ impl Sleeper for KSleeper<'_> {
             KEY_KSLEEP,
             true,
             true,
-            ThreadWaiter::with_bell(bell),
+            Arc::new(ThreadWaiter::with_bell(bell)),
         ));
     }
 

@@ -35,6 +35,8 @@ pub(crate) struct List<T> {
     len: usize,
     /// `bit_count[b]` = number of entries whose mask has bit `b`.
     bit_count: [u32; 32],
+    /// The bits `b` with `bit_count[b] != 0` (the union), kept in step by `count_bits`.
+    union: u32,
 }
 
 impl<T> Default for List<T> {
@@ -52,6 +54,7 @@ impl<T> List<T> {
             tail: NIL,
             len: 0,
             bit_count: [0; 32],
+            union: 0,
         }
     }
 
@@ -66,13 +69,7 @@ impl<T> List<T> {
 
     /// The union of every entry's mask.
     pub(crate) fn union(&self) -> Events {
-        let mut u = 0u32;
-        for (b, &c) in self.bit_count.iter().enumerate() {
-            if c != 0 {
-                u |= 1 << b;
-            }
-        }
-        Events::from_bits_retain(u)
+        Events::from_bits_retain(self.union)
     }
 
     fn count_bits(&mut self, mask: Events, add: bool) {
@@ -81,8 +78,12 @@ impl<T> List<T> {
             let b = m.trailing_zeros() as usize;
             if add {
                 self.bit_count[b] += 1;
+                self.union |= 1 << b;
             } else {
                 self.bit_count[b] -= 1;
+                if self.bit_count[b] == 0 {
+                    self.union &= !(1 << b);
+                }
             }
             m &= m - 1;
         }

@@ -172,16 +172,15 @@ impl Entry {
 
     // --- kernel sleep (kwait): a waiter woken through a `Bell` ---
 
-    /// Queue `waiter` (a fresh one for the calling thread, perhaps with a [`Bell`]; not the
+    /// Queue `waiter` (one for the calling thread with a [`Bell`], fresh or reset; not the
     /// reused per-thread waiter of [`add`](Self::add)).
     pub(crate) fn add_waiter(
         wq: &WaitQueue,
         mask: Events,
         exclusive: bool,
         front: bool,
-        waiter: ThreadWaiter,
+        waiter: Arc<ThreadWaiter>,
     ) -> Entry {
-        let waiter = Arc::new(waiter);
         let key = wq.add(mask, exclusive, front, Target::Thread(Arc::clone(&waiter)));
         Entry { waiter, key }
     }
@@ -347,6 +346,13 @@ impl ThreadWaiter {
         let w = WAITER.with(Arc::clone);
         w.notified.store(false, Relaxed);
         w
+    }
+
+    /// Ready for a new wait: no longer notified. Only by a waiter's owner, with no entry of
+    /// it queued (the one from its last wait removed, by a wake or by leaving).
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+    pub(crate) fn reset(&self) {
+        self.notified.store(false, Relaxed);
     }
 
     /// Called by the wake that removed this waiter's entry, with the queue's lock held.

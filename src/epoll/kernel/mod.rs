@@ -159,7 +159,7 @@ pub(crate) use sleep::KernelSleep;
     target_vendor = "apple",
     target_os = "freebsd"
 )))]
-pub(crate) use stub::{Fds, KernelPoll, KernelSide, KernelSleep};
+pub(crate) use stub::{Collector, Fds, KernelPoll, KernelSide, KernelSleep};
 
 /// A kernel-fd `epoll_ctl`: what [`KernelSide::ctl`] does. (Where there is neither epoll
 /// nor kqueue the stub's `ctl` never reads it: no kernel fd is ever added.)

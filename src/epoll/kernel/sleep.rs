@@ -90,12 +90,22 @@ pub(crate) struct Direct {
     bell: OnceLock<Option<Arc<DirectBell>>>,
     /// A thread holds the slot: it sleeps, or is about to sleep, in `epoll_wait` on `kfd`.
     held: AtomicBool,
+    /// The slot's waiter (woken by the bell), reused by every holder: one holder at a
+    /// time, and a holder leaves the slot only after its entry is off `waiters`
+    /// ([`KernelSleep::leave`]), so a new holder's reset can meet no wake of an old entry.
+    waiter: OnceLock<Arc<ThreadWaiter>>,
+}
+
+thread_local! {
+    /// The calling thread's buffer for the kernel events a direct sleep takes (kept from
+    /// one sleep to the next: no allocation per wait).
+    static SEED: std::cell::Cell<Vec<(Events, u64)>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 impl Direct {
     /// Take the slot, making the bell first if need be; `None` if it is held or there is
-    /// no bell.
-    fn acquire(&self, kfd: &OwnedFd) -> Option<Arc<DirectBell>> {
+    /// no bell. Returns the slot's waiter, reset for this holder.
+    fn acquire(&self, kfd: &OwnedFd) -> Option<Arc<ThreadWaiter>> {
         let bell = self
             .bell
             .get_or_init(|| DirectBell::new(kfd).ok().map(Arc::new))
@@ -103,7 +113,11 @@ impl Direct {
         self.held
             .compare_exchange(false, true, SeqCst, SeqCst)
             .ok()?;
-        Some(Arc::clone(bell))
+        let w = self
+            .waiter
+            .get_or_init(|| Arc::new(ThreadWaiter::with_bell(Arc::clone(bell) as Arc<dyn Bell>)));
+        w.reset();
+        Some(Arc::clone(w))
     }
 
     fn release(&self) {
@@ -147,7 +161,8 @@ impl Bell for DirectBell {
 /// holding the slot.
 enum How {
     Poll(Arc<ThreadBell>),
-    Direct(Arc<DirectBell>),
+    /// The slot's waiter (`Direct::waiter`).
+    Direct(Arc<ThreadWaiter>),
 }
 
 /// What a thread needs for a kernel sleep on one epoll: its kernel side and the bell (the
@@ -164,6 +179,12 @@ pub(crate) struct KernelSleep {
 impl Drop for KernelSleep {
     fn drop(&mut self) {
         self.leave();
+        if self.seed.capacity() > 0 {
+            // Back to the thread's buffer (`SEED`), for its next sleep.
+            self.seed.clear();
+            let seed = std::mem::take(&mut self.seed);
+            let _ = SEED.try_with(|s| s.set(seed));
+        }
     }
 }
 
@@ -171,12 +192,12 @@ impl KernelSleep {
     /// A kernel sleep on `side` for the calling thread: the direct slot if it is free,
     /// else `poll(2)` with the thread's bell; `None` without any bell.
     pub(super) fn new(side: Arc<Side>) -> Option<KernelSleep> {
-        if let Some(b) = side.direct.acquire(&side.poll.kfd) {
+        if let Some(w) = side.direct.acquire(&side.poll.kfd) {
             return Some(KernelSleep {
                 side,
-                how: How::Direct(b),
+                how: How::Direct(w),
                 holds: true,
-                seed: Vec::new(),
+                seed: SEED.try_with(|s| s.take()).unwrap_or_default(),
             });
         }
         Some(KernelSleep {
@@ -201,16 +222,18 @@ impl KernelSleep {
 
     /// Deliver them (and the in-memory events into the slots left): `harvest_seeded`.
     pub(crate) fn deliver_seed(&mut self, ep: &Arc<EpInner>, out: &mut [Event]) -> usize {
-        let n = ep.harvest_seeded(out, &self.seed);
+        let kernel = super::fds::Collector::new(Some(Arc::clone(&self.side)));
+        let n = ep.harvest_seeded(out, &self.seed, kernel);
         self.seed.clear();
         n
     }
 
-    /// The waiter to queue: the calling thread, woken by its bell.
-    pub(crate) fn waiter(&self) -> ThreadWaiter {
+    /// The waiter to queue: the calling thread, woken by its bell (the direct slot's
+    /// waiter, reused: `Direct::waiter`).
+    pub(crate) fn waiter(&self) -> Arc<ThreadWaiter> {
         match &self.how {
-            How::Poll(b) => ThreadWaiter::with_bell(Arc::clone(b) as Arc<dyn Bell>),
-            How::Direct(b) => ThreadWaiter::with_bell(Arc::clone(b) as Arc<dyn Bell>),
+            How::Poll(b) => Arc::new(ThreadWaiter::with_bell(Arc::clone(b) as Arc<dyn Bell>)),
+            How::Direct(w) => Arc::clone(w),
         }
     }
 

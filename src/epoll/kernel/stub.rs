@@ -138,7 +138,7 @@ pub(crate) struct KernelSleep {
 }
 
 impl KernelSleep {
-    pub(crate) fn waiter(&self) -> crate::wait_queue::thread::ThreadWaiter {
+    pub(crate) fn waiter(&self) -> Arc<crate::wait_queue::thread::ThreadWaiter> {
         match self.never {}
     }
 
