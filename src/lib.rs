@@ -74,12 +74,7 @@ mod error;
 mod event_notifier;
 mod events;
 mod fd;
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-))]
+#[cfg(evfd_kernel_side)]
 mod kernel_async;
 mod loom;
 #[cfg(feature = "mio")]
@@ -178,12 +173,7 @@ pub mod stream {
 /// ```
 pub mod stats {
     #[doc(hidden)]
-    #[cfg(any(
-        target_os = "linux",
-        target_os = "android",
-        target_vendor = "apple",
-        target_os = "freebsd"
-    ))]
+    #[cfg(evfd_kernel_side)]
     pub use crate::epoll::watcher::watcher_stats;
     #[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
     pub use crate::shared::SharedStats;

@@ -59,12 +59,7 @@ mod kernel;
 mod ready;
 pub(crate) mod source;
 mod topology;
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-))]
+#[cfg(evfd_kernel_side)]
 pub(crate) use kernel::watcher;
 
 #[cfg(all(test, not(evfd_loom)))]

@@ -27,15 +27,7 @@ pub(crate) enum MemCore {
 #[derive(Clone)]
 pub(crate) enum SourceCore {
     Mem(MemCore),
-    #[cfg_attr(
-        not(any(
-            target_os = "linux",
-            target_os = "android",
-            target_vendor = "apple",
-            target_os = "freebsd"
-        )),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(evfd_kernel_side), allow(dead_code))]
     Kernel(Arc<super::kernel::KernelPoll>),
 }
 
@@ -138,15 +130,7 @@ pub(crate) mod sealed {
         Mem(MemRef),
         /// A kernel fd, watched through the epoll's embedded kernel epoll (or kqueue; never
         /// made where there is neither, and `KernelRef` is uninhabited).
-        #[cfg_attr(
-            not(any(
-                target_os = "linux",
-                target_os = "android",
-                target_vendor = "apple",
-                target_os = "freebsd"
-            )),
-            allow(dead_code)
-        )]
+        #[cfg_attr(not(evfd_kernel_side), allow(dead_code))]
         Kernel(KernelRef<'a>),
     }
 
@@ -154,12 +138,7 @@ pub(crate) mod sealed {
     pub struct MemRef(pub(crate) super::MemCore);
 
     /// A kernel fd as a source.
-    #[cfg(any(
-        target_os = "linux",
-        target_os = "android",
-        target_vendor = "apple",
-        target_os = "freebsd"
-    ))]
+    #[cfg(evfd_kernel_side)]
     pub struct KernelRef<'a> {
         pub(crate) fd: BorrowedFd<'a>,
         /// The owner's delivery rule applies (`KernelDeliver`): an AutoReset
@@ -171,12 +150,7 @@ pub(crate) mod sealed {
     }
 
     /// Without epoll or kqueue there are no kernel-fd sources: uninhabited.
-    #[cfg(not(any(
-        target_os = "linux",
-        target_os = "android",
-        target_vendor = "apple",
-        target_os = "freebsd"
-    )))]
+    #[cfg(not(evfd_kernel_side))]
     pub struct KernelRef<'a> {
         pub(crate) never: std::convert::Infallible,
         pub(crate) _fd: std::marker::PhantomData<BorrowedFd<'a>>,
@@ -235,12 +209,7 @@ impl<T: sealed::Sealed + ?Sized> sealed::Sealed for &T {
 /// Linux, and on macOS and FreeBSD through a kqueue, with kqueue's rules where they differ
 /// (keyed by fd number, dropped when the number is closed; docs/design.md, "The kernel side
 /// off Linux").
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-))]
+#[cfg(evfd_kernel_side)]
 impl sealed::Sealed for std::os::fd::BorrowedFd<'_> {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
         sealed::SourceRef::Kernel(sealed::KernelRef {
@@ -250,12 +219,7 @@ impl sealed::Sealed for std::os::fd::BorrowedFd<'_> {
         })
     }
 }
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-))]
+#[cfg(evfd_kernel_side)]
 #[cfg_attr(
     docsrs,
     doc(cfg(any(
@@ -291,12 +255,7 @@ impl Source for KernelNotifier {}
 /// Semaphore report readiness. Dropping it removes it from every epoll. Linux, macOS and
 /// FreeBSD (where the consumer's own watcher is a kqueue and its held bell an `EVFILT_USER`
 /// event).
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-))]
+#[cfg(evfd_kernel_side)]
 impl sealed::Sealed for crate::notifier::halves::ConsumerHalf {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
         let regs = self.registrations();
@@ -307,12 +266,7 @@ impl sealed::Sealed for crate::notifier::halves::ConsumerHalf {
         })
     }
 }
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-))]
+#[cfg(evfd_kernel_side)]
 #[cfg_attr(
     docsrs,
     doc(cfg(any(
@@ -327,12 +281,7 @@ impl Source for crate::notifier::halves::ConsumerHalf {}
 /// A notifier half ([`halves::NotifierHalf`](crate::halves::NotifierHalf)), for `OUT`: its
 /// write end (or eventfd), with the kernel's readiness. Dropping it removes it from every
 /// epoll. Linux, macOS and FreeBSD.
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-))]
+#[cfg(evfd_kernel_side)]
 impl sealed::Sealed for crate::notifier::halves::NotifierHalf {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
         let regs = self.registrations();
@@ -343,12 +292,7 @@ impl sealed::Sealed for crate::notifier::halves::NotifierHalf {
         })
     }
 }
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-))]
+#[cfg(evfd_kernel_side)]
 #[cfg_attr(
     docsrs,
     doc(cfg(any(

@@ -61,12 +61,7 @@ use crate::events::Events;
 use crate::mode::{Mode, LIMIT};
 #[cfg(any(target_os = "linux", target_os = "android"))]
 use crate::notifier::kernel::KernelNotifier;
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-))]
+#[cfg(evfd_kernel_side)]
 use crate::notifier::registrations::{KernelDeliver, Registrations};
 use crate::sys;
 
@@ -89,12 +84,7 @@ struct Held {
     partial: [u8; 8],
     partial_len: usize,
     /// The held bell is rung (readable): kept equal to `units > 0`.
-    #[cfg(any(
-        target_os = "linux",
-        target_os = "android",
-        target_vendor = "apple",
-        target_os = "freebsd"
-    ))]
+    #[cfg(evfd_kernel_side)]
     bell_rung: bool,
 }
 
@@ -109,12 +99,7 @@ struct Core {
     /// A pipe's held bell (module docs): a non-blocking eventfd, count 1 while
     /// `held.units > 0`, else 0 (on macOS and FreeBSD a kqueue with one `EVFILT_USER`
     /// event, triggered while `held.units > 0`).
-    #[cfg(any(
-        target_os = "linux",
-        target_os = "android",
-        target_vendor = "apple",
-        target_os = "freebsd"
-    ))]
+    #[cfg(evfd_kernel_side)]
     bell: Option<OwnedFd>,
     /// A pipe's own kqueue (the registered fd), scanned at each delivery: a kqueue watched
     /// by another counts a level-triggered event that is no longer true until it is
@@ -142,12 +127,7 @@ pub struct ConsumerHalf {
     core: Arc<Core>,
     /// Where it is registered as an `Epoll` source (the eventfd, or for a pipe its own
     /// kernel epoll); dropping it leaves every epoll.
-    #[cfg(any(
-        target_os = "linux",
-        target_os = "android",
-        target_vendor = "apple",
-        target_os = "freebsd"
-    ))]
+    #[cfg(evfd_kernel_side)]
     regs: Registrations,
 }
 
@@ -165,12 +145,7 @@ pub struct ConsumerHalf {
 pub struct NotifierHalf {
     fd: Arc<OwnedFd>,
     kind: Kind,
-    #[cfg(any(
-        target_os = "linux",
-        target_os = "android",
-        target_vendor = "apple",
-        target_os = "freebsd"
-    ))]
+    #[cfg(evfd_kernel_side)]
     regs: Registrations,
 }
 
@@ -264,12 +239,7 @@ impl Core {
     /// be rung (the eventfd at its limit: impossible at count 0) or drained (already empty)
     /// is left as it is.
     fn sync_bell(&self, held: &mut Held) {
-        #[cfg(any(
-            target_os = "linux",
-            target_os = "android",
-            target_vendor = "apple",
-            target_os = "freebsd"
-        ))]
+        #[cfg(evfd_kernel_side)]
         if let Some(bell) = &self.bell {
             let want = held.units > 0;
             if want != held.bell_rung {
@@ -431,12 +401,7 @@ impl Core {
 /// An `Epoll`'s delivery to a consumer watched as a kernel fd (module docs): AutoReset
 /// drains, Counter and Semaphore report the readiness; `IN` only if the consumer had
 /// something.
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-))]
+#[cfg(evfd_kernel_side)]
 impl KernelDeliver for Core {
     fn deliver_in(&self) -> bool {
         self.deliver(Events::IN).contains(Events::IN)
@@ -478,12 +443,7 @@ impl KernelDeliver for Core {
 impl ConsumerHalf {
     fn new(fd: OwnedFd, kind: Kind, mode: Mode) -> io::Result<ConsumerHalf> {
         let fd = Arc::new(fd);
-        #[cfg(any(
-            target_os = "linux",
-            target_os = "android",
-            target_vendor = "apple",
-            target_os = "freebsd"
-        ))]
+        #[cfg(evfd_kernel_side)]
         {
             // A pipe is watched through its own kernel epoll: the read end and the held bell.
             let (watched, bell) = match kind {
@@ -512,12 +472,7 @@ impl ConsumerHalf {
                 core,
             })
         }
-        #[cfg(not(any(
-            target_os = "linux",
-            target_os = "android",
-            target_vendor = "apple",
-            target_os = "freebsd"
-        )))]
+        #[cfg(not(evfd_kernel_side))]
         Ok(ConsumerHalf {
             core: Arc::new(Core {
                 fd,
@@ -577,24 +532,14 @@ impl ConsumerHalf {
     }
 
     /// Where it is registered as an `Epoll` source.
-    #[cfg(any(
-        target_os = "linux",
-        target_os = "android",
-        target_vendor = "apple",
-        target_os = "freebsd"
-    ))]
+    #[cfg(evfd_kernel_side)]
     pub(crate) fn registrations(&self) -> &Registrations {
         &self.regs
     }
 
     /// Whether an epoll's delivery goes through the consumer (`KernelDeliver`): always
     /// for a pipe, AutoReset for an eventfd (as a `KernelNotifier`).
-    #[cfg(any(
-        target_os = "linux",
-        target_os = "android",
-        target_vendor = "apple",
-        target_os = "freebsd"
-    ))]
+    #[cfg(evfd_kernel_side)]
     pub(crate) fn delivers(&self) -> bool {
         self.core.kind == Kind::Pipe || self.core.mode == Mode::AutoReset
     }
@@ -716,12 +661,7 @@ impl NotifierHalf {
     fn new(fd: OwnedFd, kind: Kind) -> NotifierHalf {
         let fd = Arc::new(fd);
         NotifierHalf {
-            #[cfg(any(
-                target_os = "linux",
-                target_os = "android",
-                target_vendor = "apple",
-                target_os = "freebsd"
-            ))]
+            #[cfg(evfd_kernel_side)]
             regs: Registrations::new(
                 Arc::clone(&fd),
                 std::sync::Weak::<Core>::new() as std::sync::Weak<dyn KernelDeliver>,
@@ -765,12 +705,7 @@ impl NotifierHalf {
     }
 
     /// Where it is registered as an `Epoll` source.
-    #[cfg(any(
-        target_os = "linux",
-        target_os = "android",
-        target_vendor = "apple",
-        target_os = "freebsd"
-    ))]
+    #[cfg(evfd_kernel_side)]
     pub(crate) fn registrations(&self) -> &Registrations {
         &self.regs
     }
@@ -959,35 +894,15 @@ impl AsRawFd for NotifierHalf {
 /// ```
 impl From<ConsumerHalf> for OwnedFd {
     fn from(c: ConsumerHalf) -> OwnedFd {
-        #[cfg(any(
-            target_os = "linux",
-            target_os = "android",
-            target_vendor = "apple",
-            target_os = "freebsd"
-        ))]
+        #[cfg(evfd_kernel_side)]
         let ConsumerHalf { core, regs } = c;
-        #[cfg(not(any(
-            target_os = "linux",
-            target_os = "android",
-            target_vendor = "apple",
-            target_os = "freebsd"
-        )))]
+        #[cfg(not(evfd_kernel_side))]
         let ConsumerHalf { core } = c;
         // The epolls hold the core weakly: it is ours alone.
         let fd = Arc::try_unwrap(core).map_or_else(|c| Arc::clone(&c.fd), |c| c.fd);
-        #[cfg(any(
-            target_os = "linux",
-            target_os = "android",
-            target_vendor = "apple",
-            target_os = "freebsd"
-        ))]
+        #[cfg(evfd_kernel_side)]
         return regs.release(fd);
-        #[cfg(not(any(
-            target_os = "linux",
-            target_os = "android",
-            target_vendor = "apple",
-            target_os = "freebsd"
-        )))]
+        #[cfg(not(evfd_kernel_side))]
         sys::unshare_fd(fd)
     }
 }
@@ -1002,19 +917,9 @@ impl From<ConsumerHalf> for OwnedFd {
 /// ```
 impl From<NotifierHalf> for OwnedFd {
     fn from(n: NotifierHalf) -> OwnedFd {
-        #[cfg(any(
-            target_os = "linux",
-            target_os = "android",
-            target_vendor = "apple",
-            target_os = "freebsd"
-        ))]
+        #[cfg(evfd_kernel_side)]
         return n.regs.release(n.fd);
-        #[cfg(not(any(
-            target_os = "linux",
-            target_os = "android",
-            target_vendor = "apple",
-            target_os = "freebsd"
-        )))]
+        #[cfg(not(evfd_kernel_side))]
         sys::unshare_fd(n.fd)
     }
 }

@@ -26,12 +26,7 @@ pub(crate) mod future;
 pub mod halves;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) mod kernel;
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-))]
+#[cfg(evfd_kernel_side)]
 pub(crate) mod registrations;
 #[cfg(not(evfd_loom))]
 pub(crate) mod signal;

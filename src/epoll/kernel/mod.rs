@@ -94,85 +94,32 @@
 //! `epoll_ctl` and non-blocking `epoll_wait` on `kfd` run with `registry` held (they never
 //! block). A `KernelNotifier`'s registration list is a leaf taken under `registry`.
 
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-))]
+#[cfg(evfd_kernel_side)]
 mod fds;
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-))]
+#[cfg(evfd_kernel_side)]
 mod poll;
 mod reactor;
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-))]
+#[cfg(evfd_kernel_side)]
 mod sleep;
-#[cfg(not(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-)))]
+#[cfg(not(evfd_kernel_side))]
 mod stub;
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-))]
+#[cfg(evfd_kernel_side)]
 pub(crate) mod watcher;
 
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-))]
+#[cfg(evfd_kernel_side)]
 pub(crate) use fds::{Collector, Fds};
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-))]
+#[cfg(evfd_kernel_side)]
 pub(crate) use poll::KernelPoll;
 pub(crate) use reactor::KernelWake;
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-))]
+#[cfg(evfd_kernel_side)]
 pub(crate) use sleep::KernelSleep;
-#[cfg(not(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-)))]
+#[cfg(not(evfd_kernel_side))]
 pub(crate) use stub::{Collector, Fds, KernelPoll, KernelSide, KernelSleep};
 
 /// A kernel-fd `epoll_ctl`: what [`KernelSide::ctl`] does. (Where there is neither epoll
 /// nor kqueue the stub's `ctl` never reads it: no kernel fd is ever added.)
 #[derive(Clone, Copy)]
-#[cfg_attr(
-    not(any(
-        target_os = "linux",
-        target_os = "android",
-        target_vendor = "apple",
-        target_os = "freebsd"
-    )),
-    allow(dead_code)
-)]
+#[cfg_attr(not(evfd_kernel_side), allow(dead_code))]
 pub(crate) enum Ctl {
     /// `EPOLL_CTL_ADD` (events, data).
     Add(crate::events::Events, u64),
@@ -182,20 +129,10 @@ pub(crate) enum Ctl {
     Del,
 }
 
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-))]
+#[cfg(evfd_kernel_side)]
 pub(crate) use linux::{KernelSide, Side};
 
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd"
-))]
+#[cfg(evfd_kernel_side)]
 mod linux {
     use std::io;
     use std::sync::{Arc, Weak};
