@@ -472,8 +472,7 @@ impl KernelNotifier {
         let empty = if notifiers.len() < 2 || eventfd::writes_nowait() {
             None
         } else {
-            let fds: Vec<BorrowedFd<'_>> = notifiers.iter().map(|k| k.fd.as_fd()).collect();
-            match eventfd::zero_counts(&fds) {
+            match eventfd::zero_counts(notifiers.iter().map(|k| k.fd.as_fd())) {
                 Ok(v) => Some(v),
                 Err(e) => {
                     keep(Err(e));
@@ -483,7 +482,8 @@ impl KernelNotifier {
         };
         for (i, k) in notifiers.iter().enumerate() {
             keep(match &empty {
-                Some(v) if v[i] => eventfd::write_one_into_empty(k.fd.as_fd()),
+                // Found at count 0: a plain write of 1 cannot wait (`zero_counts`).
+                Some(v) if v[i] => eventfd::write(k.fd.as_fd(), 1),
                 _ => k.notify(),
             });
         }

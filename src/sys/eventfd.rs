@@ -189,31 +189,21 @@ pub(crate) fn writes_nowait() -> bool {
 
 /// Which of `fds` hold a count of 0 right now, from one zero-timeout `poll(2)` over all of
 /// them (`true`: neither `IN` nor `ERR`, nor `NVAL`/`HUP`). Into such an fd a plain
-/// `write(2)` of 1 ([`write_one_into_empty`]) cannot wait, whatever the shared description's
+/// `write(2)` of 1 ([`write`]) cannot wait, whatever the shared description's
 /// `O_NONBLOCK` says — nor can one per appearance of the same eventfd in `fds` (counts up to
 /// `fds.len()`, far below the limit). It is [`write_now`]'s fallback check, made once for
 /// many writes of 1, with the same residual window (a concurrent writer that fills the
 /// counter between the poll and the write). `EINTR` is retried.
-pub(crate) fn zero_counts(fds: &[BorrowedFd<'_>]) -> io::Result<Vec<bool>> {
-    use rustix::event::{PollFd, PollFlags, Timespec};
-    let zero = Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+pub(crate) fn zero_counts<'a>(
+    fds: impl IntoIterator<Item = BorrowedFd<'a>>,
+) -> io::Result<Vec<bool>> {
+    use rustix::event::{PollFd, PollFlags};
     let mut polled: Vec<PollFd<'_>> = fds
-        .iter()
-        .map(|fd| PollFd::from_borrowed_fd(*fd, PollFlags::IN))
+        .into_iter()
+        .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
         .collect();
-    retry(|| (), || rustix::event::poll(&mut polled, Some(&zero)))?;
+    super::poll_zero(&mut polled)?;
     Ok(polled.iter().map(|p| p.revents().is_empty()).collect())
-}
-
-/// One plain 8-byte `write(2)` of 1 (`EINTR` retried): only into an fd that
-/// [`zero_counts`] just found at 0.
-pub(crate) fn write_one_into_empty(fd: BorrowedFd<'_>) -> io::Result<()> {
-    let written = retry(|| (), || rustix::io::write(fd, &1u64.to_ne_bytes()))?;
-    debug_assert_eq!(written, 8, "eventfd writes are all or nothing");
-    Ok(())
 }
 
 /// `eventfd-count` from `/proc/self/fdinfo/<fd>`, read into a stack buffer (no allocation,

@@ -267,21 +267,26 @@ pub(crate) fn description_nonblocking(fd: BorrowedFd<'_>) -> rustix::io::Result<
     Ok(rustix::fs::fcntl_getfl(fd)?.contains(rustix::fs::OFlags::NONBLOCK))
 }
 
-/// Readiness now from a zero-timeout `poll(2)`, in rustix's terms (`EINTR` retried).
-fn poll_flags_now(fd: BorrowedFd<'_>, flags: PollFlags) -> rustix::io::Result<PollFlags> {
+/// One zero-timeout `poll(2)` over `fds`, filling their `revents` (`EINTR` retried).
+pub(crate) fn poll_zero(fds: &mut [PollFd<'_>]) -> rustix::io::Result<()> {
     let zero = Timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     loop {
-        let mut fds = [PollFd::from_borrowed_fd(fd, flags)];
-        match rustix::event::poll(&mut fds, Some(&zero)) {
-            Ok(0) => return Ok(PollFlags::empty()),
-            Ok(_) => return Ok(fds[0].revents()),
+        match rustix::event::poll(fds, Some(&zero)) {
+            Ok(_) => return Ok(()),
             Err(rustix::io::Errno::INTR) => continue,
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Readiness now from a zero-timeout `poll(2)`, in rustix's terms (`EINTR` retried).
+fn poll_flags_now(fd: BorrowedFd<'_>, flags: PollFlags) -> rustix::io::Result<PollFlags> {
+    let mut fds = [PollFd::from_borrowed_fd(fd, flags)];
+    poll_zero(&mut fds)?;
+    Ok(fds[0].revents())
 }
 
 /// One `read(2)` into `buf` that never waits, whatever `O_NONBLOCK` says (see
