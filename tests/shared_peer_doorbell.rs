@@ -32,14 +32,13 @@
 mod shared_util;
 
 use std::os::fd::OwnedFd;
-use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
 use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use evfd::{Mode, SharedNotifier};
-use shared_util::{doorbell, readable, recv_fds};
+use shared_util::{doorbell_of, readable, thread_cpu};
 
 /// The tests measure their runtime thread's CPU time and count doorbell drains: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -48,25 +47,10 @@ static SERIAL: Mutex<()> = Mutex::new(());
 const TIMEOUT: Duration = Duration::from_millis(150);
 const WATCHDOG: Duration = Duration::from_secs(10);
 
-/// This thread's CPU time (user + system).
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and a valid out-pointer.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(r, 0);
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
 /// A notifier and the raw doorbell fd a peer would hold.
 fn shared() -> (SharedNotifier, OwnedFd) {
     let n = SharedNotifier::new(Mode::Counter).unwrap();
-    let (a, b) = UnixStream::pair().unwrap();
-    n.send(&a).unwrap();
-    let mut payload = [0u8; 256];
-    let bell = doorbell(recv_fds(&b, &mut payload));
+    let bell = doorbell_of(&n);
     (n, bell)
 }
 

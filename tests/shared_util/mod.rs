@@ -145,6 +145,26 @@ pub fn recv_fds(sock: &UnixStream, payload: &mut [u8]) -> Vec<OwnedFd> {
     fds
 }
 
+/// The raw doorbell of `s`, as a peer holding its message has it.
+pub fn doorbell_of(s: &SharedNotifier) -> OwnedFd {
+    let (a, b) = UnixStream::pair().unwrap();
+    s.send(&a).unwrap();
+    let mut payload = [0u8; 256];
+    doorbell(recv_fds(&b, &mut payload))
+}
+
+/// This thread's CPU time (user + system).
+pub fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a valid out-pointer.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(r, 0);
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 /// The doorbell among the fds of a received `SharedNotifier` message: the one eventfd.
 pub fn doorbell(fds: Vec<OwnedFd>) -> OwnedFd {
     use std::os::fd::AsRawFd;

@@ -50,7 +50,7 @@ use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier, SharedNotifier,
 use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
 
 use crate::harness::{bounded, long_mode, serial, Rng, OPS, UNITS_CHECKED};
-use crate::shared_util::{doorbell, fork_child, recv_fds};
+use crate::shared_util::{doorbell_of, fork_child, thread_cpu};
 
 /// A non-blocking call returns within this (it returns at once; this is load slack).
 const AT_ONCE: Duration = Duration::from_millis(500);
@@ -68,26 +68,6 @@ fn secs() -> Duration {
     } else {
         Duration::from_secs(2)
     }
-}
-
-/// This thread's CPU time (user + system).
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and a valid out-pointer.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(r, 0);
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-/// The raw doorbell of `s`, as a peer holding its message has it.
-fn doorbell_of(s: &SharedNotifier) -> OwnedFd {
-    let (a, b) = UnixStream::pair().unwrap();
-    s.send(&a).unwrap();
-    let mut payload = [0u8; 256];
-    doorbell(recv_fds(&b, &mut payload))
 }
 
 /// The slowest call seen, and how far past its deadline a timed call came back.
