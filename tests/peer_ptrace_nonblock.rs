@@ -8,8 +8,9 @@
 //! test makes the interleaving certain: the calls run in a forked child that the parent
 //! traces with `ptrace(PTRACE_SYSCALL)`, and at the entry of every syscall the child makes
 //! the parent (holding the same descriptions) sets the flag, except at the entry of a
-//! read or write on one of the shared fds, where it clears it — and, before a read, takes
-//! whatever the fd holds (a reader that empties it between evfd's look and its read).
+//! read or write on one of the shared fds, where it clears it — and, before every other
+//! read, reads the fd itself (a competing reader between evfd's look and its read: it
+//! empties a Counter eventfd, takes one semaphore unit or one pipe word).
 //!
 //! A call that decides by `fcntl(F_GETFL)`, by a `poll(2)` followed by a plain `read(2)`,
 //! or by the flag at all, blocks here for ever; the parent's watchdog turns that into a
@@ -71,33 +72,35 @@ fn set_flag(fd: RawFd, nonblock: bool) {
     }
 }
 
-/// What the parent takes from a shared fd before the child's read: everything there (it
-/// sets the flag for its own read: the child is stopped, so nobody races it).
-fn take_all(fd: RawFd, pipe: bool) -> u64 {
+/// One 8-byte read of a shared fd, as a competing reader makes it (a Counter eventfd's
+/// count, one semaphore unit, one pipe word), with the flag set for it: the child is
+/// stopped meanwhile, so nobody races it. 0 if there was nothing.
+fn take_one(fd: RawFd) -> u64 {
     set_flag(fd, true);
-    let mut taken = 0u64;
     let mut buf = [0u8; 8];
+    // SAFETY: reads into a stack buffer of its length.
+    match unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) } {
+        8 => u64::from_ne_bytes(buf),
+        _ => 0,
+    }
+}
+
+/// Empty a shared fd (what is left at the end): [`take_one`] until nothing comes.
+fn take_all(fd: RawFd) -> u64 {
+    let mut taken = 0;
     loop {
-        // SAFETY: reads into a stack buffer of its length.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if n != 8 {
-            break;
-        }
-        taken += u64::from_ne_bytes(buf);
-        if !pipe {
-            break; // an eventfd read takes the whole count (or 1 in semaphore mode)
+        match take_one(fd) {
+            0 => return taken,
+            v => taken += v,
         }
     }
-    taken
 }
 
 /// A shared description the parent watches: the parent's own fd for it (to act, and to
-/// recognise the child's syscalls on any fd of the same description: `kcmp`), whether it
-/// is a pipe.
+/// recognise the child's syscalls on any fd of the same description: `kcmp`).
 #[derive(Clone, Copy)]
 struct Target {
     act: RawFd,
-    pipe: bool,
 }
 
 /// The evfd objects the child drives (the parent holds the same fds, by number).
@@ -386,8 +389,8 @@ fn trace(pid: libc::pid_t, targets: &[Target]) -> Result<Vec<(RawFd, u128)>, Str
     let mut sig = 0;
     let mut stops = 0u64;
     let mut flips = 0u64;
-    // Reads of each target seen: the parent empties the fd before the 1st, 3rd, ..., so
-    // the child's reads find data half the time and nothing the other half.
+    // Reads of each target seen: the parent reads the fd before the 1st, 3rd, ..., so the
+    // child's reads race a competing reader half the time.
     let mut reads = vec![0u64; targets.len()];
     loop {
         // SAFETY: resume the stopped tracee to its next syscall stop.
@@ -436,9 +439,9 @@ fn trace(pid: libc::pid_t, targets: &[Target]) -> Result<Vec<(RawFd, u128)>, Str
             if data && same_file(pid, t.act, fd) {
                 reads[i] += u64::from(is_read(nr));
                 if is_read(nr) && reads[i] % 2 == 1 {
-                    // A reader that empties the fd between evfd's look and its read (for a
-                    // doorbell: the peer drains a ring evfd made).
-                    let v = take_all(t.act, t.pipe);
+                    // A competing reader between evfd's look and its read (for a doorbell:
+                    // the peer drains a ring evfd made).
+                    let v = take_one(t.act);
                     taken[i].1 += u128::from(v);
                 }
                 set_flag(t.act, false);
@@ -446,25 +449,6 @@ fn trace(pid: libc::pid_t, targets: &[Target]) -> Result<Vec<(RawFd, u128)>, Str
                 set_flag(t.act, true);
             }
             flips += 1;
-        }
-    }
-}
-
-/// The count left on an eventfd / pipe at the end (the parent reads it, flag set).
-fn left(t: Target) -> u64 {
-    set_flag(t.act, true);
-    let mut sum = 0;
-    let mut buf = [0u8; 8];
-    loop {
-        // SAFETY: reads into a stack buffer of its length.
-        let n = unsafe { libc::read(t.act, buf.as_mut_ptr().cast(), buf.len()) };
-        if n != 8 {
-            return sum;
-        }
-        sum += u64::from_ne_bytes(buf);
-        if !t.pipe {
-            // Semaphore eventfds give 1 per read: keep reading until EAGAIN.
-            continue;
         }
     }
 }
@@ -517,12 +501,12 @@ fn every_nonblocking_and_timed_call_returns_when_the_peer_flips_the_flag_at_the_
     let shared = SharedNotifier::new(Mode::Counter).unwrap();
     // After fork the parent holds the same fds (same numbers, same open file
     // descriptions): it recognises the child's syscalls and flips the flag by them.
-    let target = |fd: RawFd, pipe: bool| Target { act: fd, pipe };
+    let target = |fd: RawFd| Target { act: fd };
     let mut targets = vec![
-        target(ctr.as_fd().as_raw_fd(), false),
-        target(sem.as_fd().as_raw_fd(), false),
-        target(auto.as_fd().as_raw_fd(), false),
-        target(cons.as_fd().as_raw_fd(), true),
+        target(ctr.as_fd().as_raw_fd()),
+        target(sem.as_fd().as_raw_fd()),
+        target(auto.as_fd().as_raw_fd()),
+        target(cons.as_fd().as_raw_fd()),
     ];
 
     let (mut rd, mut wr) = std::os::unix::net::UnixStream::pair().unwrap();
@@ -590,7 +574,6 @@ fn every_nonblocking_and_timed_call_returns_when_the_peer_flips_the_flag_at_the_
         rd.read_exact(&mut num).unwrap();
         targets.push(Target {
             act: steal_fd(pid, RawFd::from_ne_bytes(num)),
-            pipe: false,
         });
     }
 
@@ -633,7 +616,7 @@ fn every_nonblocking_and_timed_call_returns_when_the_peer_flips_the_flag_at_the_
     for (i, name) in [(0usize, "ctr"), (1, "sem"), (3, "pipe")] {
         let written = num(&format!("written {name} "));
         let read = num(&format!("read {name} "));
-        let rest = left(targets[i]);
+        let rest = take_all(targets[i].act);
         assert!(written > 0, "{name}: the child wrote nothing");
         assert_eq!(
             written,
@@ -658,6 +641,10 @@ fn every_nonblocking_and_timed_call_returns_when_the_peer_flips_the_flag_at_the_
         "shared: the parent sees another count"
     );
     // AutoReset: what the parent did not take, the deliveries consumed; none left a count.
-    assert_eq!(left(targets[2]), 0, "an AutoReset delivery left a count");
+    assert_eq!(
+        take_all(targets[2].act),
+        0,
+        "an AutoReset delivery left a count"
+    );
     drop((ctr, sem, auto, cons, noti, shared));
 }
