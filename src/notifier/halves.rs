@@ -41,7 +41,7 @@
 //! event, and each delivery also scans the consumer's kqueue, so that a level-triggered
 //! pipe event that is no longer true stops showing through it. There the halves are the
 //! kernel-backed notifier (`KernelNotifier` is Linux's eventfd). Compiled there (CI's
-//! `cargo check`), run only on Linux. Elsewhere (no epoll, no kqueue) they are no `Epoll`
+//! `cargo clippy`), run only on Linux. Elsewhere (no epoll, no kqueue) they are no `Epoll`
 //! sources.
 //!
 //! LOCKING: `Core::held` is a leaf mutex, held across the consumer's own non-blocking

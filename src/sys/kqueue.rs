@@ -43,7 +43,7 @@
 //!
 //! The pure parts ([`plan`], [`translate`], [`merge`], [`add_answer`], [`del_answer`], the
 //! `udata` encoding) are unit-tested on Linux;
-//! the syscalls are compiled (CI's `cargo check` for macOS and FreeBSD) and not run here.
+//! the syscalls are compiled (CI's `cargo clippy` for macOS and FreeBSD) and not run here.
 
 #[cfg(any(target_vendor = "apple", target_os = "freebsd"))]
 pub(crate) use os::*;
