@@ -25,7 +25,9 @@
 //! `block_on` future before the ticker: such waits are counted and printed), and after each kill an idle
 //! window (count 0, the doorbell as the dead child left it, or rung by us in one round of
 //! four: the "killed between emptying the count and draining the doorbell" state) must cost
-//! the honest thread less than a third of the window in CPU (`CLOCK_THREAD_CPUTIME_ID`).
+//! the honest thread less than a third of the window in CPU (`CLOCK_THREAD_CPUTIME_ID`); a
+//! window over that bound is run again with a stray ring, and [`IDLE_TRIES`] in a row fail
+//! (a spinning wait spins every time; one window's clock can include a loaded VM's steal).
 //!
 //! What is exact and what is bounded in the second scenario: the honest side's writes and
 //! reads are counted exactly; the child reports each count operation through a pipe, an
@@ -56,6 +58,9 @@ use crate::shared_util::{doorbell_of, fork_child, thread_cpu};
 const AT_ONCE: Duration = Duration::from_millis(500);
 /// A timed call returns within its timeout plus this.
 const SLACK: Duration = Duration::from_millis(500);
+
+/// Idle windows in a row over the CPU bound that fail `stray_ringing_dying_peer`.
+const IDLE_TRIES: usize = 3;
 
 fn secs() -> Duration {
     if long_mode() {
@@ -443,6 +448,7 @@ fn stray_ringing_dying_peer() {
             };
             let (mut hw, mut hr, mut child_ops) = (0u128, 0u128, 0u64);
             let (mut async_waits, mut async_got, mut idle_cpu_max) = (0u64, 0u64, Duration::ZERO);
+            let mut idle_retried = 0u64;
             let end = Instant::now() + len;
             while Instant::now() < end {
                 rounds += 1;
@@ -515,22 +521,34 @@ fn stray_ringing_dying_peer() {
                 while let Ok(v) = s.try_read() {
                     rd += u128::from(v);
                 }
-                if r.below(4) == 0 {
-                    rustix::io::write(&bell, &1u64.to_ne_bytes()).unwrap();
-                }
+                // A window over the bound is run again, with a stray ring (the hardest
+                // state), up to IDLE_TRIES times: a read_async that spins does so every time,
+                // while one window's CPU clock can also count a loaded VM's stolen time or a
+                // burst of copy-on-write faults after another test's fork.
                 let idle = Duration::from_millis(15);
-                let (c0, t0, ti) = (thread_cpu(), ticks.load(SeqCst), Instant::now());
-                let got = lat.timed("idle read_async", idle, || {
-                    rt.block_on(async { tokio::time::timeout(idle, s.read_async()).await })
-                });
-                let cpu = thread_cpu() - c0;
-                assert!(got.is_err(), "a read of an empty count completed: {got:?}");
-                starved(&mut no_tick, ticks.load(SeqCst) == t0, ti.elapsed(), cpu);
-                assert!(
-                    cpu < idle / 3,
-                    "an idle read_async burned {cpu:?} of CPU in a {idle:?} window"
-                );
-                idle_cpu_max = idle_cpu_max.max(cpu);
+                let mut over = Vec::new();
+                loop {
+                    if !over.is_empty() || r.below(4) == 0 {
+                        rustix::io::write(&bell, &1u64.to_ne_bytes()).unwrap();
+                    }
+                    let (c0, t0, ti) = (thread_cpu(), ticks.load(SeqCst), Instant::now());
+                    let got = lat.timed("idle read_async", idle, || {
+                        rt.block_on(async { tokio::time::timeout(idle, s.read_async()).await })
+                    });
+                    let cpu = thread_cpu() - c0;
+                    assert!(got.is_err(), "a read of an empty count completed: {got:?}");
+                    starved(&mut no_tick, ticks.load(SeqCst) == t0, ti.elapsed(), cpu);
+                    if cpu < idle / 3 {
+                        idle_cpu_max = idle_cpu_max.max(cpu);
+                        idle_retried += over.len() as u64;
+                        break;
+                    }
+                    over.push(cpu);
+                    assert!(
+                        over.len() < IDLE_TRIES,
+                        "an idle read_async burned {over:?} of CPU in {IDLE_TRIES} {idle:?} windows"
+                    );
+                }
                 // The round's ledger (module docs).
                 let ledger = (w + led.written) as i128 - (rd + led.read) as i128;
                 match led.pending {
@@ -567,7 +585,8 @@ fn stray_ringing_dying_peer() {
              {async_got} completed), honest units written {hw} read {hr}; {exact} rounds \
              exact ({cut_writes} with a cut write), {bounded_rounds} bounded (a cut read, \
              {cut_read_total} units in total), worst timed-call overrun {:?}, \
-             idle-window CPU at most {idle_cpu_max:?}, {no_tick} long waits without a \
+             idle-window CPU at most {idle_cpu_max:?} ({idle_retried} windows over the \
+             bound run again), {no_tick} long waits without a \
              tick (descheduled, not spinning)",
                 lat.calls, lat.overrun
             );
