@@ -100,26 +100,41 @@ fn try_write_at_the_limit_does_not_block() {
     });
 }
 
-/// `notify_many` writes at once only into fds it found at count 0; the same eventfd listed
-/// twice near the limit, on a description a peer made blocking, must not make the second
-/// write wait.
+/// `write` with no deadline is one plain `write(2)` whatever the shared flag says: on a
+/// description a peer made blocking, a write that fits returns at once and one that does
+/// not waits in the kernel for room for exactly `n`; on a non-blocking one it waits in
+/// `poll(2)`. Either way it returns once a read makes room, and writes `n` once.
 #[test]
-fn notify_many_near_the_limit_does_not_block() {
-    watchdog("notify_many near the limit", 10, || {
-        let k = KernelNotifier::builder().nonblocking(true).build().unwrap();
-        let empty = KernelNotifier::new(Mode::Counter).unwrap();
-        let _peer = peer_clears_nonblock(&k);
-        let _peer2 = peer_clears_nonblock(&empty);
-        k.write(LIMIT - 1).unwrap();
-        // k: the first write of 1 fits, the second would wait on the blocking description.
-        let e = KernelNotifier::notify_many(&[&k, &empty, &k, &empty]).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::WouldBlock);
-        assert_eq!(k.read().unwrap(), LIMIT);
-        assert_eq!(empty.read().unwrap(), 2, "the others are still notified");
-        // Both at 0 now: a batch with repeats takes one write each.
-        KernelNotifier::notify_many(&[&k, &k, &empty, &k]).unwrap();
-        assert_eq!(k.read().unwrap(), 3);
-        assert_eq!(empty.read().unwrap(), 1);
+fn blocking_write_waits_for_room_whatever_the_flag() {
+    watchdog("write waits for room", 10, || {
+        for peer_blocking in [true, false] {
+            let k = Arc::new(KernelNotifier::new(Mode::Counter).unwrap());
+            let peer = rustix::io::dup(k.as_fd()).unwrap();
+            let fl = rustix::fs::fcntl_getfl(&peer).unwrap();
+            let fl = if peer_blocking {
+                fl - rustix::fs::OFlags::NONBLOCK
+            } else {
+                fl | rustix::fs::OFlags::NONBLOCK
+            };
+            rustix::fs::fcntl_setfl(&peer, fl).unwrap();
+            k.write(LIMIT - 5).unwrap();
+            k.notify().unwrap();
+            k.write(4).unwrap(); // exactly the room left
+            let k2 = Arc::clone(&k);
+            let t = std::thread::spawn(move || k2.write(7));
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(
+                !t.is_finished(),
+                "a write past LIMIT waits (peer_blocking {peer_blocking})"
+            );
+            assert_eq!(peer_read(&peer), LIMIT);
+            t.join().unwrap().unwrap();
+            assert_eq!(
+                k.try_read().unwrap(),
+                7,
+                "written once (peer_blocking {peer_blocking})"
+            );
+        }
     });
 }
 

@@ -18,13 +18,10 @@
 //! Each queue's call fd is a [`KernelNotifier`] the loop writes (`notify`), only when
 //! EVENT_IDX (or the driver's `NO_INTERRUPT` flag without it) says the driver wants it;
 //! kicks are suppressed the same way while a queue is being served
-//! (`BlockDevice::process_queue`). A call costs two syscalls: evfd's writes never wait
-//! whatever the shared description's `O_NONBLOCK` says (QEMU clears it), and the kernel's
-//! eventfd refuses `RWF_NOWAIT` for writes, so `notify` makes a zero-timeout `poll(2)`
-//! before its `write(2)`. That `poll` is the one syscall per request this loop makes that a
-//! plain `write(2)` would not; the loop makes the calls of one wakeup (every queue it
-//! served) together with `KernelNotifier::notify_many`, so that `poll` is one per wakeup,
-//! not one per call (`docs/benchmarks.md`, "vhost-user-blk").
+//! (`BlockDevice::process_queue`), and a queue's call is made as soon as it is served. A
+//! call is one `write(2)`: `notify` may wait (for room below the eventfd limit, which a
+//! call fd that its reader empties at each write never nears), so it needs no check first
+//! of what a peer did to the shared description's `O_NONBLOCK` (QEMU clears it).
 //!
 //! Requests complete synchronously (`preadv`/`pwritev` on the image), so there is no
 //! completion path and no in-memory notifier to wait for: one wakeup, the requests served,
@@ -149,12 +146,12 @@ impl EvfdBackend {
     /// call it if its driver wants that. Called whenever it may have become servable.
     pub fn serve(&mut self, index: usize) {
         if self.process(index) {
-            self.call(&[index]);
+            self.call(index);
         }
     }
 
-    /// Serve queue `index` as [`serve`](Self::serve) does, but only say whether its driver
-    /// wants a call: the loop makes the calls of one wakeup together ([`call`](Self::call)).
+    /// Serve queue `index` as [`serve`](Self::serve) does, and say whether its driver wants
+    /// a call.
     fn process(&mut self, index: usize) -> bool {
         let Some(mem) = self.mem.as_ref() else {
             return false;
@@ -178,15 +175,12 @@ impl EvfdBackend {
         }
     }
 
-    /// Signal the call fds of `queues` (those that have one), with one `poll(2)` shared
-    /// among them (`KernelNotifier::notify_many`).
-    fn call(&self, queues: &[usize]) {
-        let calls: Vec<&KernelNotifier> = queues
-            .iter()
-            .filter_map(|&i| self.vrings.get(i).and_then(|v| v.call.as_ref()))
-            .collect();
-        if let Err(e) = KernelNotifier::notify_many(&calls) {
-            eprintln!("vhost_user_blk: queues {queues:?}: call: {e}");
+    /// Signal queue `index`'s call fd, if it has one: one `write(2)`.
+    fn call(&self, index: usize) {
+        if let Some(call) = self.vrings.get(index).and_then(|v| v.call.as_ref()) {
+            if let Err(e) = call.notify() {
+                eprintln!("vhost_user_blk: queue {index}: call: {e}");
+            }
         }
     }
 
@@ -495,9 +489,6 @@ fn session(listener: &mut Listener, dev: &Arc<BlockDevice>) -> io::Result<()> {
     let sock = req.try_clone_connection()?;
     ep.add(&sock.as_fd(), Events::IN, SOCKET)?;
     let mut evs = [Event::default(); 16];
-    // Queues served in this wakeup whose driver wants a call: called together, before a
-    // protocol message (which may replace or stop a ring) and at the end of the wakeup.
-    let mut calls: Vec<usize> = Vec::new();
     loop {
         let n = match ep.wait(&mut evs, None) {
             Ok(n) => n,
@@ -507,10 +498,6 @@ fn session(listener: &mut Listener, dev: &Arc<BlockDevice>) -> io::Result<()> {
         for ev in &evs[..n] {
             match ev.data {
                 SOCKET => {
-                    if !calls.is_empty() {
-                        lock(&backend).call(&calls);
-                        calls.clear();
-                    }
                     if let Err(e) = req.handle_request() {
                         return match e {
                             VuError::Disconnected | VuError::PartialMessage => Ok(()),
@@ -519,17 +506,10 @@ fn session(listener: &mut Listener, dev: &Arc<BlockDevice>) -> io::Result<()> {
                         };
                     }
                 }
-                q => {
-                    let q = (q - 1) as usize;
-                    if lock(&backend).process(q) {
-                        calls.push(q);
-                    }
-                }
+                // Served, then called at once if its driver wants it: a call is one
+                // `write(2)`, so nothing is gained by holding it for the next queue.
+                q => lock(&backend).serve((q - 1) as usize),
             }
-        }
-        if !calls.is_empty() {
-            lock(&backend).call(&calls);
-            calls.clear();
         }
     }
 }

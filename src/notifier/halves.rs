@@ -749,8 +749,10 @@ impl NotifierHalf {
         }
     }
 
-    /// As [`try_write`](Self::try_write), waiting (in `poll(2)`, with a backoff when room
-    /// for one byte is not room for `n`) while the pipe is full.
+    /// As [`try_write`](Self::try_write), waiting while the pipe is full (an eventfd: while
+    /// the count would pass [`LIMIT`]): in the kernel if the description is blocking (an
+    /// eventfd's `write(2)` waits for room for `n`), else in `poll(2)`, with a backoff when
+    /// room for one byte is not room for `n`.
     ///
     /// # Errors
     ///
@@ -763,6 +765,12 @@ impl NotifierHalf {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write(&self, n: u64) -> io::Result<()> {
+        // An eventfd: one plain `write(2)` (`write_waiting`). A pipe's `try_write` is one
+        // `write(2)` already where the kernel takes `RWF_NOWAIT` for pipes.
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        if self.kind == Kind::Eventfd && n != u64::MAX {
+            return sys::eventfd::write_waiting(self.fd.as_fd(), n);
+        }
         sys::write_until(self.fd.as_fd(), None, || self.try_write(n))
     }
 

@@ -361,9 +361,13 @@ impl KernelNotifier {
     ///
     /// # Implementation notes
     ///
-    /// Waits in `poll(POLLOUT)`. The kernel reports `POLLOUT` while a write of 1 fits; a
-    /// larger write that still does not fit retries with a short backoff (50 µs doubling to
-    /// 10 ms), since no poll event means "room for `n`".
+    /// One `write(2)`. If `n` does not fit, a blocking description (a peer may have cleared
+    /// `O_NONBLOCK`) waits for room in the kernel, exactly for `n`; a non-blocking one waits
+    /// in `poll(POLLOUT)`, which the kernel reports while a write of 1 fits, so a larger
+    /// write that still does not fit retries with a short backoff (50 µs doubling to 10 ms).
+    /// [`write_timeout`](Self::write_timeout) and [`try_write`](Self::try_write) never wait
+    /// in the kernel: they make a zero-timeout `poll(2)` before the `write(2)` (the kernel's
+    /// eventfd refuses `RWF_NOWAIT` on writes).
     ///
     /// # Errors
     ///
@@ -412,10 +416,13 @@ impl KernelNotifier {
     }
 
     fn write_until(&self, n: u64, deadline: Option<Instant>) -> io::Result<()> {
-        if self.nonblock {
+        if self.nonblock || n == u64::MAX {
             return self.try_write(n);
         }
-        sys::write_until(self.fd.as_fd(), deadline, || self.try_write(n))
+        match deadline {
+            None => eventfd::write_waiting(self.fd.as_fd(), n),
+            Some(_) => sys::write_until(self.fd.as_fd(), deadline, || self.try_write(n)),
+        }
     }
 
     /// `write(1)`.
@@ -432,62 +439,6 @@ impl KernelNotifier {
     /// ```
     pub fn notify(&self) -> io::Result<()> {
         self.write(1)
-    }
-
-    /// [`notify`](Self::notify) each of `notifiers`, sharing one `poll(2)` among them.
-    ///
-    /// A call fd written by a device loop (vhost-user, KVM irqfd) sits at count 0: its
-    /// reader takes each write at once. `notify` on it is two syscalls, since evfd's writes
-    /// never wait whatever a peer did to the shared `O_NONBLOCK` and the kernel's eventfd
-    /// refuses `RWF_NOWAIT` on writes: a zero-timeout `poll(2)`, then the `write(2)`. Here one
-    /// `poll(2)` looks at all of them, and each one found at count 0 gets its `write(2)` of
-    /// 1 at once (that cannot wait, even with the same eventfd listed more than once); any
-    /// other (a count already there, an overflowed or closed fd) goes through its own
-    /// `notify`. Where the kernel takes `RWF_NOWAIT` writes, it is `notify` on each.
-    ///
-    /// # Errors
-    ///
-    /// The first error of a `notify` (or of the shared `poll(2)`, after which each is
-    /// notified alone); the others are still notified.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use evfd::{KernelNotifier, Mode};
-    /// let a = KernelNotifier::new(Mode::Counter)?;
-    /// let b = KernelNotifier::new(Mode::Counter)?;
-    /// b.write(5)?;
-    /// KernelNotifier::notify_many(&[&a, &b, &a])?;
-    /// assert_eq!(a.read()?, 2);
-    /// assert_eq!(b.read()?, 6);
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn notify_many(notifiers: &[&KernelNotifier]) -> io::Result<()> {
-        let mut first = None;
-        let mut keep = |r: io::Result<()>| {
-            if let Err(e) = r {
-                first.get_or_insert(e);
-            }
-        };
-        let empty = if notifiers.len() < 2 || eventfd::writes_nowait() {
-            None
-        } else {
-            match eventfd::zero_counts(notifiers.iter().map(|k| k.fd.as_fd())) {
-                Ok(v) => Some(v),
-                Err(e) => {
-                    keep(Err(e));
-                    None
-                }
-            }
-        };
-        for (i, k) in notifiers.iter().enumerate() {
-            keep(match &empty {
-                // Found at count 0: a plain write of 1 cannot wait (`zero_counts`).
-                Some(v) if v[i] => eventfd::write(k.fd.as_fd(), 1),
-                _ => k.notify(),
-            });
-        }
-        first.map_or(Ok(()), Err)
     }
 
     /// Take from the count without waiting (one `read(2)`): the whole count (Counter,

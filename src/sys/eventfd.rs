@@ -181,29 +181,20 @@ pub(crate) fn write_now_with(fd: BorrowedFd<'_>, n: u64, how: Now) -> io::Result
     Ok(())
 }
 
-/// Whether [`write_now`] makes one syscall (`RWF_NOWAIT`, not refused so far) rather than
-/// the fallback's `poll(2)` and `write(2)`: then [`zero_counts`] has no poll to share.
-pub(crate) fn writes_nowait() -> bool {
-    WRITE_PROBE.nowait()
-}
-
-/// Which of `fds` hold a count of 0 right now, from one zero-timeout `poll(2)` over all of
-/// them (`true`: neither `IN` nor `ERR`, nor `NVAL`/`HUP`). Into such an fd a plain
-/// `write(2)` of 1 ([`write`]) cannot wait, whatever the shared description's
-/// `O_NONBLOCK` says — nor can one per appearance of the same eventfd in `fds` (counts up to
-/// `fds.len()`, far below the limit). It is [`write_now`]'s fallback check, made once for
-/// many writes of 1, with the same residual window (a concurrent writer that fills the
-/// counter between the poll and the write). `EINTR` is retried.
-pub(crate) fn zero_counts<'a>(
-    fds: impl IntoIterator<Item = BorrowedFd<'a>>,
-) -> io::Result<Vec<bool>> {
-    use rustix::event::{PollFd, PollFlags};
-    let mut polled: Vec<PollFd<'_>> = fds
-        .into_iter()
-        .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
-        .collect();
-    super::poll_zero(&mut polled)?;
-    Ok(polled.iter().map(|p| p.revents().is_empty()).collect())
+/// Add `n` (`< u64::MAX`) to the count, waiting for room as long as it takes (a call with
+/// no deadline): one plain `write(2)`, whatever the shared description's `O_NONBLOCK` says.
+/// Blocking (a peer cleared the flag, or nobody set it), the kernel waits for room for `n`
+/// itself, which is this call's meaning; non-blocking, a write that does not fit returns
+/// `EAGAIN` and the wait goes on in [`write_until`](super::write_until) (`poll(2)` for room,
+/// then [`write_now`]). A deadline or a non-blocking call needs [`write_now`] from the
+/// start: a blocking description would hold a plain write past it.
+pub(crate) fn write_waiting(fd: BorrowedFd<'_>, n: u64) -> io::Result<()> {
+    match write(fd, n) {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            super::write_until(fd, None, || write_now(fd, n))
+        }
+        r => r,
+    }
 }
 
 /// `eventfd-count` from `/proc/self/fdinfo/<fd>`, read into a stack buffer (no allocation,
