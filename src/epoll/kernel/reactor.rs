@@ -271,20 +271,20 @@ mod via_tokio {
         ) -> Option<usize> {
             let fd = self.fd.as_ref()?;
             for _ in 0..ROUNDS {
-                // With the readiness taken: a harvest that delivers nothing has collected
-                // from the kernel epoll with every slot free and got nothing: it was empty
-                // then (`harvest_now`). Without it (clear, or not yet reported): no kernel
-                // event came since the clear that found it empty, or one came and its edge
-                // will set the readiness and wake us; so this harvest runs only if memory
-                // has something queued (then it collects the kernel epoll too, as
+                // With the readiness taken: a harvest that left the kernel epoll drained
+                // (it collected with a slot to spare, and nothing it delivered stays
+                // ready: `fds`, "Drained") clears it, whether it delivered or not.
+                // Without it (clear, or not yet reported): no kernel event came since the
+                // clear that found it drained, or one came and its edge will set the
+                // readiness and wake us; so this harvest runs only if memory has
+                // something queued (then it collects the kernel epoll too, as
                 // `epoll_wait` returns every ready item), and clears nothing.
                 let got = fd.around(cx, |taken| {
-                    let n = if taken {
-                        ep.harvest_if_any(out)
+                    if taken {
+                        ep.harvest_drained(out)
                     } else {
-                        ep.harvest_now_mem(out)
-                    };
-                    (n, n == 0)
+                        (ep.harvest_now_mem(out), false)
+                    }
                 });
                 match got {
                     Ok(0) => {}
@@ -434,8 +434,8 @@ impl KernelReactor {
 
     /// One look through the reactor around a harvest: take the reactor's readiness of the
     /// kernel epoll (if set) *before* running `harvest` (told whether it was taken); if
-    /// `harvest` reports that it found
-    /// the kernel epoll empty (`true` in its result), clear that readiness — which tokio
+    /// `harvest` reports that it left the kernel epoll drained (`true` in its result:
+    /// nothing to report until its next wake), clear that readiness — which tokio
     /// does only if no edge came since it was taken (the tick), so an event that arrived
     /// after the harvest looked keeps it set. `Err` if the reactor is gone (its runtime
     /// shut down). Calls tokio with no lock held (the caller holds none).
