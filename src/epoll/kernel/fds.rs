@@ -425,7 +425,7 @@ impl Collector {
     /// ready), waking as a callback would — if someone relies on it (`listened`). Waiters
     /// that watch `kfd` themselves (threads in a kernel sleep, tasks through a reactor) do
     /// not: `kfd` stays readable while it holds events (a kernel sleep returns at once), a
-    /// reactor's readiness is cleared only by a harvest that found `kfd` empty, and every
+    /// reactor's readiness is cleared only by a harvest that left `kfd` drained, and every
     /// harvest collects from `kfd` at its end whether or not the item is queued. Skipping
     /// it then spares the harvester a wake of its own entry (and the next harvest a lap of
     /// the list). Returns how many events it collected.

@@ -40,7 +40,9 @@
 //! Its wake is the ordinary item callback, so blocking waiters, tasks, fd views (whose
 //! `any_live` counts it) and outer epolls (on `pollers`) are woken as for a notifier. The
 //! harvest delivers its events where it meets it in the ready list: a non-blocking
-//! `epoll_wait` on `kfd` into the remaining slots ([`Collector`]). A harvest that does not
+//! `epoll_wait` on `kfd` into the remaining slots ([`Collector`]; while `kfd` holds one
+//! AutoReset `KernelNotifier` for `IN` and nothing else, that eventfd's own reset `read`,
+//! which decides what the kernel would report: `fds`, "One eventfd"). A harvest that does not
 //! meet it still collects once at its end, so a zero-timeout `wait` never misses a kernel
 //! event.
 //!

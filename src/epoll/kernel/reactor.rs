@@ -15,14 +15,18 @@
 //!
 //! The no-lost-wake argument for it (W's counterpart, not modelled in loom, which cannot
 //! run tokio): each try takes the reactor's readiness tick *before* its harvest and clears
-//! it only if that harvest delivered nothing (so it collected from `kfd` with every slot
-//! free and found it empty); then it waits in tokio's list of readiness waiters. Every
-//! later kernel event is a wake of `kfd`, hence an edge in the reactor's edge-triggered
-//! epoll, recorded with a new tick: before the clear (the clear's tick is stale: nothing is
-//! cleared), or after it (the readiness is set again: the waiter's registration sees it or
-//! is woken by it). A try that finds the readiness clear harvests only if memory has
-//! something queued (no syscall otherwise) and clears nothing. Such a wait does not yield once. docs/design.md has the
-//! whole design.
+//! it only if that harvest left `kfd` drained (`fds`, "Drained": it collected with a slot
+//! to spare, and nothing it delivered stays ready — an edge-triggered or one-shot item, an
+//! AutoReset eventfd its read emptied; a harvest that delivered nothing from `kfd` with
+//! every slot free is the plain case); then, if it delivered nothing, it waits in tokio's
+//! list of readiness waiters. Every later kernel event is a wake of `kfd`, hence an edge in
+//! the reactor's edge-triggered epoll, recorded with a new tick: before the clear (the
+//! clear's tick is stale: nothing is cleared), or after it (the readiness is set again: the
+//! waiter's registration sees it or is woken by it). A try that finds the readiness clear
+//! harvests only if memory has something queued (no syscall otherwise) and clears nothing.
+//! So a wake that delivers a lone AutoReset `KernelNotifier` costs one syscall, its read:
+//! the clearing harvest is the delivering one, and the next wait finds the readiness clear.
+//! Such a wait does not yield once. docs/design.md has the whole design.
 //!
 //! # LOCKING
 //!
