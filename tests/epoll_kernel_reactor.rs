@@ -589,3 +589,60 @@ fn lone_autoreset_free_running_writer_leaves_nothing_behind() {
         no_watcher("lone autoreset free running");
     });
 }
+
+/// A task waits through the reactor on an epoll whose one kernel fd is an AutoReset
+/// `KernelNotifier` (the reactor then watches that eventfd itself, not the kernel epoll);
+/// meanwhile the kernel fds change — a pipe is added, or the notifier is replaced by
+/// another (added, then the first deleted) — and the new fd fires: the task is woken (the change moved the shape, woke the
+/// task, and it chose the registration of the new shape).
+#[test]
+fn kernel_fds_changed_under_a_task_on_the_lone_eventfd() {
+    use std::io::Write;
+    bounded("shape changes", || {
+        let rt = rt(true);
+        for round in 0..10 {
+            // A pipe added beside the notifier.
+            let (r, mut w) = std::io::pipe().unwrap();
+            let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
+            let ep = Arc::new(Epoll::new());
+            ep.add(&*k, Events::IN, 1).unwrap();
+            let ep2 = Arc::clone(&ep);
+            let task = rt.spawn(async move {
+                let mut buf = [Event::default(); 4];
+                wait(&ep2, &mut buf).await
+            });
+            std::thread::sleep(Duration::from_millis(5));
+            ep.add(&r.as_fd(), Events::IN, 2).unwrap();
+            w.write_all(b"x").unwrap();
+            let got = rt.block_on(task).unwrap();
+            assert_eq!(
+                got.iter().map(|e| e.data).collect::<Vec<_>>(),
+                vec![2],
+                "round {round}: pipe added"
+            );
+
+            // The notifier replaced by another.
+            let k2 = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
+            ep.delete(&r.as_fd()).unwrap();
+            let ep2 = Arc::clone(&ep);
+            let task = rt.spawn(async move {
+                let mut buf = [Event::default(); 4];
+                wait(&ep2, &mut buf).await
+            });
+            std::thread::sleep(Duration::from_millis(5));
+            // (Added before the delete: an epoll without kernel fds would send the task to
+            // the watcher, which no test of this binary may start.)
+            ep.add(&*k2, Events::IN, 3).unwrap();
+            ep.delete(&*k).unwrap();
+            k2.notify().unwrap();
+            let got = rt.block_on(task).unwrap();
+            assert_eq!(
+                got.iter().map(|e| e.data).collect::<Vec<_>>(),
+                vec![3],
+                "round {round}: notifier replaced"
+            );
+            drop(k);
+        }
+        no_watcher("shape changes");
+    });
+}

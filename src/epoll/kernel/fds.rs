@@ -136,6 +136,9 @@ pub(crate) struct Fds {
     /// The one registration a collect reads itself ("One eventfd"), kept in step with
     /// `items` by every change of it.
     one: Option<One>,
+    /// Moved whenever `one` starts or stops naming an eventfd, or names another: the
+    /// shape's generation (`KernelPoll::shape`).
+    shape: u64,
 }
 
 impl Fds {
@@ -157,13 +160,30 @@ impl Fds {
         Some(item)
     }
 
-    /// `one` after a change of `items`.
+    /// `one` after a change of `items`, and `shape` if `one` names another eventfd (or
+    /// none, or one where it named none).
     fn find_one(&mut self) {
         let mut it = self.items.values();
-        self.one = match (it.next(), it.next()) {
+        let one = match (it.next(), it.next()) {
             (Some(i), None) if i.eventfd_in() => i.efd.clone().map(|efd| One { efd, data: i.data }),
             _ => None,
         };
+        let same = match (&self.one, &one) {
+            (Some(a), Some(b)) => Weak::ptr_eq(&a.efd, &b.efd),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            self.shape += 1;
+        }
+        self.one = one;
+    }
+
+    /// The shape's generation and the one eventfd ("One eventfd"), if any: what the
+    /// reactor route registers (`reactor`, "Direct registration").
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(super) fn shape(&self) -> (u64, Option<Weak<OwnedFd>>) {
+        (self.shape, self.one.as_ref().map(|o| Weak::clone(&o.efd)))
     }
 
     /// The registration `modify`/`delete` of `num` refer to (module docs): the newest.
@@ -218,7 +238,8 @@ impl KernelSide {
         events: Events,
         data: u64,
     ) -> io::Result<()> {
-        with_registry(ep, |reg, batch| {
+        let mut moved = false;
+        let r = with_registry(ep, |reg, batch| {
             let (side, created) = match self.side() {
                 Some(s) => (s, false),
                 None => {
@@ -259,10 +280,14 @@ impl KernelSide {
             if reused {
                 prune(fds, &side);
             }
-            side.poll.nfds.store(fds.len(), SeqCst);
+            moved = publish_shape(fds, &side);
             self.changed(ep, &side, batch);
             Ok(())
-        })
+        });
+        if moved {
+            wake_shape(ep);
+        }
+        r
     }
 
     /// `modify` of a kernel fd (`EPOLL_CTL_MOD`), on the number's current registration.
@@ -273,7 +298,8 @@ impl KernelSide {
         events: Events,
         data: u64,
     ) -> io::Result<()> {
-        with_registry(ep, |reg, batch| {
+        let mut moved = false;
+        let r = with_registry(ep, |reg, batch| {
             let Some(side) = self.side() else {
                 return Err(probe(k.fd, |ep| sys::epoll::modify(ep, k.fd, events, 0)));
             };
@@ -289,9 +315,14 @@ impl KernelSide {
                 i.events = events;
             }
             reg.kernel.find_one();
+            moved = publish_shape(&reg.kernel, &side);
             self.changed(ep, &side, batch);
             Ok(())
-        })
+        });
+        if moved {
+            wake_shape(ep);
+        }
+        r
     }
 
     /// `delete` of a kernel fd (`EPOLL_CTL_DEL`), of the number's current registration.
@@ -305,9 +336,13 @@ impl KernelSide {
         };
         sys::epoll::delete(side.poll.kfd.as_fd(), k.fd)?;
         reg.kernel.remove(token);
-        side.poll.nfds.store(reg.kernel.len(), SeqCst);
+        let moved = publish_shape(&reg.kernel, &side);
         if let Some(o) = k.owner {
             o.forget(token);
+        }
+        drop(reg);
+        if moved {
+            wake_shape(ep);
         }
         Ok(())
     }
@@ -318,11 +353,32 @@ impl KernelSide {
         match self.side() {
             Some(side) if reg.len() > 0 => {
                 prune(reg, &side);
+                // No wake even if the shape moved: a prune drops only tokens of closed
+                // files, never a live `KernelNotifier`'s (it holds its file open), so it
+                // can make `one` name an eventfd, never stop naming one; a task on a
+                // registration of `kfd` hears every shape.
+                publish_shape(reg, &side);
                 reg.len()
             }
             _ => 0,
         }
     }
+}
+
+/// After a change of `fds` (with `registry` held): publish how many it holds and its
+/// shape's generation to `side`. Whether the generation moved: the caller then wakes the
+/// reactor route's tasks ([`wake_shape`]) once it has released `registry`.
+fn publish_shape(fds: &Fds, side: &Side) -> bool {
+    side.poll.nfds.store(fds.len(), SeqCst);
+    side.poll.shape.swap(fds.shape, SeqCst) != fds.shape
+}
+
+/// The shape's generation moved: wake every task of the reactor route (and every kernel
+/// sleeper: the wake's key is theirs too, a spurious wake for them), so that a task that
+/// waits on a registration of the old shape chooses again (`reactor`, "Direct
+/// registration"). Runs wakers: never with a crate lock held.
+fn wake_shape(ep: &EpInner) {
+    ep.waiters.wake(crate::epoll::KEY_KSLEEP, usize::MAX);
 }
 
 /// Drop tokens whose file the kernel no longer holds (closed). Must be called with
@@ -597,10 +653,15 @@ impl KernelFdSet for EpInner {
         if reg.kernel.remove(token).is_none() {
             return;
         }
+        let mut moved = false;
         if let Some(side) = self.kernel.side() {
             // The fd is still open and registered under this number: DEL finds it.
             let _ = sys::epoll::delete(side.poll.kfd.as_fd(), fd);
-            side.poll.nfds.store(reg.kernel.len(), SeqCst);
+            moved = publish_shape(&reg.kernel, &side);
+        }
+        drop(reg);
+        if moved {
+            wake_shape(self);
         }
     }
 }

@@ -233,9 +233,14 @@ mod via_tokio {
             let Some(rt) = KernelReactor::current_runtime() else {
                 return self.drop_fd();
             };
-            // The registration this wait used last time, still in its runtime and working:
-            // the epoll's kernel epoll is the same for the epoll's whole life.
-            if !self.failed && self.fd.as_ref().is_some_and(|fd| fd.runtime() == rt) {
+            // The registration this wait used last time, still in its runtime, working,
+            // and of the registrations' current shape ("Direct registration").
+            if !self.failed
+                && self
+                    .fd
+                    .as_ref()
+                    .is_some_and(|fd| fd.runtime() == rt && fd.current())
+            {
                 return true;
             }
             let Some(side) = ep.kernel.side() else {
@@ -252,7 +257,7 @@ mod via_tokio {
                 self.failed = false;
             }
             self.armed = None;
-            self.fd = side.reactor.get(rt, &side.poll.kfd);
+            self.fd = side.reactor.get(rt, ep, &side);
             self.fd.is_some()
         }
 
@@ -275,6 +280,16 @@ mod via_tokio {
         ) -> Option<usize> {
             let fd = self.fd.as_ref()?;
             for _ in 0..ROUNDS {
+                // The shape moved (a kernel fd added, modified or deleted) since this
+                // registration was made: it may not hear every kernel fd any more. Choose
+                // again at the next poll. (After this wait's registration on `waiters`,
+                // the check pairs with the shape's wake: `wake_shape` in `fds`.)
+                if !fd.current() {
+                    self.fd = None;
+                    self.armed = None;
+                    cx.waker().wake_by_ref();
+                    return None;
+                }
                 // With the readiness taken: a harvest that left the kernel epoll drained
                 // (it collected with a slot to spare, and nothing it delivered stays
                 // ready: `fds`, "Drained") clears it, whether it delivered or not.
@@ -329,38 +344,54 @@ mod via_tokio {
 /// lock; tokio is never called under it.
 #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
 #[derive(Default)]
-pub(crate) struct Slot(
-    crate::loom::sync::Mutex<Option<(::tokio::runtime::Id, Option<Arc<KernelReactor>>)>>,
-);
+pub(crate) struct Slot(crate::loom::sync::Mutex<Option<SlotEntry>>);
+
+/// A [`Slot`]'s registration: the runtime and shape it was made for, and the registration
+/// (`None` if it could not be made there).
+#[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+type SlotEntry = (::tokio::runtime::Id, u64, Option<Arc<KernelReactor>>);
 
 #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
 impl Slot {
-    /// The kernel epoll `kfd` in the reactor of runtime `rt` (the current one),
-    /// registered by the first call from that runtime (one `dup` and one `epoll_ctl`);
-    /// `None` if it cannot be (the caller falls back to the watcher). One registration is
-    /// kept, for the runtime that asked last: waits in other runtimes hold their own `Arc`.
+    /// The epoll's kernel readiness in the reactor of runtime `rt` (the current one), for
+    /// the registrations' current shape ("Direct registration": the one eventfd's
+    /// duplicate, else `kfd`'s), registered by the first call from that runtime and shape
+    /// (one `dup` and one `epoll_ctl`); `None` if it cannot be (the caller falls back to
+    /// the watcher). One registration is kept, for the runtime and shape asked for last:
+    /// waits in other runtimes hold their own `Arc`. Takes `registry` (to read the shape)
+    /// only to make one; never holds two locks.
     fn get(
         &self,
         rt: ::tokio::runtime::Id,
-        kfd: &std::os::fd::OwnedFd,
+        ep: &EpInner,
+        side: &super::Side,
     ) -> Option<Arc<KernelReactor>> {
+        use crate::loom::sync::atomic::Ordering::SeqCst;
         use std::os::fd::AsFd;
-        if let Some((id, r)) = &*crate::loom::lock(&self.0) {
-            if *id == rt {
+        let now = side.poll.shape.load(SeqCst);
+        if let Some((id, shape, r)) = &*crate::loom::lock(&self.0) {
+            if *id == rt && *shape == now {
                 return r.clone();
             }
         }
+        // The shape and its eventfd, read together under `registry`.
+        let (shape, one) = {
+            let reg = crate::loom::lock(&ep.registry);
+            let (shape, one) = reg.kernel.shape();
+            (shape, one.and_then(|w| w.upgrade()))
+        };
         // Registered with no lock held (tokio code).
-        let made = KernelReactor::new(kfd.as_fd(), rt).map(Arc::new);
+        let fd = one.as_ref().map_or(side.poll.kfd.as_fd(), |e| e.as_fd());
+        let made = KernelReactor::new(fd, rt, Arc::clone(&side.poll), shape).map(Arc::new);
         let old = {
             let mut slot = crate::loom::lock(&self.0);
             match &*slot {
                 // Another wait of this runtime was quicker: use its registration.
-                Some((id, r)) if *id == rt => return r.clone(),
-                _ => slot.replace((rt, made.clone())),
+                Some((id, s, r)) if *id == rt && *s == shape => return r.clone(),
+                _ => slot.replace((rt, shape, made.clone())),
             }
         };
-        // An older runtime's registration goes (tokio code) after the unlock.
+        // An older registration goes (tokio code) after the unlock.
         drop(old);
         made
     }
@@ -371,7 +402,7 @@ impl Slot {
         let old = {
             let mut slot = crate::loom::lock(&self.0);
             match &*slot {
-                Some((_, Some(cur))) if Arc::ptr_eq(cur, r) => slot.take(),
+                Some((_, _, Some(cur))) if Arc::ptr_eq(cur, r) => slot.take(),
                 _ => None,
             }
         };
@@ -381,7 +412,7 @@ impl Slot {
     /// Take the registration out, to be dropped by the caller once it holds no lock
     /// (`close`: `KernelLeft`).
     pub(super) fn take(&self) -> Option<Arc<KernelReactor>> {
-        crate::loom::lock(&self.0).take().and_then(|(_, r)| r)
+        crate::loom::lock(&self.0).take().and_then(|(_, _, r)| r)
     }
 }
 
@@ -394,10 +425,23 @@ impl Slot {
 /// kernel epoll (each kernel event of one of its fds) is an edge, and an edge bumps the
 /// `AsyncFd`'s readiness tick, so a clear made with an older tick does not take effect.
 #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
-#[derive(Debug)]
 pub(crate) struct KernelReactor {
     rt: ::tokio::runtime::Id,
     fd: ::tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+    /// The kernel epoll whose shape this registration was made for, and that shape.
+    poll: Arc<super::KernelPoll>,
+    shape: u64,
+}
+
+#[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+impl std::fmt::Debug for KernelReactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelReactor")
+            .field("rt", &self.rt)
+            .field("fd", &self.fd)
+            .field("shape", &self.shape)
+            .finish()
+    }
 }
 
 #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
@@ -416,11 +460,16 @@ impl KernelReactor {
     /// runtime is a probe ([`quietly`]: caught, with the process's panic hook kept silent
     /// for it); a runtime found without I/O is remembered and never probed again. With
     /// `panic = "abort"` a panic cannot be caught, so no registration is tried at all.
-    pub(crate) fn new(kfd: BorrowedFd<'_>, rt: ::tokio::runtime::Id) -> Option<KernelReactor> {
+    pub(crate) fn new(
+        fd: BorrowedFd<'_>,
+        rt: ::tokio::runtime::Id,
+        poll: Arc<super::KernelPoll>,
+        shape: u64,
+    ) -> Option<KernelReactor> {
         if !cfg!(panic = "unwind") || no_io(rt, false) {
             return None;
         }
-        let dup = kfd.try_clone_to_owned().ok()?;
+        let dup = fd.try_clone_to_owned().ok()?;
         // Nothing of ours is borrowed or locked across it, and the duplicate closes on
         // unwind.
         let Some(made) = quietly(move || register_stable(dup, ::tokio::io::Interest::READABLE))
@@ -428,12 +477,25 @@ impl KernelReactor {
             no_io(rt, true);
             return None;
         };
-        Some(KernelReactor { rt, fd: made.ok()? })
+        Some(KernelReactor {
+            rt,
+            fd: made.ok()?,
+            poll,
+            shape,
+        })
     }
 
-    /// Whether this was registered with runtime `rt`.
+    /// The runtime this was registered with.
     pub(crate) fn runtime(&self) -> ::tokio::runtime::Id {
         self.rt
+    }
+
+    /// Whether the registrations still have the shape this was made for (one load).
+    pub(crate) fn current(&self) -> bool {
+        self.poll
+            .shape
+            .load(crate::loom::sync::atomic::Ordering::SeqCst)
+            == self.shape
     }
 
     /// One look through the reactor around a harvest: take the reactor's readiness of the
