@@ -88,8 +88,10 @@
 //!                     first kernel add, close), read anywhere (clone the Arc and go).
 //! KernelSide::present AtomicBool mirror of `side.is_some()`, written with it (invariant W).
 //! KernelPoll::armed   AtomicBool, see invariant W.
-//! Side::reactor       leaf Mutex (feature tokio): the reactor registration of `kfd`
-//!                     (`reactor`). No tokio code runs under it.
+//! KernelPoll::shape   AtomicU64, written under `registry` (`fds`), read anywhere: the
+//!                     reactor route's generation (`reactor`, "Direct registration").
+//! Side::reactor       leaf Mutex (feature tokio): the reactor registration of `kfd` or
+//!                     of its one eventfd (`reactor`). No tokio code runs under it.
 //! Side::direct        the direct slot (AtomicBool) and bell (OnceLock, made and registered
 //!                     in `kfd` by the first direct sleep, no crate lock held): `sleep`.
 //! ```

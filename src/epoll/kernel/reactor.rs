@@ -6,7 +6,8 @@
 //!
 //! Polled inside a tokio runtime, a wait registers `kfd` with that runtime's reactor (a
 //! [`Slot`] of the kernel side: a duplicate of `kfd` in a `tokio::io::unix::AsyncFd`
-//! ([`KernelReactor`]), one per epoll and runtime) and is woken by it, not by the watcher.
+//! ([`KernelReactor`]), one per epoll and runtime; or of its one eventfd: "Direct
+//! registration") and is woken by it, not by the watcher.
 //! Its entry on `waiters` has the mask `KEY_KSLEEP`, so it arms nothing. Anywhere else
 //! (another executor, a runtime without I/O, a runtime that shut down) it relies on the
 //! process-wide watcher thread (`super::watcher`, invariant W). The choice is made at each
@@ -28,12 +29,32 @@
 //! the clearing harvest is the delivering one, and the next wait finds the readiness clear.
 //! Such a wait does not yield once. docs/design.md has the whole design.
 //!
+//! # Direct registration
+//!
+//! While the kernel epoll holds one AutoReset `KernelNotifier` for `IN` and nothing else
+//! (`fds`, "One eventfd"), the registration is a duplicate of that eventfd instead of
+//! `kfd`'s: every kernel event of `kfd` is then a wake of the eventfd, so its edges are the
+//! same, and the reactor's `epoll_wait` polls the eventfd without scanning `kfd` (the
+//! nesting). The argument above holds word for word with "a wake of the eventfd" for "a
+//! wake of `kfd`" — as long as the registrations keep that shape. So the shape has a
+//! generation (`KernelPoll::shape`), moved under `registry` by any `add`/`modify`/`delete`
+//! (or drop of a `KernelNotifier`) that changes which eventfd, if any, `Fds::one` names; a
+//! registration records the generation it was made for ([`KernelReactor::current`]).
+//! After a move, once `registry` is released, the change wakes every `KEY_KSLEEP` entry of
+//! `waiters` (`fds::wake_shape`: the route's tasks; a kernel sleeper takes it as a spurious
+//! wake). Each try compares the generation first and, if it moved, wakes its own task and
+//! returns, so the next poll chooses the registration of the new shape. A task that
+//! registered on `waiters` before the change's wake is woken by it; one that registers
+//! after it compares after the move (the queue's lock orders the two), and sees it. loom
+//! model: `loom_kernel_reactor` (`src/tests/`).
+//!
 //! # LOCKING
 //!
 //! ```text
-//! Slot    leaf Mutex: the reactor registration of `kfd` for one runtime. No tokio code
+//! Slot    leaf Mutex: the reactor registration for one runtime and shape. No tokio code
 //!         runs under it: a registration is made before it is taken, and one it replaces
-//!         is dropped after it is released.
+//!         is dropped after it is released. `Slot::get` reads the shape under `registry`
+//!         (held alone: never with `Slot` or the kernel side's lock).
 //! ```
 //! The reactor (tokio code) is called with no lock held.
 
@@ -420,8 +441,8 @@ impl Slot {
 /// `Epoll::wait_async` and `EpollStream` for kernel-fd sources (module docs).
 ///
 /// It owns a duplicate of the kernel epoll's fd (the same open file, so the reactor sees
-/// the kernel epoll become readable) registered for `READABLE` with the runtime that was
-/// current when it was made. The reactor watches it edge-triggered: every wake of the
+/// the kernel epoll become readable), or of its one eventfd ("Direct registration"),
+/// registered for `READABLE` with the runtime that was current when it was made. The reactor watches it edge-triggered: every wake of the
 /// kernel epoll (each kernel event of one of its fds) is an edge, and an edge bumps the
 /// `AsyncFd`'s readiness tick, so a clear made with an older tick does not take effect.
 #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
@@ -451,7 +472,8 @@ impl KernelReactor {
         ::tokio::runtime::Handle::try_current().ok().map(|h| h.id())
     }
 
-    /// Register a duplicate of `kfd` with the current runtime's reactor (`rt`). `None` if
+    /// Register a duplicate of `fd` (`kfd`, or the one eventfd of shape `shape` of `poll`)
+    /// with the current runtime's reactor (`rt`). `None` if
     /// it cannot be: the duplicate or the registration failed, or the runtime has no I/O
     /// driver (the caller then uses the watcher thread).
     ///
