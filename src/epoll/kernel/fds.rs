@@ -181,7 +181,10 @@ impl Fds {
 
     /// The shape's generation and the one eventfd ("One eventfd"), if any: what the
     /// reactor route registers (`reactor`, "Direct registration").
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    #[cfg_attr(
+        not(all(feature = "tokio", any(target_os = "linux", target_os = "android"))),
+        allow(dead_code)
+    )]
     pub(super) fn shape(&self) -> (u64, Option<Weak<OwnedFd>>) {
         (self.shape, self.one.as_ref().map(|o| Weak::clone(&o.efd)))
     }
