@@ -90,6 +90,8 @@ impl KItem {
 #[derive(Clone)]
 pub(crate) struct One {
     efd: Weak<OwnedFd>,
+    /// (Read by the Linux collect: only a `KernelNotifier` makes a `One`.)
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
     data: u64,
 }
 
