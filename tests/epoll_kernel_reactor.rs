@@ -646,3 +646,40 @@ fn kernel_fds_changed_under_a_task_on_the_lone_eventfd() {
         no_watcher("shape changes");
     });
 }
+
+/// The shape's wake (a kernel fd added while the epoll held one eventfd) reaches threads
+/// asleep in a blocking `wait` too, whose entries share the tasks' key: for them it is
+/// spurious, and a `wait` with time left does not return early with nothing.
+#[test]
+fn a_shape_change_does_not_cut_a_blocking_wait_short() {
+    bounded("blocking wait through a shape change", || {
+        let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
+        let ep = Arc::new(Epoll::new());
+        ep.add(&*k, Events::IN, 1).unwrap();
+        let mut sleepers = Vec::new();
+        for _ in 0..2 {
+            let ep2 = Arc::clone(&ep);
+            sleepers.push(std::thread::spawn(move || {
+                let mut buf = [Event::default(); 4];
+                let t = std::time::Instant::now();
+                let n = ep2
+                    .wait(&mut buf, Some(Duration::from_millis(300)))
+                    .unwrap();
+                (n, t.elapsed())
+            }));
+        }
+        std::thread::sleep(Duration::from_millis(30));
+        let (r, _w) = std::io::pipe().unwrap();
+        ep.add(&r.as_fd(), Events::IN, 2).unwrap();
+        ep.delete(&r.as_fd()).unwrap();
+        for s in sleepers {
+            let (n, took) = s.join().unwrap();
+            assert_eq!(n, 0);
+            assert!(
+                took >= Duration::from_millis(290),
+                "returned after {took:?}"
+            );
+        }
+        no_watcher("blocking wait through a shape change");
+    });
+}
