@@ -32,7 +32,12 @@
 //! it off with an `epoll_wait`); the next poll of the kernel epoll (a sleep's
 //! `epoll_wait`, the watcher's arm, the reactor's scan, a readiness check) finds the
 //! count empty and drops it, as it drops any item the kernel queued that is no longer
-//! ready. A wake path saves one `epoll_wait` per harvest.
+//! ready. A wake path saves one `epoll_wait` per harvest. (An AutoReset `KernelNotifier`
+//! adopted from an `EFD_SEMAPHORE` eventfd on a kernel that does not show the flag, before
+//! 6.4, which adoption cannot refuse there, takes one unit per read: the kernel epoll
+//! would keep reporting it while units are left, and this read reports them one per
+//! harvest too, but "Drained" below takes it as emptied, so a task of the reactor route
+//! may wait for the next write to hear of the units left.)
 //!
 //! # Drained
 //!
