@@ -15,19 +15,22 @@
 //! re-queues.
 //!
 //! The no-lost-wake argument for it (W's counterpart, not modelled in loom, which cannot
-//! run tokio): each try takes the reactor's readiness tick *before* its harvest and clears
-//! it only if that harvest left `kfd` drained (`fds`, "Drained": it collected with a slot
-//! to spare, and nothing it delivered stays ready — an edge-triggered or one-shot item, an
-//! AutoReset eventfd its read emptied; a harvest that delivered nothing from `kfd` with
-//! every slot free is the plain case); then, if it delivered nothing, it waits in tokio's
-//! list of readiness waiters. Every later kernel event is a wake of `kfd`, hence an edge in
-//! the reactor's edge-triggered epoll, recorded with a new tick: before the clear (the
-//! clear's tick is stale: nothing is cleared), or after it (the readiness is set again: the
-//! waiter's registration sees it or is woken by it). A try that finds the readiness clear
-//! harvests only if memory has something queued (no syscall otherwise) and clears nothing.
-//! So a wake that delivers a lone AutoReset `KernelNotifier` costs one syscall, its read:
-//! the clearing harvest is the delivering one, and the next wait finds the readiness clear.
-//! Such a wait does not yield once. docs/design.md has the whole design.
+//! run tokio): a wait keeps a place in tokio's list of readiness waiters (a boxed
+//! `AsyncFd::readable`), made at its first try; each try polls it first. Pending, it says
+//! that the readiness was clear when the place was made and that no edge came since (an
+//! edge sets the readiness and marks every waiter), so the try harvests only if memory has
+//! something queued (no syscall otherwise) and clears nothing. Ready, the try takes the
+//! reactor's readiness tick *before* its harvest and clears it only if that harvest
+//! delivered nothing (it collected from `kfd` with every slot free) or left `kfd` drained
+//! (`fds`, "Drained": it collected with a slot to spare, and nothing it delivered stays
+//! ready — an edge-triggered or one-shot item, an AutoReset eventfd its read emptied);
+//! then, if it delivered nothing, it makes a new place. Every later kernel event is a wake
+//! of `kfd`, hence an edge in the reactor's edge-triggered epoll, recorded with a new tick:
+//! before the clear (the clear's tick is stale: nothing is cleared), or after it (the
+//! readiness is set again: the new place sees it or is woken by it). So a wake that
+//! delivers a lone AutoReset `KernelNotifier` costs one syscall, its read: the clearing
+//! harvest is the delivering one, and the next wait finds its place pending. Such a wait
+//! does not yield once. docs/design.md has the whole design.
 //!
 //! # Direct registration
 //!
@@ -289,10 +292,10 @@ mod via_tokio {
             false
         }
 
-        /// A harvest that clears the reactor's readiness only when it found the kernel
-        /// epoll empty, then (if it found nothing) a place in the reactor's waiters. `None`:
-        /// wait; a reactor readiness that came meanwhile, or a failed reactor, has woken
-        /// the task already.
+        /// A look at this wait's place in the reactor's waiters, then, if the readiness is
+        /// set, a harvest that clears it only when it found the kernel epoll empty or left
+        /// it drained (module docs). `None`: wait; a reactor readiness that came meanwhile,
+        /// or a failed reactor, has woken the task already.
         pub(super) fn try_harvest(
             &mut self,
             ep: &Arc<EpInner>,
@@ -311,37 +314,50 @@ mod via_tokio {
                     cx.waker().wake_by_ref();
                     return None;
                 }
-                // With the readiness taken: a harvest that left the kernel epoll drained
-                // (it collected with a slot to spare, and nothing it delivered stays
-                // ready: `fds`, "Drained") clears it, whether it delivered or not.
-                // Without it (clear, or not yet reported): no kernel event came since the
-                // clear that found it drained, or one came and its edge will set the
-                // readiness and wake us; so this harvest runs only if memory has
-                // something queued (then it collects the kernel epoll too, as
-                // `epoll_wait` returns every ready item), and clears nothing.
+                // This wait's place in tokio's waiters of the readiness first: pending, it
+                // says that the readiness was clear when it was made (at the wait's first
+                // try, or after a clear that found the kernel epoll drained) and that no
+                // edge came since — an edge sets the readiness and marks every waiter — so
+                // the kernel epoll has nothing this wait has not seen, or has one whose
+                // edge will wake us. Then only memory may have something (a harvest if
+                // its hint is set, which collects the kernel epoll too, as `epoll_wait`
+                // returns every ready item), and nothing is cleared. (No look at the
+                // readiness itself here: `poll_read_ready` costs a lock and a waker in
+                // tokio's one-task slot, on every try of a wait that sleeps.)
+                let armed = self
+                    .armed
+                    .get_or_insert_with(|| Box::pin(Arc::clone(fd).readable()));
+                match armed.as_mut().poll(cx) {
+                    Poll::Pending => {
+                        let n = ep.harvest_now_mem(out);
+                        if n > 0 {
+                            self.armed = None;
+                            return Some(n);
+                        }
+                        return None;
+                    }
+                    Poll::Ready(Ok(())) => self.armed = None,
+                    Poll::Ready(Err(_)) => return self.fail(cx),
+                }
+                // The readiness is set (an edge since, or set when the wait began). With
+                // it taken: a harvest that delivered nothing (it collected from the kernel
+                // epoll with every slot free, as the route always did), or one that left
+                // the kernel epoll drained (it collected with a slot to spare, and nothing
+                // it delivered stays ready: `fds`, "Drained"), clears it. Without it
+                // (another wait cleared it meanwhile): as above, memory only, nothing
+                // cleared.
                 let got = fd.around(cx, |taken| {
                     if taken {
-                        ep.harvest_drained(out)
+                        let (n, drained) = ep.harvest_drained(out);
+                        (n, n == 0 || drained)
                     } else {
                         (ep.harvest_now_mem(out), false)
                     }
                 });
                 match got {
                     Ok(0) => {}
-                    Ok(n) => {
-                        self.armed = None;
-                        return Some(n);
-                    }
+                    Ok(n) => return Some(n),
                     Err(_) => return self.fail(cx),
-                }
-                let armed = self
-                    .armed
-                    .get_or_insert_with(|| Box::pin(Arc::clone(fd).readable()));
-                match armed.as_mut().poll(cx) {
-                    Poll::Pending => return None,
-                    // An edge since the clear (or the clear lost to a newer one): look again.
-                    Poll::Ready(Ok(())) => self.armed = None,
-                    Poll::Ready(Err(_)) => return self.fail(cx),
                 }
             }
             // Edges keep coming and others take the events: let the executor run others.
