@@ -20,7 +20,12 @@
 //! - Not hand-offs, per-operation counts: `queued` (a `write` + `read` pair while the
 //!   notifier's epoll item is queued), `harvest` (per event of a 200-event level-triggered
 //!   harvest), `fdwake` (a blocking `Epoll::wait` returning one ready `KernelNotifier`) and
-//!   its kernel twin `kfdwake` (`write`, `epoll_wait`, `read`).
+//!   its kernel twin `kfdwake` (`write`, `epoll_wait`, `read`); `asyncwake` (a task's
+//!   `wait_async` woken through its runtime's reactor by a kernel fd, `stress_epoll`'s
+//!   `mixed wake_async`, built with `--features tokio`) and its twin `kasyncwake` (tokio's
+//!   `AsyncFd` on an eventfd, read until `EAGAIN`). Each wake of these two is preceded by a
+//!   300 µs pause (the task is asleep in its runtime when the write lands), and everything
+//!   is counted (the runtime's reactor, the harness), the same in both.
 //!
 //! A third argument `parked` makes each thread sleep 300 µs before it writes, so that the
 //! peer is certainly asleep when the write lands: the hand-off then takes the full path
@@ -314,6 +319,113 @@ fn kfdwake_mode(n: u64) {
     }
 }
 
+/// Not a hand-off: `mixed`'s async wake (`stress_epoll`). An AutoReset `KernelNotifier` in an
+/// `Epoll`, a task on a current-thread runtime (with I/O) in `wait_async`, and this thread
+/// writing the eventfd (a raw `write(2)`, as the twin) once the task sleeps, then waiting
+/// for its answer. Each "round trip" is two wakes, so the per-hand-off figures are per wake.
+fn asyncwake_mode(n: u64) {
+    use std::os::fd::AsFd;
+    let k = Arc::new(evfd::KernelNotifier::new(Mode::AutoReset).expect("eventfd"));
+    let ep = Epoll::new();
+    ep.add(&*k, Events::IN, 1).expect("add");
+    async_wakes(
+        n,
+        move || rustix::io::write(k.as_fd(), &1u64.to_ne_bytes()).map(drop),
+        move || {
+            let ep = ep.clone();
+            async move {
+                let mut buf = [Event::default(); 4];
+                while ep.wait_async(&mut buf).await.expect("wait_async") == 0 {}
+            }
+        },
+    );
+}
+
+/// `asyncwake`'s twin: tokio's `AsyncFd` on a kernel eventfd, read until `EAGAIN` (the
+/// read that finds it empty clears tokio's readiness), as `stress_epoll`'s twin does.
+fn kasyncwake_mode(n: u64) {
+    use tokio::io::unix::AsyncFd;
+    let rt = io_runtime();
+    let a = Arc::new(kfd());
+    let afd = {
+        let _g = rt.enter();
+        // `new`'s soundness hole is an fd the value does not own; an `OwnedFd` owns its fd
+        // until the `AsyncFd` drops it (and `register`, the replacement, is `unsafe`).
+        #[allow(deprecated)]
+        let afd = AsyncFd::new(nonblocking_dup(&a)).expect("AsyncFd");
+        Arc::new(afd)
+    };
+    async_wakes_on(
+        rt,
+        n,
+        move || rustix::io::write(&*a, &1u64.to_ne_bytes()).map(drop),
+        move || {
+            let afd = Arc::clone(&afd);
+            async move {
+                loop {
+                    let mut guard = afd.readable().await.expect("readable");
+                    let mut b = [0u8; 8];
+                    match guard.try_io(|fd| {
+                        rustix::io::read(fd.get_ref(), &mut b[..]).map_err(std::io::Error::from)
+                    }) {
+                        Ok(Ok(8)) => return,
+                        Ok(r) => panic!("eventfd read: {r:?}"),
+                        Err(_would_block) => continue,
+                    }
+                }
+            }
+        },
+    );
+}
+
+/// A second fd on `fd`'s eventfd, non-blocking (a read that finds it empty returns `EAGAIN`).
+fn nonblocking_dup(fd: &OwnedFd) -> OwnedFd {
+    let d = fd.try_clone().expect("dup");
+    rustix::io::ioctl_fionbio(&d, true).expect("FIONBIO");
+    d
+}
+
+fn io_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// `2n` wakes of the task `wait` makes, on a current-thread runtime (with I/O) on its own
+/// thread: this thread pauses 300 µs (the task is asleep), `write`s, and waits for the
+/// task's answer.
+fn async_wakes<F: std::future::Future<Output = ()> + Send + 'static>(
+    n: u64,
+    write: impl Fn() -> rustix::io::Result<()>,
+    wait: impl Fn() -> F + Send + 'static,
+) {
+    async_wakes_on(io_runtime(), n, write, wait);
+}
+
+fn async_wakes_on<F: std::future::Future<Output = ()> + Send + 'static>(
+    rt: tokio::runtime::Runtime,
+    n: u64,
+    write: impl Fn() -> rustix::io::Result<()>,
+    wait: impl Fn() -> F + Send + 'static,
+) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        rt.block_on(async move {
+            for _ in 0..2 * n {
+                wait().await;
+                tx.send(()).expect("answer");
+            }
+        });
+    });
+    for _ in 0..2 * n {
+        std::thread::sleep(Duration::from_micros(300));
+        write().expect("eventfd write");
+        rx.recv().expect("the task's answer");
+    }
+    t.join().expect("runtime thread");
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_else(|| "epoll".into());
@@ -342,10 +454,12 @@ fn main() {
         "harvest" => harvest_mode(n),
         "fdwake" => fdwake_mode(n),
         "kfdwake" => kfdwake_mode(n),
+        "asyncwake" => asyncwake_mode(n),
+        "kasyncwake" => kasyncwake_mode(n),
         other => {
             eprintln!(
                 "unknown mode {other:?}: epoll, epoll_auto, read, async, kepoll, kread, notify, queued, \
-                 harvest, fdwake, kfdwake"
+                 harvest, fdwake, kfdwake, asyncwake, kasyncwake"
             );
             std::process::exit(2);
         }

@@ -11,7 +11,9 @@ Each mode of `examples/handoff.rs` is run for N and 2N round trips; the differen
 by 2N (two hand-offs per round trip) is the cost of one hand-off, setup excluded. The modes
 that are not hand-offs count per operation instead: `queued` per `write` + `read` pair,
 `harvest` per event of a 200-event level-triggered harvest, `fdwake` per blocking
-`Epoll::wait` returning one ready kernel fd (`kfdwake`: its kernel twin). `:parked`
+`Epoll::wait` returning one ready kernel fd (`kfdwake`: its kernel twin), `asyncwake` per
+`wait_async` woken by a kernel fd through the tokio reactor (`kasyncwake`: `AsyncFd`; build
+with `--all-features`; both counted whole, as `async` and `notify` are). `:parked`
 runs it with the peer certainly asleep at each write (the full futex path); `:cross` pins
 the two threads to CPUs 0 and 1 (where the adaptive spin can catch wakes). For evfd's
 threaded shapes only instructions inside its public calls (`Epoll::wait`, `Notifier::write`,
@@ -29,7 +31,7 @@ import tempfile
 
 BIN = os.path.join(os.path.dirname(__file__), '..', 'target', 'release', 'examples', 'handoff')
 MODES = ['epoll', 'epoll_auto', 'read', 'async', 'kepoll', 'kread', 'notify', 'queued',
-         'harvest', 'fdwake', 'kfdwake',
+         'harvest', 'fdwake', 'kfdwake', 'asyncwake', 'kasyncwake',
          'epoll:parked', 'read:parked', 'kepoll:parked', 'kread:parked',
          'epoll:cross', 'read:cross', 'kepoll:cross']
 N_CG = 2000      # round trips under callgrind
@@ -65,7 +67,7 @@ def args(mode, n):
 def callgrind(mode, n):
     """Total instructions, and executed RMW / syscall instructions, for `n` round trips."""
     extra = []
-    if not mode.startswith('k') and mode.split(':')[0] not in ('async', 'notify'):
+    if not mode.startswith('k') and mode.split(':')[0] not in ('async', 'notify', 'asyncwake'):
         # The public calls a hand-off is made of (none calls another, so that the toggles
         # do not cancel out).
         extra = ['--toggle-collect=evfd::epoll::Epoll::wait',

@@ -491,3 +491,195 @@ fn wait_async_with_memory_events_returns_ready_kernel_fds_too() {
     data.sort_unstable();
     assert_eq!(data, vec![1, 2]);
 }
+
+/// A level-triggered pipe left readable is reported by every wait, next to an AutoReset
+/// `KernelNotifier`: a harvest that delivered it has not drained the kernel epoll (the
+/// pipe stays ready), so it must not clear the reactor's readiness; one that delivered only
+/// the notifier (its read emptied it) may.
+#[test]
+fn a_level_triggered_fd_left_ready_is_reported_again() {
+    use std::io::Write;
+    bounded("level-triggered left ready", || {
+        let (r, mut w) = std::io::pipe().unwrap();
+        let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
+        let ep = Arc::new(Epoll::new());
+        ep.add(&r.as_fd(), Events::IN, 1).unwrap();
+        ep.add(&*k, Events::IN, 2).unwrap();
+        let rt = rt(true);
+        // The task is pending when the byte lands, then waits four times more without a
+        // new kernel event: the pipe is still readable each time.
+        let ep2 = Arc::clone(&ep);
+        let task = rt.spawn(async move {
+            let mut buf = [Event::default(); 4];
+            let mut seen = Vec::new();
+            for _ in 0..5 {
+                seen.push(wait(&ep2, &mut buf).await);
+            }
+            seen
+        });
+        std::thread::sleep(Duration::from_millis(10));
+        w.write_all(b"x").unwrap();
+        for got in rt.block_on(task).unwrap() {
+            assert_eq!(got.iter().map(|e| e.data).collect::<Vec<_>>(), vec![1]);
+        }
+        // The notifier alone: delivered once per write, then the task sleeps again and is
+        // woken by the next write (the pipe is drained first).
+        let mut byte = [0u8];
+        std::io::Read::read_exact(&mut &r, &mut byte).unwrap();
+        for _ in 0..20 {
+            let ep2 = Arc::clone(&ep);
+            let task = rt.spawn(async move {
+                let mut buf = [Event::default(); 4];
+                wait(&ep2, &mut buf).await
+            });
+            std::thread::sleep(Duration::from_millis(2));
+            k.notify().unwrap();
+            let got = rt.block_on(task).unwrap();
+            assert_eq!(got.iter().map(|e| e.data).collect::<Vec<_>>(), vec![2]);
+        }
+        no_watcher("level-triggered left ready");
+    });
+}
+
+/// A writer that does not wait, on a lone AutoReset `KernelNotifier` (the shape whose
+/// harvest is the eventfd's read, and whose delivery clears the reactor's readiness):
+/// once the writer is done, a unit still in the eventfd is always delivered (a task that
+/// cleared the readiness after a delivery is woken by the next write's edge).
+#[test]
+fn lone_autoreset_free_running_writer_leaves_nothing_behind() {
+    bounded("lone autoreset free running", || {
+        const WRITES: u64 = 20_000;
+        let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
+        let stop = Notifier::builder().mode(Mode::AutoReset).build().unwrap();
+        let ep = Arc::new(Epoll::new());
+        ep.add(&*k, Events::IN, 1).unwrap();
+        ep.add(&stop, Events::IN, 2).unwrap();
+        let rt = rt(true);
+        let (ep2, k2) = (Arc::clone(&ep), Arc::clone(&k));
+        let task = rt.spawn(async move {
+            let mut buf = [Event::default(); 4];
+            let (mut delivered, mut stopped) = (0u64, false);
+            loop {
+                for e in wait(&ep2, &mut buf).await {
+                    match e.data {
+                        1 => delivered += 1,
+                        _ => stopped = true,
+                    }
+                }
+                // After the stop, only units still in the eventfd are owed a wake.
+                if stopped && k2.count().unwrap() == 0 {
+                    return delivered;
+                }
+            }
+        });
+        let k3 = Arc::clone(&k);
+        let writer = std::thread::spawn(move || {
+            for i in 0..WRITES {
+                k3.notify().unwrap();
+                if i % 64 == 0 {
+                    std::thread::yield_now();
+                }
+            }
+        });
+        writer.join().unwrap();
+        stop.notify().unwrap();
+        let delivered = rt.block_on(task).unwrap();
+        assert!((1..=WRITES).contains(&delivered), "{delivered}");
+        assert_eq!(k.count().unwrap(), 0);
+        no_watcher("lone autoreset free running");
+    });
+}
+
+/// A task waits through the reactor on an epoll whose one kernel fd is an AutoReset
+/// `KernelNotifier` (the reactor then watches that eventfd itself, not the kernel epoll);
+/// meanwhile the kernel fds change — a pipe is added, or the notifier is replaced by
+/// another (added, then the first deleted) — and the new fd fires: the task is woken (the change moved the shape, woke the
+/// task, and it chose the registration of the new shape).
+#[test]
+fn kernel_fds_changed_under_a_task_on_the_lone_eventfd() {
+    use std::io::Write;
+    bounded("shape changes", || {
+        let rt = rt(true);
+        for round in 0..10 {
+            // A pipe added beside the notifier.
+            let (r, mut w) = std::io::pipe().unwrap();
+            let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
+            let ep = Arc::new(Epoll::new());
+            ep.add(&*k, Events::IN, 1).unwrap();
+            let ep2 = Arc::clone(&ep);
+            let task = rt.spawn(async move {
+                let mut buf = [Event::default(); 4];
+                wait(&ep2, &mut buf).await
+            });
+            std::thread::sleep(Duration::from_millis(5));
+            ep.add(&r.as_fd(), Events::IN, 2).unwrap();
+            w.write_all(b"x").unwrap();
+            let got = rt.block_on(task).unwrap();
+            assert_eq!(
+                got.iter().map(|e| e.data).collect::<Vec<_>>(),
+                vec![2],
+                "round {round}: pipe added"
+            );
+
+            // The notifier replaced by another.
+            let k2 = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
+            ep.delete(&r.as_fd()).unwrap();
+            let ep2 = Arc::clone(&ep);
+            let task = rt.spawn(async move {
+                let mut buf = [Event::default(); 4];
+                wait(&ep2, &mut buf).await
+            });
+            std::thread::sleep(Duration::from_millis(5));
+            // (Added before the delete: an epoll without kernel fds would send the task to
+            // the watcher, which no test of this binary may start.)
+            ep.add(&*k2, Events::IN, 3).unwrap();
+            ep.delete(&*k).unwrap();
+            k2.notify().unwrap();
+            let got = rt.block_on(task).unwrap();
+            assert_eq!(
+                got.iter().map(|e| e.data).collect::<Vec<_>>(),
+                vec![3],
+                "round {round}: notifier replaced"
+            );
+            drop(k);
+        }
+        no_watcher("shape changes");
+    });
+}
+
+/// The shape's wake (a kernel fd added while the epoll held one eventfd) reaches threads
+/// asleep in a blocking `wait` too, whose entries share the tasks' key: for them it is
+/// spurious, and a `wait` with time left does not return early with nothing.
+#[test]
+fn a_shape_change_does_not_cut_a_blocking_wait_short() {
+    bounded("blocking wait through a shape change", || {
+        let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
+        let ep = Arc::new(Epoll::new());
+        ep.add(&*k, Events::IN, 1).unwrap();
+        let mut sleepers = Vec::new();
+        for _ in 0..2 {
+            let ep2 = Arc::clone(&ep);
+            sleepers.push(std::thread::spawn(move || {
+                let mut buf = [Event::default(); 4];
+                let t = std::time::Instant::now();
+                let n = ep2
+                    .wait(&mut buf, Some(Duration::from_millis(300)))
+                    .unwrap();
+                (n, t.elapsed())
+            }));
+        }
+        std::thread::sleep(Duration::from_millis(30));
+        let (r, _w) = std::io::pipe().unwrap();
+        ep.add(&r.as_fd(), Events::IN, 2).unwrap();
+        ep.delete(&r.as_fd()).unwrap();
+        for s in sleepers {
+            let (n, took) = s.join().unwrap();
+            assert_eq!(n, 0);
+            assert!(
+                took >= Duration::from_millis(290),
+                "returned after {took:?}"
+            );
+        }
+        no_watcher("blocking wait through a shape change");
+    });
+}

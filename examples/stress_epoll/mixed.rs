@@ -4,9 +4,10 @@
 //! the idle cost of `wait_async` with no kernel source: threads added to the process and
 //! read/write-family syscalls per second while tasks are pending.
 //!
-//! evfd's path, built with feature `tokio` (`--features tokio`): the write makes the epoll's
-//! kernel epoll readable, which the runtime's reactor watches (the wait registered it), so
-//! the reactor wakes the task; the task's harvest collects the event. Built without it, the
+//! evfd's path, built with feature `tokio` (`--features tokio`): the runtime's reactor
+//! watches the epoll's one kernel fd, the eventfd, itself (the wait registered a duplicate
+//! of it; with other kernel fds, the epoll's kernel epoll), so the write wakes the task
+//! through the reactor; the task's harvest delivers the event with the eventfd's read. Built without it, the
 //! process-wide watcher thread (armed by the pending wait) queues the epoll's kernel item,
 //! which wakes the task: one more thread hop. `AsyncFd`'s: tokio's reactor wakes the task.
 //!

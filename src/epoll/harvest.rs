@@ -348,15 +348,23 @@ impl EpInner {
     /// events are delivered where the kernel item sits in the ready list, or, if it is not
     /// queued, after the in-memory ones (so no kernel event is missed by a harvest).
     pub(crate) fn harvest_now(self: &Arc<Self>, out: &mut [Event]) -> usize {
+        self.harvest_drained(out).0
+    }
+
+    /// `harvest_now`, and whether it left the kernel epoll drained (`kernel::Collector::
+    /// drained`: it collected from it and nothing there has more to report until its next
+    /// wake; `false` without kernel fds).
+    pub(crate) fn harvest_drained(self: &Arc<Self>, out: &mut [Event]) -> (usize, bool) {
         let mut kernel = self.kernel.collect();
-        self.with_registry(|reg, batch| {
+        let n = self.with_registry(|reg, batch| {
             let n = self.scan(reg, batch, |it, requeue, reg, batch| {
                 send_events(it, out, requeue, batch, &mut |o| {
                     kernel.collect(&reg.kernel, o)
                 })
             });
             n + kernel.finish(self, &reg.kernel, out, n, batch)
-        })
+        });
+        (n, kernel.drained())
     }
 
     /// A harvest only if the in-memory side has something queued (the ready hint); it then

@@ -145,6 +145,11 @@ pub(crate) mod sealed {
         /// `KernelNotifier`'s read at the delivery of `IN`, a pipe consumer's drain or
         /// held units.
         pub(crate) autoreset: bool,
+        /// The fd is an eventfd whose delivery is its own reset `read(2)` (an AutoReset
+        /// `KernelNotifier`): a read that takes a count is exactly the kernel's `IN`, so a
+        /// harvest may read it without asking the kernel epoll (`kernel::fds`, "One
+        /// eventfd").
+        pub(crate) eventfd: bool,
         /// A `KernelNotifier`'s registrations: it leaves every epoll when it is dropped.
         pub(crate) owner: Option<&'a crate::notifier::registrations::Registrations>,
     }
@@ -215,6 +220,7 @@ impl sealed::Sealed for std::os::fd::BorrowedFd<'_> {
         sealed::SourceRef::Kernel(sealed::KernelRef {
             fd: *self,
             autoreset: false,
+            eventfd: false,
             owner: None,
         })
     }
@@ -241,6 +247,7 @@ impl sealed::Sealed for KernelNotifier {
         sealed::SourceRef::Kernel(sealed::KernelRef {
             fd: self.as_fd(),
             autoreset: self.mode() == Mode::AutoReset,
+            eventfd: self.mode() == Mode::AutoReset,
             owner: Some(self.registrations()),
         })
     }
@@ -262,6 +269,7 @@ impl sealed::Sealed for crate::notifier::halves::ConsumerHalf {
         sealed::SourceRef::Kernel(sealed::KernelRef {
             fd: regs.fd(),
             autoreset: self.delivers(),
+            eventfd: false,
             owner: Some(regs),
         })
     }
@@ -288,6 +296,7 @@ impl sealed::Sealed for crate::notifier::halves::NotifierHalf {
         sealed::SourceRef::Kernel(sealed::KernelRef {
             fd: regs.fd(),
             autoreset: false,
+            eventfd: false,
             owner: Some(regs),
         })
     }

@@ -73,6 +73,12 @@ impl Registrations {
         Weak::clone(&self.reset)
     }
 
+    /// The kernel fd the owner is registered by, held weakly (an epoll's kernel side reads
+    /// an AutoReset `KernelNotifier`'s eventfd through it: `epoll::kernel::fds`).
+    pub(crate) fn fd_weak(&self) -> Weak<OwnedFd> {
+        Arc::downgrade(&self.fd)
+    }
+
     /// The kernel fd the owner is registered by.
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()

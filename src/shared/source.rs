@@ -15,6 +15,7 @@ impl sealed::Sealed for SharedNotifier {
         sealed::SourceRef::Kernel(sealed::KernelRef {
             fd: self.epoll_bell(),
             autoreset: self.mode() == Mode::AutoReset,
+            eventfd: false,
             owner: Some(self.kernel_regs()),
         })
     }

@@ -13,6 +13,7 @@ mod loom_epoll;
 mod loom_fd;
 mod loom_kernel_direct;
 mod loom_kernel_item;
+mod loom_kernel_reactor;
 mod loom_kernel_sleep;
 mod loom_notifier;
 mod loom_signal;

@@ -15,10 +15,44 @@
 //! file the kernel dropped (closed) are pruned from `/proc/self/fdinfo` by `len()` and by
 //! an `add` on a number that has tokens.
 //!
+//! # One eventfd
+//!
+//! While the kernel epoll holds exactly one registration and it is an AutoReset
+//! `KernelNotifier` registered for `IN` (level- or edge-triggered, without `ONESHOT` or
+//! `EXCLUSIVE`), a collect does not ask the kernel epoll: it makes the delivery's own
+//! reset, the eventfd's `read(2)` ([`Fds::one`]). What the kernel epoll would report and
+//! what that read decides are the same: the kernel reports `IN` for such an item only
+//! while the count is non-zero (it polls the eventfd at `epoll_wait`), and the delivery
+//! delivers `IN` only if its read took a count, which it does exactly when the count is
+//! non-zero; a read that finds it empty (another consumer reset it first, or no write
+//! came) is no event either way, and `ERR` (a count of 2^64 − 1, which only the kernel's
+//! own signalling can reach) is added as the kernel adds it. Edge-triggered: each write
+//! is a wake of the eventfd, and the one read that takes its count delivers it once, as
+//! the kernel's edge does. The item stays on the kernel epoll's ready list (nobody takes
+//! it off with an `epoll_wait`); the next poll of the kernel epoll (a sleep's
+//! `epoll_wait`, the watcher's arm, the reactor's scan, a readiness check) finds the
+//! count empty and drops it, as it drops any item the kernel queued that is no longer
+//! ready. A wake path saves one `epoll_wait` per harvest. (An AutoReset `KernelNotifier`
+//! adopted from an `EFD_SEMAPHORE` eventfd on a kernel that does not show the flag, before
+//! 6.4, which adoption cannot refuse there, takes one unit per read: the kernel epoll
+//! would keep reporting it while units are left, and this read reports them one per
+//! harvest too, but "Drained" below takes it as emptied, so a task of the reactor route
+//! may wait for the next write to hear of the units left.)
+//!
+//! # Drained
+//!
+//! A collect also tells whether it left the kernel epoll with nothing to report
+//! ([`Collector::drained`]): it asked with a free slot to spare (the kernel returned
+//! everything ready), and each item it returned is edge-triggered, one-shot, or an
+//! AutoReset eventfd registered for `IN` alone whose reset just emptied it (as above). A
+//! wake of the kernel epoll after that (any later event) is a new edge. The reactor route
+//! (`reactor`) clears its readiness on that proof, so the wait after a delivery does not
+//! look at the kernel epoll again.
+//!
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::{Arc, Weak};
 
 use super::{KernelSide, Side};
@@ -38,6 +72,32 @@ struct KItem {
     /// The owner's own delivery rule (`KernelDeliver`: an AutoReset `KernelNotifier`'s
     /// eventfd read, a pipe consumer's drain): every event of this item goes through it.
     reset: Option<Weak<dyn KernelDeliver>>,
+    /// An AutoReset `KernelNotifier`'s eventfd ("One eventfd"), held weakly as `reset` is.
+    efd: Option<Weak<OwnedFd>>,
+    /// The registered events (`add`, `modify`).
+    events: Events,
+}
+
+impl KItem {
+    /// Its collect may be its eventfd's read ("One eventfd"): `IN`, with `ET` or not.
+    fn eventfd_in(&self) -> bool {
+        self.efd.is_some() && self.events.difference(Events::ET) == Events::IN
+    }
+
+    /// Once its event is delivered it has nothing more to report until its next wake
+    /// ("Drained"): edge-triggered, one-shot, or reset by the delivery.
+    fn drains(&self) -> bool {
+        self.events.intersects(Events::ET | Events::ONESHOT) || self.eventfd_in()
+    }
+}
+
+/// The one registration of a kernel epoll that a collect reads itself ("One eventfd").
+#[derive(Clone)]
+pub(crate) struct One {
+    efd: Weak<OwnedFd>,
+    /// (Read by the Linux collect: only a `KernelNotifier` makes a `One`.)
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+    data: u64,
 }
 
 /// The hasher of the token map: a token is a registration id (`next_id()`, counted up,
@@ -80,12 +140,19 @@ pub(crate) struct Fds {
     /// Items whose source is an epoll (dead ones are dropped lazily): the harvest's look
     /// at nested kernel fds (`super`, "Nesting").
     pub(super) nested: Vec<Arc<Item>>,
+    /// The one registration a collect reads itself ("One eventfd"), kept in step with
+    /// `items` by every change of it.
+    one: Option<One>,
+    /// Moved whenever `one` starts or stops naming an eventfd, or names another: the
+    /// shape's generation (`KernelPoll::shape`).
+    shape: u64,
 }
 
 impl Fds {
     fn insert(&mut self, token: u64, item: KItem) {
         self.by_num.entry(item.num).or_default().push(token);
         self.items.insert(token, item);
+        self.find_one();
     }
 
     fn remove(&mut self, token: u64) -> Option<KItem> {
@@ -96,7 +163,37 @@ impl Fds {
                 self.by_num.remove(&item.num);
             }
         }
+        self.find_one();
         Some(item)
+    }
+
+    /// `one` after a change of `items`, and `shape` if `one` names another eventfd (or
+    /// none, or one where it named none).
+    fn find_one(&mut self) {
+        let mut it = self.items.values();
+        let one = match (it.next(), it.next()) {
+            (Some(i), None) if i.eventfd_in() => i.efd.clone().map(|efd| One { efd, data: i.data }),
+            _ => None,
+        };
+        let same = match (&self.one, &one) {
+            (Some(a), Some(b)) => Weak::ptr_eq(&a.efd, &b.efd),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            self.shape += 1;
+        }
+        self.one = one;
+    }
+
+    /// The shape's generation and the one eventfd ("One eventfd"), if any: what the
+    /// reactor route registers (`reactor`, "Direct registration").
+    #[cfg_attr(
+        not(all(feature = "tokio", any(target_os = "linux", target_os = "android"))),
+        allow(dead_code)
+    )]
+    pub(super) fn shape(&self) -> (u64, Option<Weak<OwnedFd>>) {
+        (self.shape, self.one.as_ref().map(|o| Weak::clone(&o.efd)))
     }
 
     /// The registration `modify`/`delete` of `num` refer to (module docs): the newest.
@@ -151,7 +248,8 @@ impl KernelSide {
         events: Events,
         data: u64,
     ) -> io::Result<()> {
-        with_registry(ep, |reg, batch| {
+        let mut moved = false;
+        let r = with_registry(ep, |reg, batch| {
             let (side, created) = match self.side() {
                 Some(s) => (s, false),
                 None => {
@@ -178,6 +276,12 @@ impl KernelSide {
                     } else {
                         None
                     },
+                    efd: if k.eventfd {
+                        k.owner.map(|o| o.fd_weak())
+                    } else {
+                        None
+                    },
+                    events,
                 },
             );
             if let Some(o) = k.owner {
@@ -186,10 +290,14 @@ impl KernelSide {
             if reused {
                 prune(fds, &side);
             }
-            side.poll.nfds.store(fds.len(), SeqCst);
+            moved = publish_shape(fds, &side);
             self.changed(ep, &side, batch);
             Ok(())
-        })
+        });
+        if moved {
+            wake_shape(ep);
+        }
+        r
     }
 
     /// `modify` of a kernel fd (`EPOLL_CTL_MOD`), on the number's current registration.
@@ -200,7 +308,8 @@ impl KernelSide {
         events: Events,
         data: u64,
     ) -> io::Result<()> {
-        with_registry(ep, |reg, batch| {
+        let mut moved = false;
+        let r = with_registry(ep, |reg, batch| {
             let Some(side) = self.side() else {
                 return Err(probe(k.fd, |ep| sys::epoll::modify(ep, k.fd, events, 0)));
             };
@@ -213,10 +322,17 @@ impl KernelSide {
             sys::epoll::modify(kfd, k.fd, events, token)?;
             if let Some(i) = reg.kernel.items.get_mut(&token) {
                 i.data = data;
+                i.events = events;
             }
+            reg.kernel.find_one();
+            moved = publish_shape(&reg.kernel, &side);
             self.changed(ep, &side, batch);
             Ok(())
-        })
+        });
+        if moved {
+            wake_shape(ep);
+        }
+        r
     }
 
     /// `delete` of a kernel fd (`EPOLL_CTL_DEL`), of the number's current registration.
@@ -230,9 +346,13 @@ impl KernelSide {
         };
         sys::epoll::delete(side.poll.kfd.as_fd(), k.fd)?;
         reg.kernel.remove(token);
-        side.poll.nfds.store(reg.kernel.len(), SeqCst);
+        let moved = publish_shape(&reg.kernel, &side);
         if let Some(o) = k.owner {
             o.forget(token);
+        }
+        drop(reg);
+        if moved {
+            wake_shape(ep);
         }
         Ok(())
     }
@@ -243,11 +363,32 @@ impl KernelSide {
         match self.side() {
             Some(side) if reg.len() > 0 => {
                 prune(reg, &side);
+                // No wake even if the shape moved: a prune drops only tokens of closed
+                // files, never a live `KernelNotifier`'s (it holds its file open), so it
+                // can make `one` name an eventfd, never stop naming one; a task on a
+                // registration of `kfd` hears every shape.
+                publish_shape(reg, &side);
                 reg.len()
             }
             _ => 0,
         }
     }
+}
+
+/// After a change of `fds` (with `registry` held): publish how many it holds and its
+/// shape's generation to `side`. Whether the generation moved: the caller then wakes the
+/// reactor route's tasks ([`wake_shape`]) once it has released `registry`.
+fn publish_shape(fds: &Fds, side: &Side) -> bool {
+    side.poll.nfds.store(fds.len(), SeqCst);
+    side.poll.shape.swap(fds.shape, SeqCst) != fds.shape
+}
+
+/// The shape's generation moved: wake every task of the reactor route (and every kernel
+/// sleeper: the wake's key is theirs too, a spurious wake for them), so that a task that
+/// waits on a registration of the old shape chooses again (`reactor`, "Direct
+/// registration"). Runs wakers: never with a crate lock held.
+fn wake_shape(ep: &EpInner) {
+    ep.waiters.wake(crate::epoll::KEY_KSLEEP, usize::MAX);
 }
 
 /// Drop tokens whose file the kernel no longer holds (closed). Must be called with
@@ -276,11 +417,28 @@ pub(crate) struct Collector {
     side: Option<Arc<Side>>,
     /// The harvest met the kernel item.
     met: bool,
+    /// What its collects proved ("Drained"): `None` before the first.
+    drained: Option<bool>,
 }
 
 impl Collector {
     pub(super) fn new(side: Option<Arc<Side>>) -> Collector {
-        Collector { side, met: false }
+        Collector {
+            side,
+            met: false,
+            drained: None,
+        }
+    }
+
+    /// Whether this harvest collected from the kernel epoll and left it with nothing to
+    /// report until its next wake (module docs, "Drained"): `false` if it did not collect.
+    pub(crate) fn drained(&self) -> bool {
+        self.drained == Some(true)
+    }
+
+    /// Record what one collect proved (every collect of the harvest must prove it).
+    fn proved(&mut self, drained: bool) {
+        self.drained = Some(self.drained.unwrap_or(true) && drained);
     }
 
     /// Collect only where the harvest meets the kernel item ([`finish`](Self::finish)
@@ -297,7 +455,11 @@ impl Collector {
     pub(crate) fn collect(&mut self, reg: &Fds, out: &mut [Event]) -> usize {
         self.met = true;
         match &self.side {
-            Some(side) => collect(reg, side, out),
+            Some(side) => {
+                let (n, drained) = collect(reg, side, out);
+                self.proved(drained);
+                n
+            }
             None => 0,
         }
     }
@@ -329,13 +491,13 @@ impl Collector {
     /// ready), waking as a callback would — if someone relies on it (`listened`). Waiters
     /// that watch `kfd` themselves (threads in a kernel sleep, tasks through a reactor) do
     /// not: `kfd` stays readable while it holds events (a kernel sleep returns at once), a
-    /// reactor's readiness is cleared only by a harvest that found `kfd` empty, and every
+    /// reactor's readiness is cleared only by a harvest that left `kfd` drained, and every
     /// harvest collects from `kfd` at its end whether or not the item is queued. Skipping
     /// it then spares the harvester a wake of its own entry (and the next harvest a lap of
     /// the list). Returns how many events it collected.
     #[inline]
     pub(crate) fn finish(
-        self,
+        &mut self,
         ep: &EpInner,
         reg: &Fds,
         out: &mut [Event],
@@ -348,17 +510,26 @@ impl Collector {
         if self.met || n >= out.len() {
             return 0;
         }
-        let k = collect(reg, side, &mut out[n..]);
+        let (k, drained) = collect(reg, side, &mut out[n..]);
         if k > 0 {
             requeue(ep, side, batch);
         }
+        self.proved(drained);
         k
     }
 }
 
-fn collect(reg: &Fds, side: &Side, out: &mut [Event]) -> usize {
-    if out.is_empty() || !side.poll.has_fds() {
-        return 0;
+/// One collect (`Collector::collect`): how many events it delivered into `out`, and
+/// whether it left the kernel epoll drained (module docs).
+fn collect(reg: &Fds, side: &Side, out: &mut [Event]) -> (usize, bool) {
+    if out.is_empty() {
+        return (0, false);
+    }
+    if !side.poll.has_fds() {
+        return (0, true);
+    }
+    if let Some(one) = &reg.one {
+        return collect_one(one, out);
     }
     let mut got = Vec::new();
     // An error (EBADF/EFAULT class, not possible on our own epoll) reports nothing rather
@@ -371,9 +542,50 @@ fn collect(reg: &Fds, side: &Side, out: &mut [Event]) -> usize {
     )
     .is_err()
     {
-        return 0;
+        return (0, false);
     }
-    deliver(reg, side, &got, out)
+    // Drained: the kernel returned everything ready (a slot to spare), and nothing it
+    // returned stays ready (the direct bell's token, which is not ours, aside).
+    let drained = got.len() < out.len()
+        && got.iter().all(|&(_, token)| {
+            reg.items
+                .get(&token)
+                .map_or(token == super::sleep::BELL_TOKEN, KItem::drains)
+        });
+    (deliver(reg, side, &got, out), drained)
+}
+
+/// The collect of the one eventfd ("One eventfd"): its delivery's read, without the
+/// kernel epoll. Must be called with `registry` held (the owner is alive while it is
+/// registered: its `Drop` takes `registry` before it goes).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn collect_one(one: &One, out: &mut [Event]) -> (usize, bool) {
+    let Some(fd) = one.efd.upgrade() else {
+        return (0, false);
+    };
+    match sys::eventfd::read_now(fd.as_fd()) {
+        Ok(count) => {
+            out[0] = Event {
+                // The kernel's poll of an eventfd: `ERR` at the count it cannot go past.
+                events: if count == u64::MAX {
+                    Events::IN | Events::ERR
+                } else {
+                    Events::IN
+                },
+                data: one.data,
+            };
+            (1, true)
+        }
+        // Empty (no write, or another consumer reset it first): no event.
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => (0, true),
+        Err(_) => (0, false),
+    }
+}
+
+/// Only a `KernelNotifier` is an eventfd source (Linux): `one` is never set elsewhere.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn collect_one(_one: &One, _out: &mut [Event]) -> (usize, bool) {
+    (0, false)
 }
 
 /// Map kernel events taken from `kfd` (by a collect, or by a direct sleep) into `out`
@@ -451,10 +663,15 @@ impl KernelFdSet for EpInner {
         if reg.kernel.remove(token).is_none() {
             return;
         }
+        let mut moved = false;
         if let Some(side) = self.kernel.side() {
             // The fd is still open and registered under this number: DEL finds it.
             let _ = sys::epoll::delete(side.poll.kfd.as_fd(), fd);
-            side.poll.nfds.store(reg.kernel.len(), SeqCst);
+            moved = publish_shape(&reg.kernel, &side);
+        }
+        drop(reg);
+        if moved {
+            wake_shape(self);
         }
     }
 }

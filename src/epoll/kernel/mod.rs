@@ -40,7 +40,9 @@
 //! Its wake is the ordinary item callback, so blocking waiters, tasks, fd views (whose
 //! `any_live` counts it) and outer epolls (on `pollers`) are woken as for a notifier. The
 //! harvest delivers its events where it meets it in the ready list: a non-blocking
-//! `epoll_wait` on `kfd` into the remaining slots ([`Collector`]). A harvest that does not
+//! `epoll_wait` on `kfd` into the remaining slots ([`Collector`]; while `kfd` holds one
+//! AutoReset `KernelNotifier` for `IN` and nothing else, that eventfd's own reset `read`,
+//! which decides what the kernel would report: `fds`, "One eventfd"). A harvest that does not
 //! meet it still collects once at its end, so a zero-timeout `wait` never misses a kernel
 //! event.
 //!
@@ -86,8 +88,10 @@
 //!                     first kernel add, close), read anywhere (clone the Arc and go).
 //! KernelSide::present AtomicBool mirror of `side.is_some()`, written with it (invariant W).
 //! KernelPoll::armed   AtomicBool, see invariant W.
-//! Side::reactor       leaf Mutex (feature tokio): the reactor registration of `kfd`
-//!                     (`reactor`). No tokio code runs under it.
+//! KernelPoll::shape   AtomicU64, written under `registry` (`fds`), read anywhere: the
+//!                     reactor route's generation (`reactor`, "Direct registration").
+//! Side::reactor       leaf Mutex (feature tokio): the reactor registration of `kfd` or
+//!                     of its one eventfd (`reactor`). No tokio code runs under it.
 //! Side::direct        the direct slot (AtomicBool) and bell (OnceLock, made and registered
 //!                     in `kfd` by the first direct sleep, no crate lock held): `sleep`.
 //! ```

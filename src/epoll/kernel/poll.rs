@@ -6,7 +6,7 @@
 use std::os::fd::{AsFd, OwnedFd};
 
 use crate::events::Events;
-use crate::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use crate::loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use crate::sys;
 
 /// The kernel epoll of an `Epoll`: the source of its kernel item.
@@ -21,6 +21,10 @@ pub(crate) struct KernelPoll {
     pub(super) et: AtomicBool,
     /// Kernel fds registered (tokens in `Fds`). Written under `registry`.
     pub(super) nfds: AtomicUsize,
+    /// The generation of the registrations' shape for the reactor route (`reactor`,
+    /// "Direct registration"): moved under `registry` whenever `Fds::one` starts or stops
+    /// naming an eventfd, or names another.
+    pub(super) shape: AtomicU64,
     /// Serialises this kernel epoll's arms in the watcher (`watcher::arm`): a one-shot arm
     /// and an edge-triggered one never interleave their `MOD`/`ADD`, so the last one to
     /// run decides the registration, and a one-shot arm after an edge-triggered one is
@@ -37,6 +41,7 @@ impl KernelPoll {
             armed: AtomicBool::new(false),
             et: AtomicBool::new(false),
             nfds: AtomicUsize::new(0),
+            shape: AtomicU64::new(0),
             arming: std::sync::Mutex::new(()),
         })
     }

@@ -6,7 +6,8 @@
 //!
 //! Polled inside a tokio runtime, a wait registers `kfd` with that runtime's reactor (a
 //! [`Slot`] of the kernel side: a duplicate of `kfd` in a `tokio::io::unix::AsyncFd`
-//! ([`KernelReactor`]), one per epoll and runtime) and is woken by it, not by the watcher.
+//! ([`KernelReactor`]), one per epoll and runtime; or of its one eventfd: "Direct
+//! registration") and is woken by it, not by the watcher.
 //! Its entry on `waiters` has the mask `KEY_KSLEEP`, so it arms nothing. Anywhere else
 //! (another executor, a runtime without I/O, a runtime that shut down) it relies on the
 //! process-wide watcher thread (`super::watcher`, invariant W). The choice is made at each
@@ -14,22 +15,49 @@
 //! re-queues.
 //!
 //! The no-lost-wake argument for it (W's counterpart, not modelled in loom, which cannot
-//! run tokio): each try takes the reactor's readiness tick *before* its harvest and clears
-//! it only if that harvest delivered nothing (so it collected from `kfd` with every slot
-//! free and found it empty); then it waits in tokio's list of readiness waiters. Every
-//! later kernel event is a wake of `kfd`, hence an edge in the reactor's edge-triggered
-//! epoll, recorded with a new tick: before the clear (the clear's tick is stale: nothing is
-//! cleared), or after it (the readiness is set again: the waiter's registration sees it or
-//! is woken by it). A try that finds the readiness clear harvests only if memory has
-//! something queued (no syscall otherwise) and clears nothing. Such a wait does not yield once. docs/design.md has the
-//! whole design.
+//! run tokio): a wait keeps a place in tokio's list of readiness waiters (a boxed
+//! `AsyncFd::readable`), made at its first try; each try polls it first. Pending, it says
+//! that the readiness was clear when the place was made and that no edge came since (an
+//! edge sets the readiness and marks every waiter), so the try harvests only if memory has
+//! something queued (no syscall otherwise) and clears nothing. Ready, the try takes the
+//! reactor's readiness tick *before* its harvest and clears it only if that harvest
+//! delivered nothing (it collected from `kfd` with every slot free) or left `kfd` drained
+//! (`fds`, "Drained": it collected with a slot to spare, and nothing it delivered stays
+//! ready — an edge-triggered or one-shot item, an AutoReset eventfd its read emptied);
+//! then, if it delivered nothing, it makes a new place. Every later kernel event is a wake
+//! of `kfd`, hence an edge in the reactor's edge-triggered epoll, recorded with a new tick:
+//! before the clear (the clear's tick is stale: nothing is cleared), or after it (the
+//! readiness is set again: the new place sees it or is woken by it). So a wake that
+//! delivers a lone AutoReset `KernelNotifier` costs one syscall, its read: the clearing
+//! harvest is the delivering one, and the next wait finds its place pending. Such a wait
+//! does not yield once. docs/design.md has the whole design.
+//!
+//! # Direct registration
+//!
+//! While the kernel epoll holds one AutoReset `KernelNotifier` for `IN` and nothing else
+//! (`fds`, "One eventfd"), the registration is a duplicate of that eventfd instead of
+//! `kfd`'s: every kernel event of `kfd` is then a wake of the eventfd, so its edges are the
+//! same, and the reactor's `epoll_wait` polls the eventfd without scanning `kfd` (the
+//! nesting). The argument above holds word for word with "a wake of the eventfd" for "a
+//! wake of `kfd`" — as long as the registrations keep that shape. So the shape has a
+//! generation (`KernelPoll::shape`), moved under `registry` by any `add`/`modify`/`delete`
+//! (or drop of a `KernelNotifier`) that changes which eventfd, if any, `Fds::one` names; a
+//! registration records the generation it was made for ([`KernelReactor::current`]).
+//! After a move, once `registry` is released, the change wakes every `KEY_KSLEEP` entry of
+//! `waiters` (`fds::wake_shape`: the route's tasks; a kernel sleeper takes it as a spurious
+//! wake). Each try compares the generation first and, if it moved, wakes its own task and
+//! returns, so the next poll chooses the registration of the new shape. A task that
+//! registered on `waiters` before the change's wake is woken by it; one that registers
+//! after it compares after the move (the queue's lock orders the two), and sees it. loom
+//! model: `loom_kernel_reactor` (`src/tests/`).
 //!
 //! # LOCKING
 //!
 //! ```text
-//! Slot    leaf Mutex: the reactor registration of `kfd` for one runtime. No tokio code
+//! Slot    leaf Mutex: the reactor registration for one runtime and shape. No tokio code
 //!         runs under it: a registration is made before it is taken, and one it replaces
-//!         is dropped after it is released.
+//!         is dropped after it is released. `Slot::get` reads the shape under `registry`
+//!         (held alone: never with `Slot` or the kernel side's lock).
 //! ```
 //! The reactor (tokio code) is called with no lock held.
 
@@ -229,9 +257,14 @@ mod via_tokio {
             let Some(rt) = KernelReactor::current_runtime() else {
                 return self.drop_fd();
             };
-            // The registration this wait used last time, still in its runtime and working:
-            // the epoll's kernel epoll is the same for the epoll's whole life.
-            if !self.failed && self.fd.as_ref().is_some_and(|fd| fd.runtime() == rt) {
+            // The registration this wait used last time, still in its runtime, working,
+            // and of the registrations' current shape ("Direct registration").
+            if !self.failed
+                && self
+                    .fd
+                    .as_ref()
+                    .is_some_and(|fd| fd.runtime() == rt && fd.current())
+            {
                 return true;
             }
             let Some(side) = ep.kernel.side() else {
@@ -248,7 +281,7 @@ mod via_tokio {
                 self.failed = false;
             }
             self.armed = None;
-            self.fd = side.reactor.get(rt, &side.poll.kfd);
+            self.fd = side.reactor.get(rt, ep, &side);
             self.fd.is_some()
         }
 
@@ -259,10 +292,10 @@ mod via_tokio {
             false
         }
 
-        /// A harvest that clears the reactor's readiness only when it found the kernel
-        /// epoll empty, then (if it found nothing) a place in the reactor's waiters. `None`:
-        /// wait; a reactor readiness that came meanwhile, or a failed reactor, has woken
-        /// the task already.
+        /// A look at this wait's place in the reactor's waiters, then, if the readiness is
+        /// set, a harvest that clears it only when it found the kernel epoll empty or left
+        /// it drained (module docs). `None`: wait; a reactor readiness that came meanwhile,
+        /// or a failed reactor, has woken the task already.
         pub(super) fn try_harvest(
             &mut self,
             ep: &Arc<EpInner>,
@@ -271,37 +304,60 @@ mod via_tokio {
         ) -> Option<usize> {
             let fd = self.fd.as_ref()?;
             for _ in 0..ROUNDS {
-                // With the readiness taken: a harvest that delivers nothing has collected
-                // from the kernel epoll with every slot free and got nothing: it was empty
-                // then (`harvest_now`). Without it (clear, or not yet reported): no kernel
-                // event came since the clear that found it empty, or one came and its edge
-                // will set the readiness and wake us; so this harvest runs only if memory
-                // has something queued (then it collects the kernel epoll too, as
-                // `epoll_wait` returns every ready item), and clears nothing.
-                let got = fd.around(cx, |taken| {
-                    let n = if taken {
-                        ep.harvest_if_any(out)
-                    } else {
-                        ep.harvest_now_mem(out)
-                    };
-                    (n, n == 0)
-                });
-                match got {
-                    Ok(0) => {}
-                    Ok(n) => {
-                        self.armed = None;
-                        return Some(n);
-                    }
-                    Err(_) => return self.fail(cx),
+                // The shape moved (a kernel fd added, modified or deleted) since this
+                // registration was made: it may not hear every kernel fd any more. Choose
+                // again at the next poll. (After this wait's registration on `waiters`,
+                // the check pairs with the shape's wake: `wake_shape` in `fds`.)
+                if !fd.current() {
+                    self.fd = None;
+                    self.armed = None;
+                    cx.waker().wake_by_ref();
+                    return None;
                 }
+                // This wait's place in tokio's waiters of the readiness first: pending, it
+                // says that the readiness was clear when it was made (at the wait's first
+                // try, or after a clear that found the kernel epoll drained) and that no
+                // edge came since — an edge sets the readiness and marks every waiter — so
+                // the kernel epoll has nothing this wait has not seen, or has one whose
+                // edge will wake us. Then only memory may have something (a harvest if
+                // its hint is set, which collects the kernel epoll too, as `epoll_wait`
+                // returns every ready item), and nothing is cleared. (No look at the
+                // readiness itself here: `poll_read_ready` costs a lock and a waker in
+                // tokio's one-task slot, on every try of a wait that sleeps.)
                 let armed = self
                     .armed
                     .get_or_insert_with(|| Box::pin(Arc::clone(fd).readable()));
                 match armed.as_mut().poll(cx) {
-                    Poll::Pending => return None,
-                    // An edge since the clear (or the clear lost to a newer one): look again.
+                    Poll::Pending => {
+                        let n = ep.harvest_now_mem(out);
+                        if n > 0 {
+                            self.armed = None;
+                            return Some(n);
+                        }
+                        return None;
+                    }
                     Poll::Ready(Ok(())) => self.armed = None,
                     Poll::Ready(Err(_)) => return self.fail(cx),
+                }
+                // The readiness is set (an edge since, or set when the wait began). With
+                // it taken: a harvest that delivered nothing (it collected from the kernel
+                // epoll with every slot free, as the route always did), or one that left
+                // the kernel epoll drained (it collected with a slot to spare, and nothing
+                // it delivered stays ready: `fds`, "Drained"), clears it. Without it
+                // (another wait cleared it meanwhile): as above, memory only, nothing
+                // cleared.
+                let got = fd.around(cx, |taken| {
+                    if taken {
+                        let (n, drained) = ep.harvest_drained(out);
+                        (n, n == 0 || drained)
+                    } else {
+                        (ep.harvest_now_mem(out), false)
+                    }
+                });
+                match got {
+                    Ok(0) => {}
+                    Ok(n) => return Some(n),
+                    Err(_) => return self.fail(cx),
                 }
             }
             // Edges keep coming and others take the events: let the executor run others.
@@ -325,38 +381,54 @@ mod via_tokio {
 /// lock; tokio is never called under it.
 #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
 #[derive(Default)]
-pub(crate) struct Slot(
-    crate::loom::sync::Mutex<Option<(::tokio::runtime::Id, Option<Arc<KernelReactor>>)>>,
-);
+pub(crate) struct Slot(crate::loom::sync::Mutex<Option<SlotEntry>>);
+
+/// A [`Slot`]'s registration: the runtime and shape it was made for, and the registration
+/// (`None` if it could not be made there).
+#[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+type SlotEntry = (::tokio::runtime::Id, u64, Option<Arc<KernelReactor>>);
 
 #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
 impl Slot {
-    /// The kernel epoll `kfd` in the reactor of runtime `rt` (the current one),
-    /// registered by the first call from that runtime (one `dup` and one `epoll_ctl`);
-    /// `None` if it cannot be (the caller falls back to the watcher). One registration is
-    /// kept, for the runtime that asked last: waits in other runtimes hold their own `Arc`.
+    /// The epoll's kernel readiness in the reactor of runtime `rt` (the current one), for
+    /// the registrations' current shape ("Direct registration": the one eventfd's
+    /// duplicate, else `kfd`'s), registered by the first call from that runtime and shape
+    /// (one `dup` and one `epoll_ctl`); `None` if it cannot be (the caller falls back to
+    /// the watcher). One registration is kept, for the runtime and shape asked for last:
+    /// waits in other runtimes hold their own `Arc`. Takes `registry` (to read the shape)
+    /// only to make one; never holds two locks.
     fn get(
         &self,
         rt: ::tokio::runtime::Id,
-        kfd: &std::os::fd::OwnedFd,
+        ep: &EpInner,
+        side: &super::Side,
     ) -> Option<Arc<KernelReactor>> {
+        use crate::loom::sync::atomic::Ordering::SeqCst;
         use std::os::fd::AsFd;
-        if let Some((id, r)) = &*crate::loom::lock(&self.0) {
-            if *id == rt {
+        let now = side.poll.shape.load(SeqCst);
+        if let Some((id, shape, r)) = &*crate::loom::lock(&self.0) {
+            if *id == rt && *shape == now {
                 return r.clone();
             }
         }
+        // The shape and its eventfd, read together under `registry`.
+        let (shape, one) = {
+            let reg = crate::loom::lock(&ep.registry);
+            let (shape, one) = reg.kernel.shape();
+            (shape, one.and_then(|w| w.upgrade()))
+        };
         // Registered with no lock held (tokio code).
-        let made = KernelReactor::new(kfd.as_fd(), rt).map(Arc::new);
+        let fd = one.as_ref().map_or(side.poll.kfd.as_fd(), |e| e.as_fd());
+        let made = KernelReactor::new(fd, rt, Arc::clone(&side.poll), shape).map(Arc::new);
         let old = {
             let mut slot = crate::loom::lock(&self.0);
             match &*slot {
                 // Another wait of this runtime was quicker: use its registration.
-                Some((id, r)) if *id == rt => return r.clone(),
-                _ => slot.replace((rt, made.clone())),
+                Some((id, s, r)) if *id == rt && *s == shape => return r.clone(),
+                _ => slot.replace((rt, shape, made.clone())),
             }
         };
-        // An older runtime's registration goes (tokio code) after the unlock.
+        // An older registration goes (tokio code) after the unlock.
         drop(old);
         made
     }
@@ -367,7 +439,7 @@ impl Slot {
         let old = {
             let mut slot = crate::loom::lock(&self.0);
             match &*slot {
-                Some((_, Some(cur))) if Arc::ptr_eq(cur, r) => slot.take(),
+                Some((_, _, Some(cur))) if Arc::ptr_eq(cur, r) => slot.take(),
                 _ => None,
             }
         };
@@ -377,7 +449,7 @@ impl Slot {
     /// Take the registration out, to be dropped by the caller once it holds no lock
     /// (`close`: `KernelLeft`).
     pub(super) fn take(&self) -> Option<Arc<KernelReactor>> {
-        crate::loom::lock(&self.0).take().and_then(|(_, r)| r)
+        crate::loom::lock(&self.0).take().and_then(|(_, _, r)| r)
     }
 }
 
@@ -385,15 +457,28 @@ impl Slot {
 /// `Epoll::wait_async` and `EpollStream` for kernel-fd sources (module docs).
 ///
 /// It owns a duplicate of the kernel epoll's fd (the same open file, so the reactor sees
-/// the kernel epoll become readable) registered for `READABLE` with the runtime that was
-/// current when it was made. The reactor watches it edge-triggered: every wake of the
+/// the kernel epoll become readable), or of its one eventfd ("Direct registration"),
+/// registered for `READABLE` with the runtime that was current when it was made. The reactor watches it edge-triggered: every wake of the
 /// kernel epoll (each kernel event of one of its fds) is an edge, and an edge bumps the
 /// `AsyncFd`'s readiness tick, so a clear made with an older tick does not take effect.
 #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
-#[derive(Debug)]
 pub(crate) struct KernelReactor {
     rt: ::tokio::runtime::Id,
     fd: ::tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+    /// The kernel epoll whose shape this registration was made for, and that shape.
+    poll: Arc<super::KernelPoll>,
+    shape: u64,
+}
+
+#[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+impl std::fmt::Debug for KernelReactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelReactor")
+            .field("rt", &self.rt)
+            .field("fd", &self.fd)
+            .field("shape", &self.shape)
+            .finish()
+    }
 }
 
 #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
@@ -403,7 +488,8 @@ impl KernelReactor {
         ::tokio::runtime::Handle::try_current().ok().map(|h| h.id())
     }
 
-    /// Register a duplicate of `kfd` with the current runtime's reactor (`rt`). `None` if
+    /// Register a duplicate of `fd` (`kfd`, or the one eventfd of shape `shape` of `poll`)
+    /// with the current runtime's reactor (`rt`). `None` if
     /// it cannot be: the duplicate or the registration failed, or the runtime has no I/O
     /// driver (the caller then uses the watcher thread).
     ///
@@ -412,11 +498,16 @@ impl KernelReactor {
     /// runtime is a probe ([`quietly`]: caught, with the process's panic hook kept silent
     /// for it); a runtime found without I/O is remembered and never probed again. With
     /// `panic = "abort"` a panic cannot be caught, so no registration is tried at all.
-    pub(crate) fn new(kfd: BorrowedFd<'_>, rt: ::tokio::runtime::Id) -> Option<KernelReactor> {
+    pub(crate) fn new(
+        fd: BorrowedFd<'_>,
+        rt: ::tokio::runtime::Id,
+        poll: Arc<super::KernelPoll>,
+        shape: u64,
+    ) -> Option<KernelReactor> {
         if !cfg!(panic = "unwind") || no_io(rt, false) {
             return None;
         }
-        let dup = kfd.try_clone_to_owned().ok()?;
+        let dup = fd.try_clone_to_owned().ok()?;
         // Nothing of ours is borrowed or locked across it, and the duplicate closes on
         // unwind.
         let Some(made) = quietly(move || register_stable(dup, ::tokio::io::Interest::READABLE))
@@ -424,18 +515,31 @@ impl KernelReactor {
             no_io(rt, true);
             return None;
         };
-        Some(KernelReactor { rt, fd: made.ok()? })
+        Some(KernelReactor {
+            rt,
+            fd: made.ok()?,
+            poll,
+            shape,
+        })
     }
 
-    /// Whether this was registered with runtime `rt`.
+    /// The runtime this was registered with.
     pub(crate) fn runtime(&self) -> ::tokio::runtime::Id {
         self.rt
     }
 
+    /// Whether the registrations still have the shape this was made for (one load).
+    pub(crate) fn current(&self) -> bool {
+        self.poll
+            .shape
+            .load(crate::loom::sync::atomic::Ordering::SeqCst)
+            == self.shape
+    }
+
     /// One look through the reactor around a harvest: take the reactor's readiness of the
     /// kernel epoll (if set) *before* running `harvest` (told whether it was taken); if
-    /// `harvest` reports that it found
-    /// the kernel epoll empty (`true` in its result), clear that readiness — which tokio
+    /// `harvest` reports that it left the kernel epoll drained (`true` in its result:
+    /// nothing to report until its next wake), clear that readiness — which tokio
     /// does only if no edge came since it was taken (the tick), so an event that arrived
     /// after the harvest looked keeps it set. `Err` if the reactor is gone (its runtime
     /// shut down). Calls tokio with no lock held (the caller holds none).

@@ -74,8 +74,12 @@ impl Collector {
         0
     }
 
+    pub(crate) fn drained(&self) -> bool {
+        false
+    }
+
     pub(crate) fn finish(
-        self,
+        &mut self,
         _: &EpInner,
         _: &Fds,
         _: &mut [Event],
