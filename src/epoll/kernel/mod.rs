@@ -162,37 +162,28 @@ mod linux {
         /// The kernel epoll and kernel item, created by the first kernel-fd `add` that
         /// succeeds.
         side: Mutex<Option<Arc<Side>>>,
+        /// The kernel epoll in one tokio runtime's reactor (`reactor`): here rather than in
+        /// [`Side`], so that a new async wait finds it without taking `side`.
+        #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+        pub(super) reactor: super::reactor::Slot,
     }
 
     /// The kernel epoll and the kernel item.
     pub(crate) struct Side {
         pub(crate) poll: Arc<KernelPoll>,
         pub(crate) item: Arc<Item>,
-        /// The kernel epoll in one tokio runtime's reactor (`reactor`).
-        #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
-        pub(super) reactor: super::reactor::Slot,
         /// The direct sleep's slot and bell (`sleep`).
         pub(super) direct: super::sleep::Direct,
     }
 
-    /// A closed epoll's kernel side, dropped by `close` after it released `registry`: its
-    /// reactor registration (feature `tokio`) is taken out and dropped then, whoever else
-    /// still holds the side, because dropping it runs tokio code (the deregistration).
-    pub(crate) struct KernelLeft(
-        #[cfg_attr(
-            not(all(feature = "tokio", any(target_os = "linux", target_os = "android"))),
-            allow(dead_code)
-        )]
-        Option<Arc<Side>>,
-    );
-
-    impl Drop for KernelLeft {
-        fn drop(&mut self) {
-            #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
-            if let Some(side) = &self.0 {
-                drop(side.reactor.take());
-            }
-        }
+    /// A closed epoll's kernel side, dropped by `close` after it released `registry`, with
+    /// its reactor registration (feature `tokio`), taken out of the slot by `close` and
+    /// dropped then, whoever else still holds the side, because dropping it runs tokio code
+    /// (the deregistration).
+    pub(crate) struct KernelLeft {
+        _side: Option<Arc<Side>>,
+        #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+        _reactor: Option<Arc<super::reactor::KernelReactor>>,
     }
 
     /// The deferred arm after a scan dropped the kernel item while someone waits.
@@ -210,6 +201,8 @@ mod linux {
                 present: AtomicBool::new(false),
                 below: AtomicBool::new(false),
                 side: Mutex::new(None),
+                #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+                reactor: super::reactor::Slot::default(),
             }
         }
 
@@ -242,8 +235,6 @@ mod linux {
             Ok(Side {
                 poll,
                 item,
-                #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
-                reactor: super::reactor::Slot::default(),
                 direct: super::sleep::Direct::default(),
             })
         }
@@ -409,7 +400,13 @@ mod linux {
             if let Some(side) = &side {
                 side.item.dead.store(true, SeqCst);
             }
-            KernelLeft(side)
+            // After `present` is clear: a registration made meanwhile is not kept
+            // (`Slot::get`).
+            KernelLeft {
+                _side: side,
+                #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+                _reactor: self.reactor.take(),
+            }
         }
     }
 

@@ -267,6 +267,15 @@ mod via_tokio {
             {
                 return true;
             }
+            // A new wait (or one whose registration went stale): the epoll's registration
+            // for this runtime and shape, if there is one, without taking the kernel side.
+            if !self.failed {
+                if let Some(fd) = ep.kernel.reactor.cached(rt) {
+                    self.armed = None;
+                    self.fd = Some(fd);
+                    return true;
+                }
+            }
             let Some(side) = ep.kernel.side() else {
                 return self.drop_fd();
             };
@@ -275,13 +284,13 @@ mod via_tokio {
             }
             if self.failed {
                 if let Some(fd) = self.fd.take() {
-                    side.reactor.forget(&fd);
+                    ep.kernel.reactor.forget(&fd);
                 }
                 self.armed = None;
                 self.failed = false;
             }
             self.armed = None;
-            self.fd = side.reactor.get(rt, ep, &side);
+            self.fd = ep.kernel.reactor.get(rt, ep, &side);
             self.fd.is_some()
         }
 
@@ -390,6 +399,18 @@ type SlotEntry = (::tokio::runtime::Id, u64, Option<Arc<KernelReactor>>);
 
 #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
 impl Slot {
+    /// The registration kept for runtime `rt`, if it is of the registrations' current shape
+    /// and the kernel epoll holds fds: what [`Slot::get`] returns without making one. One
+    /// lock of the slot; the kernel side is not taken.
+    pub(super) fn cached(&self, rt: ::tokio::runtime::Id) -> Option<Arc<KernelReactor>> {
+        match &*crate::loom::lock(&self.0) {
+            Some((id, _, Some(r))) if *id == rt && r.current() && r.poll.has_fds() => {
+                Some(Arc::clone(r))
+            }
+            _ => None,
+        }
+    }
+
     /// The epoll's kernel readiness in the reactor of runtime `rt` (the current one), for
     /// the registrations' current shape ("Direct registration": the one eventfd's
     /// duplicate, else `kfd`'s), registered by the first call from that runtime and shape
@@ -425,6 +446,9 @@ impl Slot {
             match &*slot {
                 // Another wait of this runtime was quicker: use its registration.
                 Some((id, s, r)) if *id == rt && *s == shape => return r.clone(),
+                // The epoll closed (`close` cleared `present`, then took the slot): keep
+                // nothing, which only `close` would have dropped.
+                _ if !ep.kernel.present() => None,
                 _ => slot.replace((rt, shape, made.clone())),
             }
         };
