@@ -19,7 +19,10 @@
 //! `AsyncFd::readable`), made at its first try; each try polls it first. Pending, it says
 //! that the readiness was clear when the place was made and that no edge came since (an
 //! edge sets the readiness and marks every waiter), so the try harvests only if memory has
-//! something queued (no syscall otherwise) and clears nothing. Ready, the try takes the
+//! something queued (no syscall otherwise) and clears nothing. (The second try of one poll,
+//! the re-check after the registration on `waiters`, takes the first one's Pending as its
+//! own: the place holds this poll's waker, so an edge between the two wakes the task and
+//! its next poll looks again.) Ready, the try takes the
 //! reactor's readiness tick *before* its harvest and clears it only if that harvest
 //! delivered nothing (it collected from `kfd` with every slot free) or left `kfd` drained
 //! (`fds`, "Drained": it collected with a slot to spare, and nothing it delivered stays
@@ -95,6 +98,8 @@ impl Reactor {
     ) -> Option<usize> {
         None
     }
+
+    fn new_poll(&mut self) {}
 }
 
 /// The async wait of an epoll (`wait_async`, the stream): the wait queue's [`TaskWait`] on
@@ -154,6 +159,7 @@ impl KernelWake {
         let waker = cx.waker();
         let mut qcx = Context::from_waker(waker);
         let mut rcx = Context::from_waker(waker);
+        self.reactor.new_poll();
         self.wait.poll(
             &ep.waiters,
             &mut qcx,
@@ -234,6 +240,9 @@ mod via_tokio {
         armed: Option<Armed>,
         /// `fd` failed (its runtime shut down): choose again at the next poll.
         failed: bool,
+        /// `armed` was found pending by a try of this poll (with this poll's waker): a
+        /// later try of the same poll does not look again (`try_harvest`).
+        seen: bool,
     }
 
     impl std::fmt::Debug for Reactor {
@@ -301,6 +310,12 @@ mod via_tokio {
             false
         }
 
+        /// A new poll of the future begins (a new waker, maybe): its first try looks at
+        /// the place again.
+        pub(super) fn new_poll(&mut self) {
+            self.seen = false;
+        }
+
         /// A look at this wait's place in the reactor's waiters, then, if the readiness is
         /// set, a harvest that clears it only when it found the kernel epoll empty or left
         /// it drained (module docs). `None`: wait; a reactor readiness that came meanwhile,
@@ -333,11 +348,22 @@ mod via_tokio {
                 // returns every ready item), and nothing is cleared. (No look at the
                 // readiness itself here: `poll_read_ready` costs a lock and a waker in
                 // tokio's one-task slot, on every try of a wait that sleeps.)
+                //
+                // A second try of the same poll (the re-check after the registration on
+                // `waiters`) does not poll the place again: the first left this poll's waker
+                // in it, so an edge since then wakes the task, whose next poll looks.
+                let made = self.armed.is_none();
                 let armed = self
                     .armed
                     .get_or_insert_with(|| Box::pin(Arc::clone(fd).readable()));
-                match armed.as_mut().poll(cx) {
+                let place = if self.seen && !made {
+                    Poll::Pending
+                } else {
+                    armed.as_mut().poll(cx)
+                };
+                match place {
                     Poll::Pending => {
+                        self.seen = true;
                         let n = ep.harvest_now_mem(out);
                         if n > 0 {
                             self.armed = None;
