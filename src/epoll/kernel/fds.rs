@@ -621,6 +621,12 @@ fn deliver(reg: &Fds, side: &Side, got: &[(Events, u64)], out: &mut [Event]) -> 
 
 /// `Collector::finish`'s requeue of the kernel item.
 fn requeue(ep: &EpInner, side: &Side, batch: &mut WakeBatch) {
+    // Nobody listens (a SeqCst look, without `ready`): nothing to do, as under it. A waiter
+    // or poller that registered before this look is seen by it; one that registers after
+    // it finds the item unlinked under `ready` and arms (invariant W).
+    if !super::linux::listened(ep) {
+        return;
+    }
     let post = {
         let mut rd = ep.ready.lock();
         // Under `ready`: a waiter or poller that registers later arms (invariant W).

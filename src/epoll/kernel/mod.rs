@@ -60,6 +60,10 @@
 //!
 //! - A waiter registers (SeqCst, under its queue's lock), then looks at `linked` under
 //!   `ready` and arms if it is clear ([`KernelSide::watch`]).
+//! - A harvest that collected kernel events without meeting the kernel item requeues it
+//!   under `ready` if someone listens; it gives up on a look without the lock that finds
+//!   nobody (SeqCst: a waiter that registered before it is seen; one that registers after
+//!   it finds the item unlinked and arms, as above).
 //! - A scan that drops the kernel item (it delivered nothing) clears `linked` before its
 //!   end, and at its end, under `ready`, reads `has_sleeper()` and `pollers`; if either is
 //!   set, it arms ([`KernelSide::dropped`]). `ready` orders the two: one of them arms.
@@ -413,7 +417,8 @@ mod linux {
     /// Whether a waiter or a poller that relies on the watcher may be waiting for `ep`: a
     /// task or a parked thread (mask `IN`; a thread in a kernel sleep and a task woken by a
     /// tokio reactor, mask `KEY_KSLEEP`, watch `kfd` themselves), or a poller. Must be
-    /// called with `ready` held (invariant W).
+    /// called with `ready` held (invariant W), except for a harvest's requeue that gives up
+    /// when nobody listens (`fds::requeue`: a waiter that registers after the look arms).
     pub(super) fn listened(ep: &EpInner) -> bool {
         ep.waiters.interest().contains(Events::IN) || !ep.pollers.interest().is_empty()
     }
