@@ -94,8 +94,10 @@
 //! KernelPoll::armed   AtomicBool, see invariant W.
 //! KernelPoll::shape   AtomicU64, written under `registry` (`fds`), read anywhere: the
 //!                     reactor route's generation (`reactor`, "Direct registration").
-//! Side::reactor       leaf Mutex (feature tokio): the reactor registration of `kfd` or
-//!                     of its one eventfd (`reactor`). No tokio code runs under it.
+//! KernelSide::reactor leaf Mutex (feature tokio): the reactor registration of `kfd` or
+//!                     of its one eventfd (`reactor`), beside `side` (a new async wait
+//!                     finds it without taking `side`). No tokio code runs under it;
+//!                     `close` takes it out after clearing `present`.
 //! Side::direct        the direct slot (AtomicBool) and bell (OnceLock, made and registered
 //!                     in `kfd` by the first direct sleep, no crate lock held): `sleep`.
 //! ```
