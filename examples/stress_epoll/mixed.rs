@@ -45,29 +45,52 @@ fn now_ns(base: Instant) -> u64 {
     base.elapsed().as_nanos() as u64
 }
 
-/// `n` wakes: the writer (this thread) stamps and writes, the task stamps when woken and
-/// reports. Returns the latencies in µs, sorted.
-fn wakes(
-    n: usize,
-    write: impl Fn(),
+/// One side of a wake measurement: its waiter (a task or a thread) is started, and
+/// reports each wake's latency; `write` wakes it.
+struct Side {
+    write: Box<dyn Fn()>,
+    stamp: Arc<AtomicU64>,
+    rx: std::sync::mpsc::Receiver<f64>,
+}
+
+/// Start a side's waiter (`wait`, given the stamp, the time base and where to report).
+fn side(
+    base: Instant,
+    write: impl Fn() + 'static,
     wait: impl FnOnce(Arc<AtomicU64>, Instant, std::sync::mpsc::Sender<f64>),
-) -> Vec<f64> {
-    let base = Instant::now();
+) -> Side {
     let stamp = Arc::new(AtomicU64::new(0));
     let (tx, rx) = std::sync::mpsc::channel();
     wait(Arc::clone(&stamp), base, tx);
-    let mut lat = Vec::with_capacity(n);
-    for _ in 0..n {
-        // Let the task go back to waiting (pending, armed / registered with the reactor).
-        std::thread::sleep(Duration::from_micros(300));
-        stamp.store(now_ns(base), SeqCst);
-        write();
-        lat.push(
-            rx.recv_timeout(Duration::from_secs(10))
-                .expect("a wake was lost"),
-        );
+    Side {
+        write: Box::new(write),
+        stamp,
+        rx,
     }
-    lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+}
+
+/// `n` wakes of each side, taken in turn (one wake of each, then the next round), so that
+/// every side sees the same machine: a wake's latency depends on whether the waiter's CPU
+/// was idle (a halted vCPU takes ~20 µs to wake here, a busy one ~5), which other work
+/// changes from one moment to the next. The writer (this thread) stamps and writes; the
+/// waiter stamps when woken and reports. Returns each side's latencies in µs, sorted.
+fn wakes(n: usize, base: Instant, sides: &[Side]) -> Vec<Vec<f64>> {
+    let mut lat = vec![Vec::with_capacity(n); sides.len()];
+    for _ in 0..n {
+        for (s, l) in sides.iter().zip(&mut lat) {
+            // Let the waiter go back to waiting (pending, armed / registered with the reactor).
+            std::thread::sleep(Duration::from_micros(300));
+            s.stamp.store(now_ns(base), SeqCst);
+            (s.write)();
+            l.push(
+                s.rx.recv_timeout(Duration::from_secs(10))
+                    .expect("a wake was lost"),
+            );
+        }
+    }
+    for l in &mut lat {
+        l.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    }
     lat
 }
 
@@ -77,13 +100,13 @@ fn pct(v: &[f64], p: f64) -> f64 {
 
 /// evfd: `wait_async` on an epoll holding an AutoReset `KernelNotifier` (the delivery
 /// resets it: no read in the task).
-fn evfd_wakes(rt: &tokio::runtime::Runtime, n: usize) -> Vec<f64> {
+fn evfd_side(rt: &tokio::runtime::Runtime, base: Instant) -> Side {
     let k = Arc::new(KernelNotifier::new(Mode::AutoReset).expect("eventfd"));
     let ep = Epoll::new();
     ep.add(&*k, Events::IN, 1).expect("add");
     let k2 = Arc::clone(&k);
-    wakes(
-        n,
+    side(
+        base,
         move || k2.write(1).expect("write"),
         |stamp, base, tx| {
             rt.spawn(async move {
@@ -101,11 +124,11 @@ fn evfd_wakes(rt: &tokio::runtime::Runtime, n: usize) -> Vec<f64> {
 }
 
 /// The twin: tokio `AsyncFd` on a kernel eventfd, read after each wake.
-fn asyncfd_wakes(rt: &tokio::runtime::Runtime, n: usize) -> Vec<f64> {
+fn asyncfd_side(rt: &tokio::runtime::Runtime, base: Instant) -> Side {
     let fd = rt.block_on(async { async_kfd() });
     let fd2 = Arc::clone(&fd);
-    wakes(
-        n,
+    side(
+        base,
         move || kwrite(fd2.get_ref(), 1),
         |stamp, base, tx| {
             rt.spawn(async move {
@@ -133,7 +156,7 @@ fn kernel_epoll_of(fd: &std::os::fd::OwnedFd) -> std::os::fd::OwnedFd {
 /// the eventfd, the task making one `epoll_wait(0)` on it and one `read(2)` after each
 /// wake — what any design that puts a kernel epoll of the sources into the reactor pays,
 /// before any evfd code runs. Reported as a note next to the `wake_async` rows.
-fn nested_floor_wakes(rt: &tokio::runtime::Runtime, n: usize) -> Vec<f64> {
+fn nested_floor_side(rt: &tokio::runtime::Runtime, base: Instant) -> Side {
     use rustix::event::epoll;
     use tokio::io::{unix::AsyncFd, Interest};
     let fd = Arc::new(crate::twin::kfd());
@@ -145,8 +168,8 @@ fn nested_floor_wakes(rt: &tokio::runtime::Runtime, n: usize) -> Vec<f64> {
         afd.map_err(|e| e.into_parts().1).expect("AsyncFd")
     });
     let (fd2, fd3) = (Arc::clone(&fd), Arc::clone(&fd));
-    wakes(
-        n,
+    side(
+        base,
         move || kwrite(&fd2, 1),
         |stamp, base, tx| {
             rt.spawn(async move {
@@ -181,13 +204,13 @@ fn nested_floor_wakes(rt: &tokio::runtime::Runtime, n: usize) -> Vec<f64> {
 /// evfd, blocking: a thread in `Epoll::wait` on the same kind of epoll (it sleeps in the
 /// kernel, in `epoll_wait` on the embedded kernel epoll, which returns the event: no
 /// watcher hop, no second look).
-fn evfd_blocking_wakes(n: usize) -> Vec<f64> {
+fn evfd_blocking_side(base: Instant) -> Side {
     let k = Arc::new(KernelNotifier::new(Mode::AutoReset).expect("eventfd"));
     let ep = Epoll::new();
     ep.add(&*k, Events::IN, 1).expect("add");
     let k2 = Arc::clone(&k);
-    wakes(
-        n,
+    side(
+        base,
         move || k2.write(1).expect("write"),
         |stamp, base, tx| {
             std::thread::spawn(move || {
@@ -207,13 +230,13 @@ fn evfd_blocking_wakes(n: usize) -> Vec<f64> {
 }
 
 /// The twin: a thread in the kernel's `epoll_wait` on an eventfd, then `read(2)`.
-fn kernel_blocking_wakes(n: usize) -> Vec<f64> {
+fn kernel_blocking_side(base: Instant) -> Side {
     use rustix::event::epoll;
     let fd = Arc::new(crate::twin::kfd());
     let ep = kernel_epoll_of(&fd);
     let fd2 = Arc::clone(&fd);
-    wakes(
-        n,
+    side(
+        base,
         move || kwrite(&fd2, 1),
         |stamp, base, tx| {
             std::thread::spawn(move || {
@@ -320,14 +343,19 @@ pub fn run(cfg: &Cfg, out: &mut Out) {
     let mut p99 = (Vec::new(), Vec::new());
     let mut floor = Vec::new();
     for _ in 0..cfg.reps {
-        let e = evfd_wakes(&rt, n);
-        let t = asyncfd_wakes(&rt, n);
-        let f = nested_floor_wakes(&rt, n);
-        p50.0.push(pct(&e, 0.50));
-        p50.1.push(pct(&t, 0.50));
-        p99.0.push(pct(&e, 0.99));
-        p99.1.push(pct(&t, 0.99));
-        floor.push(pct(&f, 0.50));
+        let base = Instant::now();
+        let sides = [
+            evfd_side(&rt, base),
+            asyncfd_side(&rt, base),
+            nested_floor_side(&rt, base),
+        ];
+        let lat = wakes(n, base, &sides);
+        let (e, t, f) = (&lat[0], &lat[1], &lat[2]);
+        p50.0.push(pct(e, 0.50));
+        p50.1.push(pct(t, 0.50));
+        p99.0.push(pct(e, 0.99));
+        p99.1.push(pct(t, 0.99));
+        floor.push(pct(f, 0.50));
     }
     out.row("mixed", "wake_async_p50", 1, US, (&p50.0, &p50.1));
     out.row("mixed", "wake_async_p99", 1, US, (&p99.0, &p99.1));
@@ -346,10 +374,14 @@ pub fn run(cfg: &Cfg, out: &mut Out) {
     ));
     let mut b50 = (Vec::new(), Vec::new());
     for _ in 0..cfg.reps {
-        let e = evfd_blocking_wakes(n);
-        let t = kernel_blocking_wakes(n);
-        b50.0.push(pct(&e, 0.50));
-        b50.1.push(pct(&t, 0.50));
+        let base = Instant::now();
+        let lat = wakes(
+            n,
+            base,
+            &[evfd_blocking_side(base), kernel_blocking_side(base)],
+        );
+        b50.0.push(pct(&lat[0], 0.50));
+        b50.1.push(pct(&lat[1], 0.50));
     }
     out.row(
         "mixed",
