@@ -13,14 +13,16 @@
 //! - `epoll`: each thread waits on its own notifier through its own `Epoll` (blocking
 //!   `wait`, then `read`), as `stress_epoll`'s `pingpong block`; `epoll_auto` the same with
 //!   AutoReset notifiers and no `read`.
-//! - `read`: each thread blocks in `Notifier::read` on its own notifier.
+//! - `read`: each thread blocks in `Notifier::read` on its own notifier; `shared` the same
+//!   with `SharedNotifier`s (`xproc pingpong_block`'s protocol, in two threads).
 //! - `async`: two tasks on a 2-worker tokio runtime, `write` + `read_async`.
 //! - `kepoll`, `kread`: the kernel twins of `epoll` and `read` (eventfd + epoll_wait + read).
 //! - `notify`: tokio `Notify` between two tasks (the async peer).
 //! - Not hand-offs, per-operation counts: `queued` (a `write` + `read` pair while the
 //!   notifier's epoll item is queued), `harvest` (per event of a 200-event level-triggered
 //!   harvest), `fdwake` (a blocking `Epoll::wait` returning one ready `KernelNotifier`) and
-//!   its kernel twin `kfdwake` (`write`, `epoll_wait`, `read`).
+//!   its kernel twin `kfdwake` (`write`, `epoll_wait`, `read`); `spinrt`, the work of a
+//!   spinning `epoll` round trip whose spins catch their wakes at once, in one thread.
 //!
 //! A third argument `parked` makes each thread sleep 300 µs before it writes, so that the
 //! peer is certainly asleep when the write lands: the hand-off then takes the full path
@@ -132,6 +134,31 @@ fn epoll_mode(n: u64, mode: Mode) {
 
 fn read_mode(n: u64) {
     let (a, b) = (Notifier::new(), Notifier::new());
+    let (a2, b2) = (a.clone(), b.clone());
+    two_threads(
+        n,
+        move |n| {
+            for _ in 0..n {
+                pause();
+                b.write(1).expect("write");
+                a.read().expect("read");
+            }
+        },
+        move |n| {
+            for _ in 0..n {
+                b2.read().expect("read");
+                pause();
+                a2.write(1).expect("write");
+            }
+        },
+    );
+}
+
+/// `read_mode` with `SharedNotifier`s (the cross-process notifier's futex protocol; two
+/// threads here, the same words and syscalls as two processes): `xproc pingpong_block`.
+fn shared_mode(n: u64) {
+    let a = evfd::SharedNotifier::new(Mode::Counter).expect("shared");
+    let b = evfd::SharedNotifier::new(Mode::Counter).expect("shared");
     let (a2, b2) = (a.clone(), b.clone());
     two_threads(
         n,
@@ -314,6 +341,31 @@ fn kfdwake_mode(n: u64) {
     }
 }
 
+/// Not a hand-off as such: the work of `stress_epoll`'s spinning `pingpong` round trip,
+/// done by one thread in the order the two threads do it when each spin catches its wake
+/// at the first look (under callgrind two threads cannot overlap, so a spin never catches
+/// anything there). Per round trip: `b.write`, the echo's harvest of it and `b.read`, the
+/// echo's next wait re-polling the level-triggered item and dropping it, then the same the
+/// other way. What it leaves out is the spin itself (clock reads and probes).
+fn spinrt_mode(n: u64) {
+    let (a, b) = (Notifier::new(), Notifier::new());
+    let (ea, eb) = (Epoll::new(), Epoll::new());
+    ea.add(&a, Events::IN, 0).expect("add");
+    eb.add(&b, Events::IN, 0).expect("add");
+    let mut buf = [Event::default(); 1];
+    let z = Some(Duration::ZERO);
+    for _ in 0..n {
+        b.write(1).expect("write");
+        assert_eq!(eb.wait(&mut buf, z).expect("wait"), 1);
+        b.read().expect("read");
+        assert_eq!(eb.wait(&mut buf, z).expect("wait"), 0);
+        a.write(1).expect("write");
+        assert_eq!(ea.wait(&mut buf, z).expect("wait"), 1);
+        a.read().expect("read");
+        assert_eq!(ea.wait(&mut buf, z).expect("wait"), 0);
+    }
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_else(|| "epoll".into());
@@ -342,10 +394,12 @@ fn main() {
         "harvest" => harvest_mode(n),
         "fdwake" => fdwake_mode(n),
         "kfdwake" => kfdwake_mode(n),
+        "spinrt" => spinrt_mode(n),
+        "shared" => shared_mode(n),
         other => {
             eprintln!(
-                "unknown mode {other:?}: epoll, epoll_auto, read, async, kepoll, kread, notify, queued, \
-                 harvest, fdwake, kfdwake"
+                "unknown mode {other:?}: epoll, epoll_auto, read, shared, async, kepoll, kread, notify, \
+                 queued, harvest, fdwake, kfdwake, spinrt"
             );
             std::process::exit(2);
         }
