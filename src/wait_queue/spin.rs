@@ -31,9 +31,13 @@
 //!   rest (up to [`SPIN_REST`] · 2^[`SPIN_LEVELS`] = 1 024 waits); each success halves it
 //!   back. On a machine where spinning keeps failing the site probes once per ~1 000
 //!   waits: at most one budget (50 µs) lost per 1 000 parked waits.
-//! * **A wake from the waiter's own CPU turns it off.** The waker could not run while the
-//!   waiter spun (both pinned to one CPU, a 1-CPU machine, or two threads or processes the
-//!   scheduler put on one CPU because a co-tenant keeps the other busy). The waker leaves
+//! * **A wake from the waiter's own CPU turns it off, as a failure.** The waker could not
+//!   run while the waiter spun (both pinned to one CPU, a 1-CPU machine, or two threads or
+//!   processes the scheduler put on one CPU because a co-tenant keeps the other busy). It
+//!   starts a rest like any failure, and while the spin is off such wakes count down the
+//!   rest and never start the spin: under a co-tenant the pair shares one CPU most of the
+//!   time and meets across CPUs only now and then, and each such meeting used to restart
+//!   the spin at once (a wake from its own CPU ended the rest). The waker leaves
 //!   its CPU where the waiter finds it: in the waiter's entry in-process, in an advisory
 //!   word of the shared region across processes (`shared::protocol`).
 //! * **Only waits that could have spun teach.** Every caller tries the operation once
@@ -116,8 +120,10 @@ const COUNT_MASK: u32 = 0xffff;
 ///   raises the level (at most [`SPIN_LEVELS`]);
 /// * a wait that did not spin, parked, and was woken from another CPU within
 ///   [`SPIN_OBSERVE_NS`] (after the rest, if any) starts spinning at [`SPIN_MAX_NS`];
-/// * a wait woken from the CPU it parked on stops the spinning: the waker could not run
-///   while it spun (both pinned to one CPU, or a 1-CPU machine);
+/// * a wait woken from the CPU it parked on is a failure if it spun (the waker could not
+///   run while it spun: both pinned to one CPU, a 1-CPU machine, or two threads the
+///   scheduler put together beside a co-tenant); if it did not, it counts as a parked wait
+///   of the rest and never starts the spin;
 /// * a timeout halves the budget.
 ///
 /// It starts at 0: a site spins only after a parked wait showed that wakes come from
@@ -172,7 +178,11 @@ impl SpinGauge {
                 pack(0, level.saturating_sub(1)),
             ),
             WaitEnd::Preempted => fail,
-            WaitEnd::Parked { here: true, .. } => (0, pack(0, level)),
+            // The waker ran on our CPU: it could not have answered while we spun. A failure
+            // if we were spinning; a parked wait of the rest (or of the spin's being off)
+            // otherwise, which never starts the spin and never ends a rest early.
+            WaitEnd::Parked { here: true, .. } if b > 0 => fail,
+            WaitEnd::Parked { here: true, .. } => (0, pack(n.saturating_sub(1), level)),
             WaitEnd::Parked { .. } if b > 0 && n + 1 >= SPIN_MISSES => fail,
             WaitEnd::Parked { .. } if b > 0 => (b, pack(n + 1, level)),
             WaitEnd::Parked { .. } if n > 0 => (0, pack(n - 1, level)),
@@ -388,7 +398,20 @@ mod tests {
             0,
             "a wake from the waiter's own CPU stops it"
         );
+        // ... as a failure: a rest (the second failure since the last success: twice as
+        // long), which wakes from the waiter's own CPU count down and never cut short.
+        for i in 0..SPIN_REST << 1 {
+            parked(&g, 10_000, true);
+            assert_eq!(g.budget_ns(), 0, "resting: wait {i}");
+        }
+        parked(&g, 10_000, true);
+        assert_eq!(g.budget_ns(), 0, "a wake from its own CPU never starts it");
         parked(&g, 10_000, false);
+        assert_eq!(
+            g.budget_ns(),
+            SPIN_MAX_NS,
+            "after the rest a short wait restarts it"
+        );
         g.learn(WaitEnd::TimedOut);
         assert_eq!(g.budget_ns(), SPIN_MAX_NS / 2, "a timeout halves it");
     }
