@@ -665,7 +665,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
                 Ok(None) => match Self::announce(word, seq, WAIT_FLAG) {
                     Some(value) => {
                         if !parked {
-                            spin.before_park();
+                            spin.before_park(Some(&self.spin));
                             parked = true;
                         }
                         self.os.futex_wait(which, word, value, deadline)
