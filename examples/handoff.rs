@@ -13,7 +13,8 @@
 //! - `epoll`: each thread waits on its own notifier through its own `Epoll` (blocking
 //!   `wait`, then `read`), as `stress_epoll`'s `pingpong block`; `epoll_auto` the same with
 //!   AutoReset notifiers and no `read`.
-//! - `read`: each thread blocks in `Notifier::read` on its own notifier.
+//! - `read`: each thread blocks in `Notifier::read` on its own notifier; `shared` the same
+//!   with `SharedNotifier`s (`xproc pingpong_block`'s protocol, in two threads).
 //! - `async`: two tasks on a 2-worker tokio runtime, `write` + `read_async`.
 //! - `kepoll`, `kread`: the kernel twins of `epoll` and `read` (eventfd + epoll_wait + read).
 //! - `notify`: tokio `Notify` between two tasks (the async peer).
@@ -25,7 +26,8 @@
 //!   `mixed wake_async`, built with `--features tokio`) and its twin `kasyncwake` (tokio's
 //!   `AsyncFd` on an eventfd, read until `EAGAIN`). Each wake of these two is preceded by a
 //!   300 µs pause (the task is asleep in its runtime when the write lands), and everything
-//!   is counted (the runtime's reactor, the harness), the same in both.
+//!   is counted (the runtime's reactor, the harness), the same in both; `spinrt`, the work
+//!   of a spinning `epoll` round trip whose spins catch their wakes at once, in one thread.
 //!
 //! A third argument `parked` makes each thread sleep 300 µs before it writes, so that the
 //! peer is certainly asleep when the write lands: the hand-off then takes the full path
@@ -137,6 +139,31 @@ fn epoll_mode(n: u64, mode: Mode) {
 
 fn read_mode(n: u64) {
     let (a, b) = (Notifier::new(), Notifier::new());
+    let (a2, b2) = (a.clone(), b.clone());
+    two_threads(
+        n,
+        move |n| {
+            for _ in 0..n {
+                pause();
+                b.write(1).expect("write");
+                a.read().expect("read");
+            }
+        },
+        move |n| {
+            for _ in 0..n {
+                b2.read().expect("read");
+                pause();
+                a2.write(1).expect("write");
+            }
+        },
+    );
+}
+
+/// `read_mode` with `SharedNotifier`s (the cross-process notifier's futex protocol; two
+/// threads here, the same words and syscalls as two processes): `xproc pingpong_block`.
+fn shared_mode(n: u64) {
+    let a = evfd::SharedNotifier::new(Mode::Counter).expect("shared");
+    let b = evfd::SharedNotifier::new(Mode::Counter).expect("shared");
     let (a2, b2) = (a.clone(), b.clone());
     two_threads(
         n,
@@ -426,6 +453,31 @@ fn async_wakes_on<F: std::future::Future<Output = ()> + Send + 'static>(
     t.join().expect("runtime thread");
 }
 
+/// Not a hand-off as such: the work of `stress_epoll`'s spinning `pingpong` round trip,
+/// done by one thread in the order the two threads do it when each spin catches its wake
+/// at the first look (under callgrind two threads cannot overlap, so a spin never catches
+/// anything there). Per round trip: `b.write`, the echo's harvest of it and `b.read`, the
+/// echo's next wait re-polling the level-triggered item and dropping it, then the same the
+/// other way. What it leaves out is the spin itself (clock reads and probes).
+fn spinrt_mode(n: u64) {
+    let (a, b) = (Notifier::new(), Notifier::new());
+    let (ea, eb) = (Epoll::new(), Epoll::new());
+    ea.add(&a, Events::IN, 0).expect("add");
+    eb.add(&b, Events::IN, 0).expect("add");
+    let mut buf = [Event::default(); 1];
+    let z = Some(Duration::ZERO);
+    for _ in 0..n {
+        b.write(1).expect("write");
+        assert_eq!(eb.wait(&mut buf, z).expect("wait"), 1);
+        b.read().expect("read");
+        assert_eq!(eb.wait(&mut buf, z).expect("wait"), 0);
+        a.write(1).expect("write");
+        assert_eq!(ea.wait(&mut buf, z).expect("wait"), 1);
+        a.read().expect("read");
+        assert_eq!(ea.wait(&mut buf, z).expect("wait"), 0);
+    }
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_else(|| "epoll".into());
@@ -456,10 +508,12 @@ fn main() {
         "kfdwake" => kfdwake_mode(n),
         "asyncwake" => asyncwake_mode(n),
         "kasyncwake" => kasyncwake_mode(n),
+        "spinrt" => spinrt_mode(n),
+        "shared" => shared_mode(n),
         other => {
             eprintln!(
-                "unknown mode {other:?}: epoll, epoll_auto, read, async, kepoll, kread, notify, queued, \
-                 harvest, fdwake, kfdwake, asyncwake, kasyncwake"
+                "unknown mode {other:?}: epoll, epoll_auto, read, shared, async, kepoll, kread, notify, \
+                 queued, harvest, fdwake, kfdwake, asyncwake, kasyncwake, spinrt"
             );
             std::process::exit(2);
         }

@@ -31,8 +31,8 @@ import tempfile
 
 BIN = os.path.join(os.path.dirname(__file__), '..', 'target', 'release', 'examples', 'handoff')
 MODES = ['epoll', 'epoll_auto', 'read', 'async', 'kepoll', 'kread', 'notify', 'queued',
-         'harvest', 'fdwake', 'kfdwake', 'asyncwake', 'kasyncwake',
-         'epoll:parked', 'read:parked', 'kepoll:parked', 'kread:parked',
+         'harvest', 'fdwake', 'kfdwake', 'asyncwake', 'kasyncwake', 'spinrt',
+         'epoll:parked', 'read:parked', 'shared:parked', 'kepoll:parked', 'kread:parked',
          'epoll:cross', 'read:cross', 'kepoll:cross']
 N_CG = 2000      # round trips under callgrind
 N_PERF = 20000   # round trips under perf stat
@@ -67,7 +67,10 @@ def args(mode, n):
 def callgrind(mode, n):
     """Total instructions, and executed RMW / syscall instructions, for `n` round trips."""
     extra = []
-    if not mode.startswith('k') and mode.split(':')[0] not in ('async', 'notify', 'asyncwake'):
+    if mode.split(':')[0] == 'shared':
+        extra = ['--toggle-collect=evfd::shared::notifier::SharedNotifier::read',
+                 '--toggle-collect=evfd::shared::notifier::SharedNotifier::write']
+    elif not mode.startswith('k') and mode.split(':')[0] not in ('async', 'notify', 'asyncwake'):
         # The public calls a hand-off is made of (none calls another, so that the toggles
         # do not cancel out).
         extra = ['--toggle-collect=evfd::epoll::Epoll::wait',

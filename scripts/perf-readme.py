@@ -24,6 +24,9 @@ import sys
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
 BEGIN, END = '<!-- perf:begin -->', '<!-- perf:end -->'
 
+# Variants that go into the floor table: the floors, and the token bounce shown beside them.
+FLOORS = ('vs_floor', 'vs_token')
+
 # Targets (docs/benchmarks.md): (bench, variant or None for every variant of the bench,
 # threads or None) -> minimum ratio. A `_contended` row has the target of its idle row
 # unless CONTENDED_TARGETS names one of its own.
@@ -236,12 +239,14 @@ def section(runs, names, args=''):
                            f'| {first[3]} |')
         out.append('')
 
-    table(lambda k: k[1].startswith('vs_floor'), 'Against the floor',
+    table(lambda k: k[1].startswith(FLOORS), 'Against the floor',
           'evfd next to the least work any correct implementation must do, written with bare '
           'atomics (a futex token for `vs_floor_park`) and run in the same process '
           '(definitions: [docs/benchmarks.md](https://docs.rs/crate/evfd/latest/source/docs/benchmarks.md)). 1 = at the floor. These '
           'ratios travel between machines: both sides pay the same atomics. (`harvest`\'s '
-          'floor swaps each slot; evfd\'s harvest of a Counter item only loads it.)')
+          'floor swaps each slot; evfd\'s harvest of a Counter item only loads it. '
+          '`pingpong vs_token_spin`, untargeted: a bare token bounced through one atomic per '
+          'side, less than the loop must do, for scale.)')
     floor = [r[2].get(('seed_pri', 'vs_floor', 1)) for r in runs]
     floor = [f for f in floor if f]
     cost = ''
@@ -249,7 +254,7 @@ def section(runs, names, args=''):
         ns = 1e6 / sorted(f[1] for f in floor)[len(floor) // 2]
         cost = (f' On this machine the floor\'s `write`+`read` pair (load + CAS + swap on a '
                 f'private line) takes {ns:.1f} ns.')
-    table(lambda k: not k[1].startswith('vs_floor'), 'Against the kernel and the peers',
+    table(lambda k: not k[1].startswith(FLOORS), 'Against the kernel and the peers',
           'The same runs, evfd against the kernel\'s eventfd/epoll (or tokio, or evfd itself '
           'for `scale`). **Kernel ratios scale with the CPU\'s atomic cost**: evfd\'s fast '
           'paths are a few atomic instructions where the kernel\'s are a syscall, so a CPU '

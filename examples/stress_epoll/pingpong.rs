@@ -5,8 +5,10 @@
 //! hop), `spin` rows spin a fixed 100 µs; the twin is kernel epoll, blocking or busy
 //! (`epoll_wait(0)` in a loop). Placement: `cross` pins the two threads to CPUs 0 and 1,
 //! `same` both to CPU 0. The `vs_floor_spin` / `vs_floor_park` rows put evfd's spinning /
-//! parking bounce next to the same bounce through one bare atomic per side (spinning) or a
-//! futex token (parking). Under a co-tenant (`_contended`): `block-cross`, `park-cross`,
+//! parking bounce next to the same loop with bare atomics (`floor::pingpong_spin`: a count
+//! and a ready word per side) or a futex token (parking); `vs_token_spin`, untargeted, next
+//! to a bare token bounced through one atomic per side, which does less than the loop must
+//! (docs/benchmarks.md). Under a co-tenant (`_contended`): `block-cross`, `park-cross`,
 //! `spin-cross_vs_kblock` and `vs_floor_spin`, with their p50 rows.
 
 use std::mem::MaybeUninit;
@@ -115,6 +117,7 @@ fn kernel_run(dur: Duration, busy: bool, cpus: Placement) -> (f64, f64, f64) {
 enum Twin {
     Kernel { busy: bool },
     FloorSpin,
+    FloorToken,
     FloorPark,
 }
 
@@ -125,7 +128,7 @@ pub fn run(cfg: &Cfg, out: &mut Out) {
     let park = Some(Duration::ZERO);
     let kblock = Twin::Kernel { busy: false };
     // (variant, evfd spin setting, twin, placement, also under a co-tenant)
-    let cases: [(&str, Option<Duration>, Twin, Placement, bool); 7] = [
+    let cases: [(&str, Option<Duration>, Twin, Placement, bool); 8] = [
         ("block-cross", None, kblock, cross, true),
         ("block-same", None, kblock, same, false),
         ("park-cross", park, kblock, cross, true),
@@ -138,6 +141,7 @@ pub fn run(cfg: &Cfg, out: &mut Out) {
             false,
         ),
         ("vs_floor_spin", fixed, Twin::FloorSpin, cross, true),
+        ("vs_token_spin", fixed, Twin::FloorToken, cross, false),
         ("vs_floor_park", park, Twin::FloorPark, cross, false),
     ];
     for (variant, spin, twin, cpus, contended) in cases {
@@ -157,6 +161,7 @@ pub fn run(cfg: &Cfg, out: &mut Out) {
                 let r = match twin {
                     Twin::Kernel { busy } => kernel_run(dur, busy, cpus),
                     Twin::FloorSpin => floor::pingpong_spin(dur, cpus),
+                    Twin::FloorToken => floor::pingpong_token(dur, cpus),
                     Twin::FloorPark => floor::pingpong_block(dur, cpus),
                 };
                 p50.1.push(r.1);

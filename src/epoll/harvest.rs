@@ -140,6 +140,17 @@ fn send_events(
     }
 }
 
+/// What `EpInner::harvest_single` did.
+enum Single {
+    /// One event delivered, the item left queued; `cascade`: wake the next sleeper too.
+    Delivered { cascade: bool },
+    /// The item was not ready and left the ready list (its reference kept for its next
+    /// queue); the reference kept before, if any, is to be dropped with no lock held.
+    Dropped(Option<Arc<Item>>),
+    /// Not a hand-off's shape: the general harvest decides.
+    General,
+}
+
 /// What [`send_one`] did with an item.
 struct Sent {
     /// Events delivered (into the front of the slots it was given).
@@ -348,10 +359,86 @@ impl EpInner {
     /// events are delivered where the kernel item sits in the ready list, or, if it is not
     /// queued, after the in-memory ones (so no kernel event is missed by a harvest).
     pub(crate) fn harvest_now(self: &Arc<Self>, out: &mut [Event]) -> usize {
+        if !self.kernel.present()
+            && !self.kernel.below()
+            && !self.graveyard.pending()
+            && !out.is_empty()
+        {
+            match self.harvest_single(out) {
+                Single::Delivered { cascade } => {
+                    if cascade {
+                        self.wake_one_waiter();
+                    }
+                    return 1;
+                }
+                Single::Dropped(item) => {
+                    drop(item);
+                    return 0;
+                }
+                Single::General => {}
+            }
+        }
         self.harvest_drained(out).0
     }
 
-    /// `harvest_now`, and whether it left the kernel epoll drained (`kernel::Collector::
+    /// A hand-off's harvest, in one `ready` critical section and without `registry` (no
+    /// scan, no transfer list): the ready list holds one live, level-triggered, in-memory
+    /// notifier that is not AutoReset, and nobody polls this epoll (no outer epoll, no fd
+    /// view: their wakes are the general path's). Found ready (`lt_ready`), its event is
+    /// delivered and it stays where it is — what the general path's requeue of a one-item
+    /// list leaves; found at 0 with an interest of `IN` alone, it is dropped as
+    /// `poll_to_unlink` drops it (the settled mark cleared and the source polled with
+    /// `scanning` published: `ReadyGuard::unlink_single_unless`). Anything else is left to
+    /// the general path.
+    ///
+    /// `ready` is enough: a general harvest holds the item on its transfer list (`single`
+    /// sees `ovf_active` and declines), `delete` and a source's close take the item off the
+    /// ready list under `ready`, and `modify` writes the item's mask and data under `ready`
+    /// too, so the pair read here is one `modify`'s. Nothing is purged here: the caller
+    /// comes only while the graveyard is empty. `out` is non-empty; no kernel side.
+    #[inline]
+    fn harvest_single(self: &Arc<Self>, out: &mut [Event]) -> Single {
+        let mut rd = self.ready.lock();
+        let Some(item) = rd.single() else {
+            return Single::General;
+        };
+        let SourceCore::Mem(MemCore::Notifier(nf)) = &item.src else {
+            return Single::General;
+        };
+        if !self.pollers.interest().is_empty() {
+            return Single::General;
+        }
+        let r = lt_ready(item);
+        if !r.is_empty() {
+            out[0] = Event {
+                events: r,
+                data: item.data.load(Relaxed),
+            };
+            // The LT cascade (`scan`): the item stays queued, so the next sleeper looks too.
+            return Single::Delivered {
+                cascade: self.has_sleeper(),
+            };
+        }
+        let ev = item.events();
+        if ev & (Events::IN | Events::OUT) != Events::IN
+            || ev.intersects(Events::ONESHOT | Events::ET)
+            || nf.mode == Mode::AutoReset
+            || item.is_dead()
+            || nf.count.load(SeqCst) != 0
+        {
+            return Single::General;
+        }
+        match rd.unlink_single_unless(|it| {
+            it.src.unsettle();
+            !matches!(&it.src, SourceCore::Mem(MemCore::Notifier(nf)) if nf.count.load(SeqCst) == 0)
+        }) {
+            Ok(spare) => Single::Dropped(spare),
+            Err(()) => Single::General,
+        }
+    }
+
+    /// The general harvest (`harvest_now` when `harvest_single` does not apply), and
+    /// whether it left the kernel epoll drained (`kernel::Collector::
     /// drained`: it collected from it and nothing there has more to report until its next
     /// wake; `false` without kernel fds).
     pub(crate) fn harvest_drained(self: &Arc<Self>, out: &mut [Event]) -> (usize, bool) {

@@ -32,7 +32,7 @@ pub(crate) struct Item {
     /// callback. SeqCst: the callback's load pairs with `modify`'s store and poll (the
     /// callback checks the mask before taking `ep.ready`; see `Callback::wake` below).
     pub(crate) events: AtomicU32,
-    /// The user's data. Written and read with `ep.registry` held.
+    /// The user's data. Written with `ep.registry` and `ep.ready` held; read with either.
     pub(crate) data: AtomicU64,
     /// On the ready list or the harvester's transfer list (`ep_is_linked`). Guarded by
     /// `ep.ready`, except that while a scan is active the harvester (holding `ep.registry`)

@@ -131,6 +131,12 @@ impl Graveyard {
     }
 
     /// Every id buried since the last call (no lock taken if none).
+    /// Whether a purge has work (lock-free; a hint for the one-item harvest, which leaves
+    /// purging to the next general operation).
+    pub(crate) fn pending(&self) -> bool {
+        self.any.load(Relaxed)
+    }
+
     fn take(&self) -> Vec<u64> {
         if !self.any.load(SeqCst) {
             return Vec::new();
@@ -598,8 +604,13 @@ impl Epoll {
                 return Err(invalid("an item added with EXCLUSIVE cannot be modified"));
             }
             let ev = events | Events::ERR | Events::HUP;
-            r.item.data.store(data, Relaxed);
-            r.item.events.store(ev.bits(), SeqCst);
+            {
+                // Under `ready` too: the one-item harvest reads the pair with only `ready`
+                // held (`EpInner::harvest_single`).
+                let _rd = ep.ready.lock();
+                r.item.data.store(data, Relaxed);
+                r.item.events.store(ev.bits(), SeqCst);
+            }
             sc.wait_queue().set_mask(r.key, ev & !Events::PRIVATE);
             // The new mask (SeqCst stores of `events` and, in `set_mask`, of the queue's
             // `interest`) before we poll (SeqCst): the Dekker pair with the callback, whose

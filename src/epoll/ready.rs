@@ -80,6 +80,7 @@ pub(crate) type Taken = (
     Vec<Arc<Item>>,
     Vec<Arc<Item>>,
     Vec<Arc<Item>>,
+    Option<Arc<Item>>,
 );
 
 /// The ready lock held: the list's changes, each updating the mirrors with it.
@@ -154,6 +155,58 @@ impl ReadyGuard<'_> {
         self.mirrors.scanning.store(false, Release);
     }
 
+    /// The ready list's only item, if it holds exactly one and no scan runs: the shape of a
+    /// hand-off's harvest (`EpInner::harvest_single`).
+    #[inline]
+    pub(crate) fn single(&self) -> Option<&Arc<Item>> {
+        let rd = &*self.rd;
+        if rd.ovf_active {
+            return None;
+        }
+        match (&rd.one, rd.list.len()) {
+            (Some(it), 0) => Some(it),
+            (None, 1) => rd.list.first(),
+            _ => None,
+        }
+    }
+
+    /// `ep_start_scan` … `ep_done_scan` for the ready list's only item ([`single`]), in this
+    /// one critical section: `scanning` is published (SeqCst) before `ready` polls the
+    /// source, as [`start_scan`](Self::start_scan) does, so a wake that changed the source
+    /// before the poll is seen by it, and one that changes it after finds `scanning` set
+    /// and takes the lock (waiting for this section) instead of coalescing. If `ready` says
+    /// no, the item is unlinked (the ready list is then empty) and its reference kept for
+    /// its next `queue` (`ReadyState::kept`); the reference kept before, if any, is
+    /// returned for the caller to drop once the lock is released. `Err` if `ready` said yes
+    /// (the item stays queued). (loom: `coalescing_fast_path_vs_harvest_drop`,
+    /// `settled_level_triggered_drop_vs_write`.)
+    ///
+    /// [`single`]: Self::single
+    #[inline]
+    pub(crate) fn unlink_single_unless(
+        &mut self,
+        ready: impl FnOnce(&Item) -> bool,
+    ) -> Result<Option<Arc<Item>>, ()> {
+        self.mirrors.scanning.store(true, SeqCst);
+        crate::loom::dekker_fence();
+        let rd = &mut *self.rd;
+        let item = rd.one.as_ref().or(rd.list.first()).ok_or(())?;
+        let r = if ready(item) {
+            Err(())
+        } else {
+            item.set_linked(false);
+            let gone = match rd.one.take() {
+                Some(it) => Some(it),
+                None => rd.list.pop(),
+            };
+            self.mirrors.hint.store(false, Relaxed);
+            Ok(std::mem::replace(&mut rd.kept, gone))
+        };
+        // After the `linked = false` (Release, as `done_scan`).
+        self.mirrors.scanning.store(false, Release);
+        r
+    }
+
     /// Keep the drained transfer list's buffer for the next scan.
     #[inline]
     pub(crate) fn recycle(&mut self, spare: Vec<Arc<Item>>) {
@@ -168,6 +221,7 @@ impl ReadyGuard<'_> {
             std::mem::take(&mut rd.list),
             std::mem::take(&mut rd.ovf),
             std::mem::take(&mut rd.spare),
+            rd.kept.take(),
         )
     }
 }
@@ -194,6 +248,12 @@ pub(crate) struct ReadyState {
     /// How many items on `list` died (deleted, or their source closed) since the list was
     /// last compacted or handed to a harvester: see [`ReadyState::forget`].
     dead: usize,
+    /// The reference to the item the one-item harvest last dropped
+    /// ([`ReadyGuard::unlink_single_unless`]), not linked: the next `queue` of that item
+    /// takes it back instead of making a new one, so that a hand-off's drop and requeue
+    /// touch neither the item's reference count nor its line. Dropped by `forget` (the
+    /// item's delete or close) and `take_all`.
+    kept: Option<Arc<Item>>,
 }
 
 /// Below this many dead entries, `forget` leaves them for the next harvest or compaction.
@@ -213,7 +273,16 @@ impl ReadyState {
                 }
             }
         } else if !item.is_linked() {
-            if let Some(me) = item.me.upgrade() {
+            // The reference the one-item harvest kept when it dropped this item, else a new
+            // one.
+            let me = match self.kept.take() {
+                Some(k) if std::ptr::eq(Arc::as_ptr(&k), item) => Some(k),
+                other => {
+                    self.kept = other;
+                    item.me.upgrade()
+                }
+            };
+            if let Some(me) = me {
                 item.set_linked(true);
                 if self.one.is_none() && self.list.is_empty() {
                     self.one = Some(me);
@@ -255,6 +324,19 @@ impl ReadyState {
     /// `done_scan`. Returns what was removed, to be dropped after `EpInner::ready` is
     /// released. Must be called with `EpInner::ready` held.
     fn forget(&mut self, item: &Item) -> Vec<Arc<Item>> {
+        let mut gone = self.forget_queued(item);
+        if self
+            .kept
+            .as_ref()
+            .is_some_and(|k| std::ptr::eq(Arc::as_ptr(k), item))
+        {
+            gone.extend(self.kept.take());
+        }
+        gone
+    }
+
+    /// `forget` on the ready list.
+    fn forget_queued(&mut self, item: &Item) -> Vec<Arc<Item>> {
         debug_assert!(item.is_dead());
         if self.ovf_active || !item.is_linked() {
             return Vec::new();

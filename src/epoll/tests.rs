@@ -193,3 +193,60 @@ mod stored_mask {
         assert_eq!(stored(&ep, &n), Events::ONESHOT | Events::ET);
     }
 }
+
+/// The one-item harvest (`EpInner::harvest_single`) keeps the reference of the item it
+/// drops for the item's next queue (`ReadyState::kept`): a hand-off's drop and requeue
+/// neither make nor drop a reference. That reference goes with the item: at `delete`, at
+/// the source's close, and at the epoll's close (where it would otherwise keep the item and
+/// its epoll alive through each other).
+#[test]
+fn kept_reference_of_a_dropped_item_goes_with_the_item() {
+    use std::sync::{Arc, Weak};
+    fn item_of(ep: &Epoll) -> Weak<super::item::Item> {
+        let reg = crate::loom::lock(&ep.inner.core.registry);
+        Arc::downgrade(&reg.items.values().next().expect("one item").item)
+    }
+    // A hand-off: delivered, read, dropped by the next harvest.
+    fn hand_off(ep: &Epoll, n: &Notifier) {
+        n.write(1).unwrap();
+        assert_eq!(wait0(ep), vec![(Events::IN.bits(), 7)]);
+        n.read().unwrap();
+        assert_eq!(wait0(ep), vec![]);
+    }
+    // delete
+    let ep = Epoll::new();
+    let n = Notifier::new();
+    ep.add(&n, Events::IN, 7).unwrap();
+    let w = item_of(&ep);
+    let base = w.strong_count(); // the registry's, the source's wait queue's
+    for _ in 0..3 {
+        hand_off(&ep, &n);
+        // And the kept one; the requeue takes it back.
+        assert_eq!(w.strong_count(), base + 1);
+    }
+    assert!(ep.inner.core.ready.lock().is_empty());
+    ep.delete(&n).unwrap();
+    assert_eq!(w.strong_count(), 0, "delete left the kept reference");
+    // the source's close
+    let ep = Epoll::new();
+    let n = Notifier::new();
+    ep.add(&n, Events::IN, 7).unwrap();
+    let w = item_of(&ep);
+    hand_off(&ep, &n);
+    drop(n);
+    let m = Notifier::new();
+    ep.add(&m, Events::IN, 8).unwrap(); // purges the registry
+    assert_eq!(w.strong_count(), 0, "the close left the kept reference");
+    // the epoll's close
+    let ep = Epoll::new();
+    let n = Notifier::new();
+    ep.add(&n, Events::IN, 7).unwrap();
+    let w = item_of(&ep);
+    hand_off(&ep, &n);
+    drop(ep);
+    assert_eq!(
+        w.strong_count(),
+        0,
+        "the epoll's close left the kept reference"
+    );
+}

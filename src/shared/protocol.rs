@@ -639,19 +639,24 @@ impl<W: Words, O: Os> Protocol<W, O> {
             }
         }
         let mut parked = false;
+        // The first round registers at once: the try above (or the spin's last) just failed,
+        // and the re-check after registering looks again anyway.
+        let mut first = true;
         loop {
-            if let Some(r) = step()? {
-                if woken {
-                    self.hand_on(which);
+            if !std::mem::take(&mut first) {
+                if let Some(r) = step()? {
+                    if woken {
+                        self.hand_on(which);
+                    }
+                    if parked {
+                        let from = self
+                            .words
+                            .waker_cpu(which)
+                            .map_or(NO_CPU, |w| w.load(Relaxed).wrapping_sub(1));
+                        self.spin.learn(spin.parked(true, from));
+                    }
+                    return Ok(r);
                 }
-                if parked {
-                    let from = self
-                        .words
-                        .waker_cpu(which)
-                        .map_or(NO_CPU, |w| w.load(Relaxed).wrapping_sub(1));
-                    self.spin.learn(spin.parked(true, from));
-                }
-                return Ok(r);
             }
             let seq = word.load(SeqCst);
             self.words.sleepers().fetch_add(me, SeqCst);
@@ -660,7 +665,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
                 Ok(None) => match Self::announce(word, seq, WAIT_FLAG) {
                     Some(value) => {
                         if !parked {
-                            spin.before_park();
+                            spin.before_park(Some(&self.spin));
                             parked = true;
                         }
                         self.os.futex_wait(which, word, value, deadline)

@@ -139,6 +139,32 @@ fn coalescing_fast_path_vs_harvest_drop() {
     });
 }
 
+/// `modify` racing the one-item harvest (`EpInner::harvest_single`, which holds only
+/// `ready`): the event reported is one `modify`'s pair of mask and data, old or new, never
+/// the mask of one and the data of the other.
+#[test]
+fn single_item_harvest_vs_modify() {
+    loom::model(|| {
+        let ep = Epoll::new();
+        let n = Notifier::builder().initial(1).build().unwrap();
+        ep.add(&n, Events::IN, 1).unwrap(); // queued at add: the ready list's only item
+        let (ep2, n2) = (ep.clone(), n.clone());
+        let m = thread::spawn(move || ep2.modify(&n2, Events::IN | Events::OUT, 2).unwrap());
+        let got = wait0(&ep);
+        m.join().unwrap();
+        let old = Event {
+            events: Events::IN,
+            data: 1,
+        };
+        let new = Event {
+            events: Events::IN | Events::OUT,
+            data: 2,
+        };
+        assert!(got == vec![old] || got == vec![new], "torn: {got:?}");
+        assert_eq!(wait0(&ep), vec![new]);
+    });
+}
+
 /// A waiter blocked in `wait(None)` and a `write`: the waiter registers on `waiters` and
 /// re-checks under `ready`; the callback queues the item under `ready`, sees the sleeper and
 /// takes its entry off `waiters` from inside the source's wake walk, unparking it after every

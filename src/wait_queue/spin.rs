@@ -31,9 +31,13 @@
 //!   rest (up to [`SPIN_REST`] · 2^[`SPIN_LEVELS`] = 1 024 waits); each success halves it
 //!   back. On a machine where spinning keeps failing the site probes once per ~1 000
 //!   waits: at most one budget (50 µs) lost per 1 000 parked waits.
-//! * **A wake from the waiter's own CPU turns it off.** The waker could not run while the
-//!   waiter spun (both pinned to one CPU, a 1-CPU machine, or two threads or processes the
-//!   scheduler put on one CPU because a co-tenant keeps the other busy). The waker leaves
+//! * **A wake from the waiter's own CPU turns it off, as a failure.** The waker could not
+//!   run while the waiter spun (both pinned to one CPU, a 1-CPU machine, or two threads or
+//!   processes the scheduler put on one CPU because a co-tenant keeps the other busy). It
+//!   starts a rest like any failure, and while the spin is off such wakes count down the
+//!   rest and never start the spin: under a co-tenant the pair shares one CPU most of the
+//!   time and meets across CPUs only now and then, and each such meeting used to restart
+//!   the spin at once (a wake from its own CPU ended the rest). The waker leaves
 //!   its CPU where the waiter finds it: in the waiter's entry in-process, in an advisory
 //!   word of the shared region across processes (`shared::protocol`).
 //! * **Only waits that could have spun teach.** Every caller tries the operation once
@@ -100,8 +104,11 @@ const SPIN_PREEMPTED: Duration = Duration::from_micros(20);
 /// The shortest adaptive spin once spinning has paid off.
 const SPIN_MIN_NS: u32 = 2_000;
 
-/// The low half of [`SpinGauge::count`]: misses or rest; the high half: the rest's level.
+/// The low half of [`SpinGauge::count`]: misses or rest; the high half: the rest's level,
+/// and [`HERE`].
 const COUNT_MASK: u32 = 0xffff;
+/// In [`SpinGauge::count`]: the last parked wait was woken from the CPU it parked on.
+const HERE: u32 = 1 << 31;
 
 /// How long one wait site (an epoll, a notifier) spins before parking, learned from its
 /// recent waits (the module docs give the why):
@@ -116,8 +123,10 @@ const COUNT_MASK: u32 = 0xffff;
 ///   raises the level (at most [`SPIN_LEVELS`]);
 /// * a wait that did not spin, parked, and was woken from another CPU within
 ///   [`SPIN_OBSERVE_NS`] (after the rest, if any) starts spinning at [`SPIN_MAX_NS`];
-/// * a wait woken from the CPU it parked on stops the spinning: the waker could not run
-///   while it spun (both pinned to one CPU, or a 1-CPU machine);
+/// * a wait woken from the CPU it parked on is a failure if it spun (the waker could not
+///   run while it spun: both pinned to one CPU, a 1-CPU machine, or two threads the
+///   scheduler put together beside a co-tenant); if it did not, it counts as a parked wait
+///   of the rest and never starts the spin;
 /// * a timeout halves the budget.
 ///
 /// It starts at 0: a site spins only after a parked wait showed that wakes come from
@@ -157,11 +166,26 @@ impl SpinGauge {
         self.budget.load(Relaxed)
     }
 
+    /// Whether a park should be timed: not while the last parked wait was woken from its own
+    /// CPU (a pair sharing one CPU, where a wake from another CPU is the exception): the
+    /// length of such a wait teaches nothing, and the two clock reads are a tenth of a
+    /// one-CPU hand-off's own work. The first wake from another CPU is then untimed (it
+    /// does not start the spin) and makes the next park timed.
+    fn times_parks(&self) -> bool {
+        self.count.load(Relaxed) & HERE == 0
+    }
+
     pub(crate) fn learn(&self, end: WaitEnd) {
         let b = self.budget.load(Relaxed);
         let c = self.count.load(Relaxed);
-        let (n, level) = (c & COUNT_MASK, c >> 16);
-        let pack = |n: u32, level: u32| (level << 16) | n.min(COUNT_MASK);
+        let (n, level) = (c & COUNT_MASK, (c & !HERE) >> 16);
+        // The last parked wake's `here`, kept unless this one is a parked wake.
+        let here = match end {
+            WaitEnd::Parked { here: true, .. } => HERE,
+            WaitEnd::Parked { here: false, .. } => 0,
+            _ => c & HERE,
+        };
+        let pack = |n: u32, level: u32| here | (level << 16) | n.min(COUNT_MASK);
         // A failure: off for a rest that doubles with each failure since the last success.
         let fail = (0, pack(SPIN_REST << level, (level + 1).min(SPIN_LEVELS)));
         let (nb, nc) = match end {
@@ -172,7 +196,11 @@ impl SpinGauge {
                 pack(0, level.saturating_sub(1)),
             ),
             WaitEnd::Preempted => fail,
-            WaitEnd::Parked { here: true, .. } => (0, pack(0, level)),
+            // The waker ran on our CPU: it could not have answered while we spun. A failure
+            // if we were spinning; a parked wait of the rest (or of the spin's being off)
+            // otherwise, which never starts the spin and never ends a rest early.
+            WaitEnd::Parked { here: true, .. } if b > 0 => fail,
+            WaitEnd::Parked { here: true, .. } => (0, pack(n.saturating_sub(1), level)),
             WaitEnd::Parked { .. } if b > 0 && n + 1 >= SPIN_MISSES => fail,
             WaitEnd::Parked { .. } if b > 0 => (b, pack(n + 1, level)),
             WaitEnd::Parked { .. } if n > 0 => (0, pack(n - 1, level)),
@@ -295,11 +323,16 @@ impl Spin {
         }
     }
 
-    /// About to park: note where and (if no spin started the clock) when.
-    pub(crate) fn before_park(&mut self) {
+    /// About to park: note where and (if no spin started the clock, and the wait site's
+    /// gauge times parks: [`SpinGauge::times_parks`]) when.
+    pub(crate) fn before_park(&mut self, gauge: Option<&SpinGauge>) {
         if self.adaptive {
             #[cfg(not(evfd_loom))]
-            self.start.get_or_insert_with(Instant::now);
+            if self.start.is_none() && gauge.map_or(true, SpinGauge::times_parks) {
+                self.start = Some(Instant::now());
+            }
+            #[cfg(evfd_loom)]
+            let _ = gauge;
             self.cpu = current_cpu();
         }
     }
@@ -321,7 +354,8 @@ impl Spin {
             WaitEnd::Preempted
         } else if claimed {
             WaitEnd::Parked {
-                ns: self.elapsed_ns(),
+                // Untimed (`before_park`): as long as a wait can be, which starts nothing.
+                ns: self.start.map_or(u32::MAX, |_| self.elapsed_ns()),
                 here: from != NO_CPU && from == self.cpu,
             }
         } else {
@@ -388,9 +422,58 @@ mod tests {
             0,
             "a wake from the waiter's own CPU stops it"
         );
+        // ... as a failure: a rest (the second failure since the last success: twice as
+        // long), which wakes from the waiter's own CPU count down and never cut short.
+        for i in 0..SPIN_REST << 1 {
+            parked(&g, 10_000, true);
+            assert_eq!(g.budget_ns(), 0, "resting: wait {i}");
+        }
+        parked(&g, 10_000, true);
+        assert_eq!(g.budget_ns(), 0, "a wake from its own CPU never starts it");
         parked(&g, 10_000, false);
+        assert_eq!(
+            g.budget_ns(),
+            SPIN_MAX_NS,
+            "after the rest a short wait restarts it"
+        );
         g.learn(WaitEnd::TimedOut);
         assert_eq!(g.budget_ns(), SPIN_MAX_NS / 2, "a timeout halves it");
+    }
+
+    /// A park is not timed while the last parked wait was woken from its own CPU; such an
+    /// untimed wait woken from another CPU starts nothing and makes the next park timed.
+    #[test]
+    fn parks_after_a_wake_from_the_own_cpu_are_not_timed() {
+        let g = SpinGauge::new();
+        let park = |g: &SpinGauge| {
+            let mut s = Spin::new(SpinPlan::Adaptive(g.budget_ns()));
+            s.before_park(Some(g));
+            s
+        };
+        assert!(park(&g).start.is_some(), "timed at first");
+        parked(&g, 10_000, true);
+        let s = park(&g);
+        assert!(s.start.is_none(), "untimed after a wake from its own CPU");
+        let end = s.parked(true, NO_CPU);
+        assert!(
+            matches!(
+                end,
+                WaitEnd::Parked {
+                    ns: u32::MAX,
+                    here: false
+                }
+            ),
+            "{end:?}"
+        );
+        g.learn(end);
+        assert_eq!(g.budget_ns(), 0, "an untimed wait starts nothing");
+        assert!(park(&g).start.is_some(), "timed again");
+        parked(&g, 10_000, false);
+        assert_eq!(
+            g.budget_ns(),
+            SPIN_MAX_NS,
+            "and a short timed one starts it"
+        );
     }
 
     /// `SPIN_REST`.. parked waits at budget 0, then the next short wait restarts the spin.

@@ -129,7 +129,7 @@ pub(crate) fn wait<S: Sleeper>(s: &mut S, deadline: Option<Instant>) -> Option<S
             }
             Recheck::Retry => s.unregister(),
             Recheck::Sleep => {
-                spin.before_park();
+                spin.before_park(s.spin_gauge());
                 let parked = s.park(deadline);
                 let from = s.waker_cpu();
                 let claimed = s.unregister();
