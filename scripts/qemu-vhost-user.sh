@@ -335,8 +335,13 @@ bench_run() {
     fi
   done
 }
+# The order rotates from round to round (round 1: evfd rust-vmm qsd, round 2: rust-vmm qsd
+# evfd, ...), so that whatever a run leaves behind for the next one (the previous QEMU's
+# memory being freed, the image's writeback) does not always fall on the same backend.
+read -r -a ORDER <<< "$BACKENDS"
 for r in $(seq "$ROUNDS"); do
-  for B in $BACKENDS; do
+  for i in $(seq 0 $((${#ORDER[@]} - 1))); do
+    B=${ORDER[$(( (i + r - 1) % ${#ORDER[@]} ))]}
     log "round $r: $B"
     bench_run "$B" "r$r" "$SECS" 0
   done
@@ -348,7 +353,7 @@ done
 name() { case $1 in evfd) echo "vhost_user_blk --loop evfd";; rust-vmm) echo "vhost_user_blk --loop rust-vmm";; qsd) echo "qemu-storage-daemon";; esac; }
 {
   echo "Guest 4 KiB O_DIRECT random I/O at QD1 on each of 2 vCPUs (QEMU 7.2, TCG, vhost-user-blk-pci with 2 queues,"
-  echo "raw 64 MiB image written in 4 KiB blocks and synced, in the host page cache), $SECS s per phase; medians of $ROUNDS interleaved rounds, $(date -u +%Y-%m-%d)."
+  echo "raw 64 MiB image written in 4 KiB blocks and synced, in the host page cache), $SECS s per phase; medians of $ROUNDS interleaved rounds (the order rotating), $(date -u +%Y-%m-%d)."
   echo "Machine: $CPU, $(nproc) cores, shared by the guest's vCPUs, the backend and other work (load at start: $(cut -d' ' -f1-3 /proc/loadavg))."
   echo "CPU/request: backend utime+stime (/proc/PID/stat); r/w syscalls/request: backend syscr+syscw (/proc/PID/io);"
   echo "all syscalls/request: a separate run under strace -c -f. IOPS: both vCPUs summed."
