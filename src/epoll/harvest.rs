@@ -169,18 +169,29 @@ struct Sent {
 /// then takes the general path ([`send_one`]).
 #[inline(always)]
 fn lt_ready(item: &Item) -> Events {
-    let SourceCore::Mem(MemCore::Notifier(nf)) = &item.src else {
+    let Some((nf, ev)) = lt_notifier(item) else {
         return Events::empty();
     };
-    let ev = item.events();
-    if ev.intersects(Events::ONESHOT | Events::ET) || nf.mode == Mode::AutoReset || item.is_dead() {
-        return Events::empty();
-    }
     // 1 ..= LIMIT - 1: `mode::readiness` is `IN | OUT`.
     if nf.count.load(SeqCst).wrapping_sub(1) >= crate::LIMIT - 1 {
         return Events::empty();
     }
     ev & (Events::IN | Events::OUT)
+}
+
+/// The items the inline paths ([`lt_ready`], `EpInner::harvest_single`) may take: a live,
+/// level-triggered (no `ET`, no `ONESHOT`) in-memory notifier that is not AutoReset. Its
+/// notifier and the item's interest; `None` for anything else.
+#[inline(always)]
+fn lt_notifier(item: &Item) -> Option<(&crate::notifier::Inner, Events)> {
+    let SourceCore::Mem(MemCore::Notifier(nf)) = &item.src else {
+        return None;
+    };
+    let ev = item.events();
+    if ev.intersects(Events::ONESHOT | Events::ET) || nf.mode == Mode::AutoReset || item.is_dead() {
+        return None;
+    }
+    Some((nf, ev))
 }
 
 /// One transfer-list item, by its kind's rules (`send_events`' general path), into the
@@ -402,7 +413,7 @@ impl EpInner {
         let Some(item) = rd.single() else {
             return Single::General;
         };
-        let SourceCore::Mem(MemCore::Notifier(nf)) = &item.src else {
+        let Some((nf, ev)) = lt_notifier(item) else {
             return Single::General;
         };
         if !self.pollers.interest().is_empty() {
@@ -419,13 +430,7 @@ impl EpInner {
                 cascade: self.has_sleeper(),
             };
         }
-        let ev = item.events();
-        if ev & (Events::IN | Events::OUT) != Events::IN
-            || ev.intersects(Events::ONESHOT | Events::ET)
-            || nf.mode == Mode::AutoReset
-            || item.is_dead()
-            || nf.count.load(SeqCst) != 0
-        {
+        if ev & (Events::IN | Events::OUT) != Events::IN || nf.count.load(SeqCst) != 0 {
             return Single::General;
         }
         match rd.unlink_single_unless(|it| {
