@@ -138,23 +138,13 @@ fn epoll_mode(n: u64, mode: Mode) {
 }
 
 fn read_mode(n: u64) {
-    let (a, b) = (Notifier::new(), Notifier::new());
-    let (a2, b2) = (a.clone(), b.clone());
-    two_threads(
+    read_pingpong(
         n,
-        move |n| {
-            for _ in 0..n {
-                pause();
-                b.write(1).expect("write");
-                a.read().expect("read");
-            }
-        },
-        move |n| {
-            for _ in 0..n {
-                b2.read().expect("read");
-                pause();
-                a2.write(1).expect("write");
-            }
+        Notifier::new(),
+        Notifier::new(),
+        |x| x.write(1).expect("write"),
+        |x| {
+            x.read().expect("read");
         },
     );
 }
@@ -162,23 +152,36 @@ fn read_mode(n: u64) {
 /// `read_mode` with `SharedNotifier`s (the cross-process notifier's futex protocol; two
 /// threads here, the same words and syscalls as two processes): `xproc pingpong_block`.
 fn shared_mode(n: u64) {
-    let a = evfd::SharedNotifier::new(Mode::Counter).expect("shared");
-    let b = evfd::SharedNotifier::new(Mode::Counter).expect("shared");
+    read_pingpong(
+        n,
+        evfd::SharedNotifier::new(Mode::Counter).expect("shared"),
+        evfd::SharedNotifier::new(Mode::Counter).expect("shared"),
+        |x| x.write(1).expect("write"),
+        |x| {
+            x.read().expect("read");
+        },
+    );
+}
+
+/// The blocking ping-pong of `read_mode` and `shared_mode` over two notifiers `a` and `b`
+/// of one kind: this thread writes `b` and reads `a`, the other reads `b` and writes `a`.
+/// `write` and `read` call the kind's own methods (the symbols `handoff_count.py` counts).
+fn read_pingpong<N: Clone + Send + 'static>(n: u64, a: N, b: N, write: fn(&N), read: fn(&N)) {
     let (a2, b2) = (a.clone(), b.clone());
     two_threads(
         n,
         move |n| {
             for _ in 0..n {
                 pause();
-                b.write(1).expect("write");
-                a.read().expect("read");
+                write(&b);
+                read(&a);
             }
         },
         move |n| {
             for _ in 0..n {
-                b2.read().expect("read");
+                read(&b2);
                 pause();
-                a2.write(1).expect("write");
+                write(&a2);
             }
         },
     );
