@@ -31,8 +31,8 @@ ROOT=$PWD
 WORK=${VUBLK_WORK:-$ROOT/target/vhost-user}
 mkdir -p "$WORK"
 BENCH=0
-SECS=10
-ROUNDS=3
+SECS=3
+ROUNDS=8
 README=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -122,28 +122,32 @@ SOCK=$WORK/vu.sock
 IMG=$WORK/disk.img
 BPID=
 QPID=
+BPIDS=()   # the bench's backends (all running at once)
 cleanup() {
   [ -n "$QPID" ] && kill -9 "$QPID" 2>/dev/null
   [ -n "$BPID" ] && kill "$BPID" 2>/dev/null
+  for p in "${BPIDS[@]}"; do kill "$p" 2>/dev/null; done
   wait 2>/dev/null
 }
 trap cleanup EXIT
 
-# start_backend KIND LOG: KIND is evfd, rust-vmm or qsd.
+# start_backend KIND LOG [SOCKET IMAGE]: KIND is evfd, rust-vmm or qsd (default socket and
+# image: $SOCK, $IMG). Sets BPID.
 start_backend() {
-  rm -f "$SOCK"
+  local sock=${3:-$SOCK} img=${4:-$IMG}
+  rm -f "$sock"
   case "$1" in
     qsd)
       qemu-storage-daemon \
-        --blockdev driver=file,node-name=disk,filename="$IMG",cache.direct=off \
-        --export type=vhost-user-blk,id=exp0,node-name=disk,addr.type=unix,addr.path="$SOCK",writable=on,num-queues=2 \
+        --blockdev driver=file,node-name=disk,filename="$img",cache.direct=off \
+        --export type=vhost-user-blk,id=exp0,node-name=disk,addr.type=unix,addr.path="$sock",writable=on,num-queues=2 \
         >"$2" 2>&1 &
       ;;
-    *) "$BACKEND" --socket "$SOCK" --image "$IMG" --queues 2 --loop "$1" >"$2" 2>&1 & ;;
+    *) "$BACKEND" --socket "$sock" --image "$img" --queues 2 --loop "$1" >"$2" 2>&1 & ;;
   esac
   BPID=$!
-  for _ in $(seq 100); do [ -S "$SOCK" ] && return 0; sleep 0.05; done
-  log "backend $1 did not create $SOCK"; cat "$2" >&2
+  for _ in $(seq 100); do [ -S "$sock" ] && return 0; sleep 0.05; done
+  log "backend $1 did not create $sock"; cat "$2" >&2
   return 1
 }
 stop_backend() {
@@ -151,9 +155,14 @@ stop_backend() {
   BPID=
 }
 
-# start_qemu MODE SERIAL_LOG [kernel params]: boots the guest in the background (QPID).
+# start_qemu MODE SERIAL_LOG [kernel params]: boots the guest in the background (QPID), with
+# one vhost-user-blk-pci disk per socket in QEMU_SOCKS (default: $SOCK alone).
 start_qemu() {
-  local mode=$1 out=$2; shift 2
+  local mode=$1 out=$2 i=0 disks=() sock; shift 2
+  for sock in ${QEMU_SOCKS:-$SOCK}; do
+    disks+=(-chardev "socket,id=vu$i,path=$sock" -device "vhost-user-blk-pci,chardev=vu$i,num-queues=2")
+    i=$((i + 1))
+  done
   : >"$out"
   qemu-system-x86_64 -nodefaults -no-user-config -display none -monitor none \
     -accel tcg,thread=multi -smp 2 -m 256M \
@@ -161,8 +170,7 @@ start_qemu() {
     -kernel "$KDIR/vmlinuz" -initrd "$INITRD" \
     -append "console=ttyS0 quiet panic=-1 vublk=$mode $*" \
     -serial file:"$out" -no-reboot \
-    -chardev socket,id=vu,path="$SOCK" \
-    -device vhost-user-blk-pci,chardev=vu,num-queues=2 \
+    "${disks[@]}" \
     >"$out.qemu" 2>&1 &
   QPID=$!
 }
@@ -276,111 +284,139 @@ if [ $BENCH = 0 ]; then
 fi
 
 # ---- figures ---------------------------------------------------------------------------
+# One guest serves as the workload for every backend at once: each backend serves its own
+# disk (its own image) to the same QEMU, and the guest runs its phases on the disks in
+# turn — one phase on each disk per round, the order rotating from round to round — so the
+# backends are compared under the same guest, the same vCPU threads and the same moment of
+# the machine, phase next to phase. Only one disk is busy at a time: each backend's CPU and
+# syscalls over a whole section (all the read phases, then all the write phases) are its
+# own phases' (an idle backend sleeps in its wait).
 TCK=$(getconf CLK_TCK)
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 rw_calls() { awk '/^sysc[rw]:/ { s += $2 } END { print s }' "/proc/$1/io"; }
-ops_of() { # SERIAL_LOG PHASE: ops of both vCPUs, summed
-  result "$1" "bench-$2" | grep -o '[0-9]* ops' | awk '{ s += $1 } END { print s + 0 }'
-}
-iops_of() {
-  result "$1" "bench-$2" | grep -o 's [0-9]*' | awk '{ s += $2 } END { print s + 0 }'
-}
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "" }'; }
 OUT=$WORK/bench.txt
 CPU=$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)
-BACKENDS=${VUBLK_BENCH:-evfd rust-vmm qsd}
-log "figures: $SECS s per phase, $ROUNDS rounds; CPU: $CPU; $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
-declare -A ROW
-# The image every backend is measured on: 64 MiB of zeros written in 4 KiB blocks and
-# synced, so every block is allocated on disk before the backend starts (no allocation,
-# delayed or unwritten-extent work in the measured writes) and the host page cache holds it
-# in 4 KiB pages, the guest's I/O size. Written in 1 MiB blocks instead, ext4 (Linux 6.16+)
-# caches it in large folios, and each 4 KiB buffered write into one walks the whole folio's
-# block buffers: filesystem CPU, the same for every backend, that used to make up most of the
-# write rows (docs/benchmarks.md, "vhost-user-blk").
-make_bench_image() {
-  rm -f "$IMG"
-  dd if=/dev/zero of="$IMG" bs=4k count=16384 conv=fsync status=none
+read -r -a BK <<< "${VUBLK_BENCH:-evfd rust-vmm qsd}"
+log "figures: ${#BK[@]} backends on one guest, $ROUNDS rounds of $SECS s phases; CPU: $CPU; $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+declare -A ROW SIZE_OF PID_OF
+# The images: 64 MiB of zeros written in 4 KiB blocks and synced, so every block is
+# allocated on disk before the backend starts (no allocation, delayed or unwritten-extent
+# work in the measured writes) and the host page cache holds it in 4 KiB pages, the guest's
+# I/O size. Written in 1 MiB blocks instead, ext4 (Linux 6.16+) caches it in large folios,
+# and each 4 KiB buffered write into one walks the whole folio's block buffers: filesystem
+# CPU, the same for every backend, that used to make up most of the write rows
+# (docs/benchmarks.md, "vhost-user-blk"). Backend i's image has i MiB more: the guest tells
+# its disks apart by size (the I/O stays in the first 64 MiB).
+make_bench_image() { # PATH EXTRA_MIB
+  rm -f "$1"
+  dd if=/dev/zero of="$1" bs=4k count=$((16384 + 256 * $2)) conv=fsync status=none
 }
-# bench_run BACKEND TAG SECS STRACE(0|1): one guest boot, a read and a write phase.
-bench_run() {
-  local B=$1 tag=$2 secs=$3 st=$4 op c0 s0 c1 s1 SPID
-  make_bench_image
-  start_backend "$B" "$WORK/bench-backend-$B-$tag.log" || { log "$B did not start"; return 1; }
-  local S=$WORK/bench-serial-$B-$tag.log
-  start_qemu bench "$S" vublk_secs="$secs"
+# bench_boot TAG ROUNDS STRACE(0|1): every backend started, one guest, its read and write
+# sections; ROW[B,op,*,TAG] filled.
+bench_boot() {
+  local tag=$1 rounds=$2 st=$3 i B op line d ops iops
+  local socks=""
+  BPIDS=()
+  for i in "${!BK[@]}"; do
+    B=${BK[$i]}
+    make_bench_image "$WORK/bench-$B.img" "$i"
+    SIZE_OF[$(( (16384 + 256 * i) * 8 ))]=$B
+    start_backend "$B" "$WORK/bench-backend-$B-$tag.log" "$WORK/vu-$B.sock" "$WORK/bench-$B.img" ||
+      { log "$B did not start"; return 1; }
+    PID_OF[$B]=$BPID; BPIDS+=("$BPID"); BPID=
+    socks="$socks $WORK/vu-$B.sock"
+  done
+  local S=$WORK/bench-serial-$tag.log
+  QEMU_SOCKS=$socks start_qemu bench "$S" vublk_secs="$SECS" vublk_rounds="$rounds" vublk_disks="${#BK[@]}"
+  declare -A c0 s0 spid
   for op in read write; do
-    wait_mark "$S" "start-$op" 300 || { log "$B $tag: no start-$op mark"; break; }
-    if [ "$st" = 1 ]; then
-      strace -c -f -p "$BPID" -o "$WORK/strace-$B-$op.txt" 2>/dev/null &
-      SPID=$!
-    fi
-    c0=$(cpu_ticks "$BPID"); s0=$(rw_calls "$BPID")
-    wait_mark "$S" "end-$op" $((secs + 300)) || { log "$B $tag: no end-$op mark"; break; }
-    c1=$(cpu_ticks "$BPID"); s1=$(rw_calls "$BPID")
-    if [ "$st" = 1 ]; then
-      kill -INT "$SPID"; wait "$SPID" 2>/dev/null
-      ROW[$B,$op,all]=$(awk '$NF == "total" { print $4 }' "$WORK/strace-$B-$op.txt" | tail -1)
-    else
-      ROW[$B,$op,cpu,$tag]=$((c1 - c0)); ROW[$B,$op,sys,$tag]=$((s1 - s0))
-    fi
+    wait_mark "$S" "start-$op" 300 || { log "$tag: no start-$op mark (serial: $(tail -c 300 "$S"))"; break; }
+    for B in "${BK[@]}"; do
+      if [ "$st" = 1 ]; then
+        strace -c -f -p "${PID_OF[$B]}" -o "$WORK/strace-$B-$op.txt" 2>/dev/null &
+        spid[$B]=$!
+      else
+        c0[$B]=$(cpu_ticks "${PID_OF[$B]}"); s0[$B]=$(rw_calls "${PID_OF[$B]}")
+      fi
+    done
+    wait_mark "$S" "end-$op" $(( rounds * ${#BK[@]} * (SECS + 5) + 300 )) || { log "$tag: no end-$op mark"; break; }
+    for B in "${BK[@]}"; do
+      if [ "$st" = 1 ]; then
+        kill -INT "${spid[$B]}"; wait "${spid[$B]}" 2>/dev/null
+        ROW[$B,$op,all]=$(awk '$NF == "total" { print $4 }' "$WORK/strace-$B-$op.txt" | tail -1)
+      else
+        ROW[$B,$op,cpu]=$(( $(cpu_ticks "${PID_OF[$B]}") - ${c0[$B]} ))
+        ROW[$B,$op,sys]=$(( $(rw_calls "${PID_OF[$B]}") - ${s0[$B]} ))
+      fi
+    done
   done
   wait_qemu 120
-  stop_backend
-  for op in read write; do
-    if [ "$st" = 1 ]; then
-      ROW[$B,$op,sops]=$(ops_of "$S" "$op")
-    else
-      ROW[$B,$op,ops,$tag]=$(ops_of "$S" "$op"); ROW[$B,$op,iops,$tag]=$(iops_of "$S" "$op")
-    fi
-  done
+  for p in "${BPIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  BPIDS=()
+  # The guest's disks by size (sectors), then its phases: `bench-OP-ROUND-DISK ok <two
+  # guest-io lines>` (ops and IOPS of each vCPU).
+  declare -A disk_of
+  while read -r d sz; do disk_of[$d]=${SIZE_OF[$sz]:-}; done < <(
+    sed -n 's/^VUBLK-RESULT disk-\(vd[a-z]*\) ok \([0-9]*\).*/\1 \2/p' "$S" | tr -d '\r')
+  while read -r op r d line; do
+    B=${disk_of[$d]:-}
+    [ -n "$B" ] || continue
+    ops=$(echo "$line" | grep -o '[0-9]* ops' | awk '{ s += $1 } END { print s + 0 }')
+    iops=$(echo "$line" | grep -o 's [0-9]*' | awk '{ s += $2 } END { print s + 0 }')
+    ROW[$B,$op,ops,$tag]=$(( ${ROW[$B,$op,ops,$tag]:-0} + ops ))
+    ROW[$B,$op,iops,$tag]="${ROW[$B,$op,iops,$tag]:-} $iops"
+  done < <(sed -n 's/^VUBLK-RESULT bench-\(read\|write\)-\([0-9]*\)-\(vd[a-z]*\) ok \(.*\)/\1 \2 \3 \4/p' "$S" | tr -d '\r')
 }
-# The order rotates from round to round (round 1: evfd rust-vmm qsd, round 2: rust-vmm qsd
-# evfd, ...), so that whatever a run leaves behind for the next one (the previous QEMU's
-# memory being freed, the image's writeback) does not always fall on the same backend.
-read -r -a ORDER <<< "$BACKENDS"
-for r in $(seq "$ROUNDS"); do
-  for i in $(seq 0 $((${#ORDER[@]} - 1))); do
-    B=${ORDER[$(( (i + r - 1) % ${#ORDER[@]} ))]}
-    log "round $r: $B"
-    bench_run "$B" "r$r" "$SECS" 0
-  done
-done
-for B in $BACKENDS; do
-  log "counting run: $B under strace"
-  bench_run "$B" strace $(( SECS / 2 > 2 ? SECS / 2 : 2 )) 1
-done
+bench_boot main "$ROUNDS" 0
+log "counting run: every backend under strace"
+bench_boot strace 1 1
 name() { case $1 in evfd) echo "vhost_user_blk --loop evfd";; rust-vmm) echo "vhost_user_blk --loop rust-vmm";; qsd) echo "qemu-storage-daemon";; esac; }
+# ratio_of A B OP: the median over rounds of A's IOPS over B's in the same round.
+ratio_of() {
+  local a=(${ROW[$1,$3,iops,main]:-}) b=(${ROW[$2,$3,iops,main]:-}) k r=""
+  for k in "${!a[@]}"; do
+    [ -n "${b[$k]:-}" ] && [ "${b[$k]}" -gt 0 ] && r="$r $(awk -v x="${a[$k]}" -v y="${b[$k]}" 'BEGIN { printf "%.3f", x / y }')"
+  done
+  echo "$r" | median
+}
 {
-  echo "Guest 4 KiB O_DIRECT random I/O at QD1 on each of 2 vCPUs (QEMU 7.2, TCG, vhost-user-blk-pci with 2 queues,"
-  echo "raw 64 MiB image written in 4 KiB blocks and synced, in the host page cache), $SECS s per phase; medians of $ROUNDS interleaved rounds (the order rotating), $(date -u +%Y-%m-%d)."
-  echo "Machine: $CPU, $(nproc) cores, shared by the guest's vCPUs, the backend and other work (load at start: $(cut -d' ' -f1-3 /proc/loadavg))."
-  echo "CPU/request: backend utime+stime (/proc/PID/stat); r/w syscalls/request: backend syscr+syscw (/proc/PID/io);"
-  echo "all syscalls/request: a separate run under strace -c -f. IOPS: both vCPUs summed."
+  echo "Guest 4 KiB O_DIRECT random I/O at QD1 on each of 2 vCPUs (QEMU 7.2, TCG, one vhost-user-blk-pci disk with 2 queues per"
+  echo "backend, all on one guest; raw 64 MiB images written in 4 KiB blocks and synced, in the host page cache); $ROUNDS rounds of"
+  echo "one $SECS s phase per disk, in turn, the order rotating (medians of the rounds), $(date -u +%Y-%m-%d)."
+  echo "Machine: $CPU, $(nproc) cores, shared by the guest's vCPUs, the backends and other work (load at start: $(cut -d' ' -f1-3 /proc/loadavg))."
+  echo "CPU/request: backend utime+stime (/proc/PID/stat) over all its phases; r/w syscalls/request: backend syscr+syscw"
+  echo "(/proc/PID/io); all syscalls/request: a separate guest boot with every backend under strace -c -f. IOPS: both vCPUs summed."
   echo
   echo "| backend | op | guest IOPS | backend CPU/request | r/w syscalls/request | all syscalls/request | IOPS per round |"
   echo "|---|---|---:|---:|---:|---:|---|"
-  for B in $BACKENDS; do
+  for B in "${BK[@]}"; do
     for op in read write; do
-      iops=""; cpu=""; sys=""; all_rounds=""
-      for r in $(seq "$ROUNDS"); do
-        ops=${ROW[$B,$op,ops,r$r]:-0}
-        all_rounds="$all_rounds ${ROW[$B,$op,iops,r$r]:-0}"
-        [ "$ops" -gt 0 ] || continue
-        iops="$iops ${ROW[$B,$op,iops,r$r]}"
-        cpu="$cpu $(awk -v c="${ROW[$B,$op,cpu,r$r]:-0}" -v t="$TCK" -v o="$ops" 'BEGIN { printf "%.1f", c / t * 1e6 / o }')"
-        sys="$sys $(awk -v s="${ROW[$B,$op,sys,r$r]:-0}" -v o="$ops" 'BEGIN { printf "%.2f", s / o }')"
-      done
-      sops=${ROW[$B,$op,sops]:-0}
+      ops=${ROW[$B,$op,ops,main]:-0}
+      m_iops=$(echo "${ROW[$B,$op,iops,main]:-}" | median)
+      if [ "$ops" -gt 0 ]; then
+        cpu=$(awk -v c="${ROW[$B,$op,cpu]:-0}" -v t="$TCK" -v o="$ops" 'BEGIN { printf "%.1f µs", c / t * 1e6 / o }')
+        sys=$(awk -v s="${ROW[$B,$op,sys]:-0}" -v o="$ops" 'BEGIN { printf "%.2f", s / o }')
+      else
+        cpu=-; sys=-
+      fi
+      sops=${ROW[$B,$op,ops,strace]:-0}
       if [ "$sops" -gt 0 ] && [ -n "${ROW[$B,$op,all]:-}" ]; then
         all=$(awk -v s="${ROW[$B,$op,all]}" -v o="$sops" 'BEGIN { printf "%.2f", s / o }')
       else
         all=-
       fi
-      m_cpu=$(echo "$cpu" | median); m_iops=$(echo "$iops" | median); m_sys=$(echo "$sys" | median)
-      echo "| $(name "$B") | $op | ${m_iops:--} | ${m_cpu:+$m_cpu µs} | ${m_sys:--} | $all |${all_rounds} |"
+      echo "| $(name "$B") | $op | ${m_iops:--} | $cpu | $sys | $all |${ROW[$B,$op,iops,main]:-} |"
     done
   done
+  if [ "${#BK[@]}" -gt 1 ]; then
+    echo
+    for op in read write; do
+      line="IOPS ratio, $op (median over rounds of the same round's ratio):"
+      for B in "${BK[@]:1}"; do line="$line ${BK[0]}/$B $(ratio_of "${BK[0]}" "$B" "$op")"; done
+      echo "$line"
+    done
+  fi
 } | tee "$OUT"
 if [ $README = 1 ]; then
   mkdir -p docs/data
