@@ -5,9 +5,12 @@
 #   scripts/qemu-vhost-user.sh            the checks, on --loop evfd and --loop rust-vmm
 #   scripts/qemu-vhost-user.sh --bench [--secs N] [--rounds N] [--readme]
 #                                         the figures: evfd, rust-vmm, qemu-storage-daemon,
-#                                         interleaved for N rounds (medians), then one
-#                                         counting run each under strace; --readme writes
-#                                         the table into README.md and docs/data/
+#                                         each serving its own disk to one guest, which
+#                                         takes an N s phase on each disk in turn, for N
+#                                         rounds (default 9 of 3 s; medians), then one
+#                                         boot with every backend under strace; --readme
+#                                         writes the table into README.md and docs/data/
+#                                         (VUBLK_BENCH="evfd rust-vmm": fewer backends)
 #
 # Installs what is missing (apt-get: qemu-system-x86, busybox-static, cpio, gcc, strace),
 # fetches a guest kernel (the package linux-image-cloud-amd64 depends on), builds a busybox
@@ -32,7 +35,7 @@ WORK=${VUBLK_WORK:-$ROOT/target/vhost-user}
 mkdir -p "$WORK"
 BENCH=0
 SECS=3
-ROUNDS=8
+ROUNDS=9
 README=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -294,7 +297,12 @@ fi
 TCK=$(getconf CLK_TCK)
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 rw_calls() { awk '/^sysc[rw]:/ { s += $2 } END { print s }' "/proc/$1/io"; }
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "" }'; }
+# The median (of an even count: the mean of the two middle values).
+median() {
+  tr ' ' '\n' | grep -v '^$' | sort -g |
+    awk '{ v[NR] = $1 } END { if (!NR) print ""; else if (NR % 2) print v[(NR + 1) / 2];
+          else { m = (v[NR / 2] + v[NR / 2 + 1]) / 2; if (m == int(m)) print m; else printf "%.3f\n", m } }'
+}
 OUT=$WORK/bench.txt
 CPU=$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)
 read -r -a BK <<< "${VUBLK_BENCH:-evfd rust-vmm qsd}"
