@@ -216,9 +216,9 @@ fn evfd_blocking_side(base: Instant) -> Side {
             std::thread::spawn(move || {
                 let mut buf = [Event::default(); 4];
                 loop {
-                    let got = ep
-                        .wait(&mut buf, Some(Duration::from_secs(10)))
-                        .expect("wait");
+                    // Untimed, as the twin's `epoll_wait` (a lost wake is caught by the
+                    // writer's 10 s `recv_timeout`).
+                    let got = ep.wait(&mut buf, None).expect("wait");
                     let t = now_ns(base);
                     if got > 0 && tx.send((t - stamp.load(SeqCst)) as f64 / 1000.0).is_err() {
                         return;

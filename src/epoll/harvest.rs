@@ -449,11 +449,20 @@ impl EpInner {
     pub(crate) fn harvest_drained(self: &Arc<Self>, out: &mut [Event]) -> (usize, bool) {
         let mut kernel = self.kernel.collect();
         let n = self.with_registry(|reg, batch| {
-            let n = self.scan(reg, batch, |it, requeue, reg, batch| {
-                send_events(it, out, requeue, batch, &mut |o| {
-                    kernel.collect(&reg.kernel, o)
+            // The scan frame (two locks of `ready`) is skipped when nothing is queued: the
+            // ready hint, read under `registry` after `queue_nested` queued what the nested
+            // epolls hold (as `harvest_seeded`). The kernel item is then not queued either,
+            // and `finish` collects from the kernel epoll (a wake of a task through the
+            // reactor, whose harvest finds only kernel events: `kernel::reactor`).
+            let n = if self.ready.hint() {
+                self.scan(reg, batch, |it, requeue, reg, batch| {
+                    send_events(it, out, requeue, batch, &mut |o| {
+                        kernel.collect(&reg.kernel, o)
+                    })
                 })
-            });
+            } else {
+                0
+            };
             n + kernel.finish(self, &reg.kernel, out, n, batch)
         });
         (n, kernel.drained())

@@ -103,21 +103,26 @@ thread_local! {
 }
 
 impl Direct {
-    /// Take the slot, making the bell first if need be; `None` if it is held or there is
-    /// no bell. Returns the slot's waiter, reset for this holder.
-    fn acquire(&self, kfd: &OwnedFd) -> Option<Arc<ThreadWaiter>> {
+    /// Take the slot, making the bell first if need be; `false` if it is held or there is
+    /// no bell. The slot's waiter (`waiter`) is reset for this holder.
+    fn acquire(&self, kfd: &OwnedFd) -> bool {
         let bell = self
             .bell
-            .get_or_init(|| DirectBell::new(kfd).ok().map(Arc::new))
-            .as_ref()?;
-        self.held
+            .get_or_init(|| DirectBell::new(kfd).ok().map(Arc::new));
+        let Some(bell) = bell else {
+            return false;
+        };
+        if self
+            .held
             .compare_exchange(false, true, SeqCst, SeqCst)
-            .ok()?;
-        let w = self
-            .waiter
-            .get_or_init(|| Arc::new(ThreadWaiter::with_bell(Arc::clone(bell) as Arc<dyn Bell>)));
-        w.reset();
-        Some(Arc::clone(w))
+            .is_err()
+        {
+            return false;
+        }
+        self.waiter
+            .get_or_init(|| Arc::new(ThreadWaiter::with_bell(Arc::clone(bell) as Arc<dyn Bell>)))
+            .reset();
+        true
     }
 
     fn release(&self) {
@@ -161,8 +166,9 @@ impl Bell for DirectBell {
 /// holding the slot.
 enum How {
     Poll(Arc<ThreadBell>),
-    /// The slot's waiter (`Direct::waiter`).
-    Direct(Arc<ThreadWaiter>),
+    /// The slot's waiter (`Direct::waiter`, made by `acquire`; read from there, so that a
+    /// sleep clones its `Arc` only once, for the entry on `waiters`).
+    Direct,
 }
 
 /// What a thread needs for a kernel sleep on one epoll: its kernel side and the bell (the
@@ -192,10 +198,10 @@ impl KernelSleep {
     /// A kernel sleep on `side` for the calling thread: the direct slot if it is free,
     /// else `poll(2)` with the thread's bell; `None` without any bell.
     pub(super) fn new(side: Arc<Side>) -> Option<KernelSleep> {
-        if let Some(w) = side.direct.acquire(&side.poll.kfd) {
+        if side.direct.acquire(&side.poll.kfd) {
             return Some(KernelSleep {
                 side,
-                how: How::Direct(w),
+                how: How::Direct,
                 holds: true,
                 seed: SEED.try_with(|s| s.take()).unwrap_or_default(),
             });
@@ -233,7 +239,13 @@ impl KernelSleep {
     pub(crate) fn waiter(&self) -> Arc<ThreadWaiter> {
         match &self.how {
             How::Poll(b) => Arc::new(ThreadWaiter::with_bell(Arc::clone(b) as Arc<dyn Bell>)),
-            How::Direct(w) => Arc::clone(w),
+            How::Direct => Arc::clone(
+                self.side
+                    .direct
+                    .waiter
+                    .get()
+                    .expect("made by the slot's acquire"),
+            ),
         }
     }
 
@@ -269,7 +281,7 @@ impl KernelSleep {
         let kfd = self.side.poll.kfd.as_fd();
         let bell = match &self.how {
             How::Poll(b) => b.fd.as_fd(),
-            How::Direct(_) => return direct(kfd, waiter, deadline, &mut self.seed, max),
+            How::Direct => return direct(kfd, waiter, deadline, &mut self.seed, max),
         };
         loop {
             if waiter.is_notified() {
