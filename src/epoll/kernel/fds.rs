@@ -95,6 +95,8 @@ impl KItem {
 #[derive(Clone)]
 pub(crate) struct One {
     efd: Weak<OwnedFd>,
+    /// Its token: a direct sleep's event for it is `(_, token)` ([`harvest_one`]).
+    token: u64,
     /// (Read by the Linux collect: only a `KernelNotifier` makes a `One`.)
     #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
     data: u64,
@@ -170,9 +172,13 @@ impl Fds {
     /// `one` after a change of `items`, and `shape` if `one` names another eventfd (or
     /// none, or one where it named none).
     fn find_one(&mut self) {
-        let mut it = self.items.values();
+        let mut it = self.items.iter();
         let one = match (it.next(), it.next()) {
-            (Some(i), None) if i.eventfd_in() => i.efd.clone().map(|efd| One { efd, data: i.data }),
+            (Some((&token, i)), None) if i.eventfd_in() => i.efd.clone().map(|efd| One {
+                efd,
+                token,
+                data: i.data,
+            }),
             _ => None,
         };
         let same = match (&self.one, &one) {
@@ -553,6 +559,62 @@ fn collect(reg: &Fds, side: &Side, out: &mut [Event]) -> (usize, bool) {
                 .map_or(token == super::sleep::BELL_TOKEN, KItem::drains)
         });
     (deliver(reg, side, &got, out), drained)
+}
+
+/// The harvest of the one-eventfd shape ("One eventfd") when nothing else can have an
+/// event: `registry` taken, no closed source to purge, nothing queued in memory (the
+/// ready hint, read under `registry` as the general harvest reads it), no nested epoll to
+/// look at, and the kernel epoll's one registration read by its delivery's own `read`
+/// ([`collect_one`]). What the general harvest (`EpInner::harvest_drained`, or
+/// `harvest_seeded` after a direct sleep) would do there, without its steps that find
+/// nothing: the scan frame, the token map, the owner's `KernelDeliver` behind its `Weak`,
+/// the kernel side's lock and `Arc` (taken only for the requeue, when someone listens,
+/// `requeue_cold`) and a wake batch. `seed`: the events a direct sleep took from the kernel
+/// epoll, which must be the one registration's single event (its token; the read decides
+/// what it delivers, as `deliver`'s reset does). Returns `None` where it does not apply
+/// (nothing consumed: the caller runs the general harvest), else how many events it
+/// delivered (0 or 1) and whether the kernel epoll is drained (module docs, "Drained").
+#[inline]
+pub(crate) fn harvest_one(
+    ep: &EpInner,
+    out: &mut [Event],
+    seed: Option<&[(Events, u64)]>,
+) -> Option<(usize, bool)> {
+    let mut batch = None;
+    let got = {
+        let reg = crate::loom::lock(&ep.registry);
+        let one = reg.kernel.one.as_ref()?;
+        if out.is_empty()
+            || ep.graveyard.pending()
+            || ep.ready.hint()
+            || !reg.kernel.nested.is_empty()
+            || seed.is_some_and(|s| !matches!(s, [(_, t)] if *t == one.token))
+        {
+            return None;
+        }
+        let got = collect_one(one, out);
+        if got.0 > 0 && super::linux::listened(ep) {
+            batch = Some(requeue_cold(ep));
+        }
+        got
+    };
+    if let Some(b) = batch {
+        b.run();
+    }
+    Some(got)
+}
+
+/// [`harvest_one`]'s requeue (someone relies on the kernel item: `requeue`), with the
+/// kernel side taken here. Must be called with `registry` held; the returned wakes run
+/// once it is released.
+#[cold]
+#[inline(never)]
+fn requeue_cold(ep: &EpInner) -> WakeBatch {
+    let mut batch = WakeBatch::new();
+    if let Some(side) = ep.kernel.side() {
+        requeue(ep, &side, &mut batch);
+    }
+    batch
 }
 
 /// The collect of the one eventfd ("One eventfd"): its delivery's read, without the

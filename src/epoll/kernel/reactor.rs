@@ -383,7 +383,9 @@ mod via_tokio {
                 // cleared.
                 let got = fd.around(cx, |taken| {
                     if taken {
-                        let (n, drained) = ep.harvest_drained(out);
+                        // The one-eventfd shape's lean harvest where it applies (`fds`).
+                        let (n, drained) = super::super::fds::harvest_one(ep, out, None)
+                            .unwrap_or_else(|| ep.harvest_drained(out));
                         (n, n == 0 || drained)
                     } else {
                         (ep.harvest_now_mem(out), false)

@@ -228,6 +228,11 @@ impl KernelSleep {
 
     /// Deliver them (and the in-memory events into the slots left): `harvest_seeded`.
     pub(crate) fn deliver_seed(&mut self, ep: &Arc<EpInner>, out: &mut [Event]) -> usize {
+        // The one-eventfd shape with nothing else to deliver: its lean harvest.
+        if let Some((n, _)) = super::fds::harvest_one(ep, out, Some(&self.seed)) {
+            self.seed.clear();
+            return n;
+        }
         let kernel = super::fds::Collector::new(Some(Arc::clone(&self.side)));
         let n = ep.harvest_seeded(out, &self.seed, kernel);
         self.seed.clear();
