@@ -229,14 +229,20 @@ impl KernelSleep {
     /// Deliver them (and the in-memory events into the slots left): `harvest_seeded`.
     pub(crate) fn deliver_seed(&mut self, ep: &Arc<EpInner>, out: &mut [Event]) -> usize {
         // The one-eventfd shape with nothing else to deliver: its lean harvest.
-        if let Some((n, _)) = super::fds::harvest_one(ep, out, Some(&self.seed)) {
-            self.seed.clear();
-            return n;
-        }
-        let kernel = super::fds::Collector::new(Some(Arc::clone(&self.side)));
-        let n = ep.harvest_seeded(out, &self.seed, kernel);
+        let n = match super::fds::harvest_one(ep, out, Some(&self.seed)) {
+            Some((n, _)) => n,
+            None => self.deliver_general(ep, out),
+        };
         self.seed.clear();
         n
+    }
+
+    /// `deliver_seed`'s general harvest (any other shape): out of line, so that the lean
+    /// one's code stays small.
+    #[inline(never)]
+    fn deliver_general(&self, ep: &Arc<EpInner>, out: &mut [Event]) -> usize {
+        let kernel = super::fds::Collector::new(Some(Arc::clone(&self.side)));
+        ep.harvest_seeded(out, &self.seed, kernel)
     }
 
     /// The waiter to queue: the calling thread, woken by its bell (the direct slot's
