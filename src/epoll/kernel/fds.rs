@@ -32,7 +32,12 @@
 //! it off with an `epoll_wait`); the next poll of the kernel epoll (a sleep's
 //! `epoll_wait`, the watcher's arm, the reactor's scan, a readiness check) finds the
 //! count empty and drops it, as it drops any item the kernel queued that is no longer
-//! ready. A wake path saves one `epoll_wait` per harvest. (An AutoReset `KernelNotifier`
+//! ready. A wake path saves one `epoll_wait` per harvest. When nothing else can have an
+//! event (no closed source to purge, nothing queued in memory, no nested epoll), the whole
+//! harvest is that read under `registry` ([`harvest_one`]): a direct sleep's one event and
+//! the reactor route's delivering harvest take no scan frame, token map, kernel side or
+//! wake batch, each of which would find nothing; the same lock is held for the same
+//! decisions, so no new interleaving arises. (An AutoReset `KernelNotifier`
 //! adopted from an `EFD_SEMAPHORE` eventfd on a kernel that does not show the flag, before
 //! 6.4, which adoption cannot refuse there, takes one unit per read: the kernel epoll
 //! would keep reporting it while units are left, and this read reports them one per
