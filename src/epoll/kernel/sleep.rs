@@ -272,59 +272,77 @@ impl KernelSleep {
         spin: Duration,
         max: usize,
     ) -> Parked {
-        if !spin.is_zero() {
-            let now = Instant::now();
-            let spin = deadline.map_or(spin, |d| spin.min(d.saturating_duration_since(now)));
-            // Spin on the in-memory wake until the spin's end, then sleep in the kernel.
-            let end = now.checked_add(spin);
-            while match end {
-                Some(e) => Instant::now() < e,
-                None => true,
-            } {
-                if waiter.is_notified() {
-                    return Parked::Woken;
-                }
-                for _ in 0..32 {
-                    std::hint::spin_loop();
-                }
-            }
+        if !spin.is_zero() && spin_on(waiter, deadline, spin) {
+            return Parked::Woken;
         }
         let kfd = self.side.poll.kfd.as_fd();
-        let bell = match &self.how {
-            How::Poll(b) => b.fd.as_fd(),
-            How::Direct => return direct(kfd, waiter, deadline, &mut self.seed, max),
+        match &self.how {
+            How::Direct => direct(kfd, waiter, deadline, &mut self.seed, max),
+            How::Poll(b) => poll_sleep(kfd, b.fd.as_fd(), waiter, deadline),
+        }
+    }
+}
+
+/// `park`'s spin on the in-memory wake, for up to `spin` (clamped to the deadline): whether
+/// the waiter was notified. Out of line (the direct sleep's callers do not spin).
+#[inline(never)]
+fn spin_on(waiter: &ThreadWaiter, deadline: Option<Instant>, spin: Duration) -> bool {
+    let now = Instant::now();
+    let spin = deadline.map_or(spin, |d| spin.min(d.saturating_duration_since(now)));
+    let end = now.checked_add(spin);
+    while match end {
+        Some(e) => Instant::now() < e,
+        None => true,
+    } {
+        if waiter.is_notified() {
+            return true;
+        }
+        for _ in 0..32 {
+            std::hint::spin_loop();
+        }
+    }
+    false
+}
+
+/// The `poll(2)` sleep on `[kfd, bell]` (module docs). Out of line: the direct sleep's code
+/// stays small.
+#[inline(never)]
+fn poll_sleep(
+    kfd: BorrowedFd<'_>,
+    bell: BorrowedFd<'_>,
+    waiter: &ThreadWaiter,
+    deadline: Option<Instant>,
+) -> Parked {
+    loop {
+        if waiter.is_notified() {
+            return Parked::Woken;
+        }
+        let timeout = match deadline {
+            None => None,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Parked::TimedOut;
+                }
+                // Too large for a timespec: forever.
+                Timespec::try_from(left).ok()
+            }
         };
-        loop {
-            if waiter.is_notified() {
+        let mut fds = [
+            PollFd::from_borrowed_fd(kfd, PollFlags::IN),
+            PollFd::from_borrowed_fd(bell, PollFlags::IN),
+        ];
+        match rustix::event::poll(&mut fds, timeout.as_ref()) {
+            Ok(0) | Err(rustix::io::Errno::INTR) => continue,
+            Ok(_) => {
+                if !fds[1].revents().is_empty() {
+                    // Ours alone to drain (module docs).
+                    let _ = crate::sys::eventfd::read(bell);
+                }
                 return Parked::Woken;
             }
-            let timeout = match deadline {
-                None => None,
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Parked::TimedOut;
-                    }
-                    // Too large for a timespec: forever.
-                    Timespec::try_from(left).ok()
-                }
-            };
-            let mut fds = [
-                PollFd::from_borrowed_fd(kfd, PollFlags::IN),
-                PollFd::from_borrowed_fd(bell, PollFlags::IN),
-            ];
-            match rustix::event::poll(&mut fds, timeout.as_ref()) {
-                Ok(0) | Err(rustix::io::Errno::INTR) => continue,
-                Ok(_) => {
-                    if !fds[1].revents().is_empty() {
-                        // Ours alone to drain (module docs).
-                        let _ = crate::sys::eventfd::read(bell);
-                    }
-                    return Parked::Woken;
-                }
-                // Not expected on our own fds; the caller harvests and sleeps again.
-                Err(_) => return Parked::Woken,
-            }
+            // Not expected on our own fds; the caller harvests and sleeps again.
+            Err(_) => return Parked::Woken,
         }
     }
 }
