@@ -177,3 +177,103 @@ fn lone_level_triggered_eventfd_many_seeds() {
         run(seed, Events::IN);
     }
 }
+
+/// `epoll_wait(0)` on a kernel epoll: (events, data) pairs, sorted.
+fn kwait_now(ep: &OwnedFd) -> Vec<(u32, u64)> {
+    let mut evs = Vec::with_capacity(8);
+    epoll::wait(
+        ep,
+        rustix::buffer::spare_capacity(&mut evs),
+        Some(&rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        }),
+    )
+    .expect("epoll_wait");
+    let mut got: Vec<(u32, u64)> = evs
+        .iter()
+        .map(|e| {
+            let (flags, data) = (e.flags, e.data);
+            (flags.bits(), data.u64())
+        })
+        .collect();
+    got.sort_unstable();
+    got
+}
+
+fn pairs(buf: &[Event]) -> Vec<(u32, u64)> {
+    let mut got: Vec<(u32, u64)> = buf.iter().map(|e| (e.events.bits(), e.data)).collect();
+    got.sort_unstable();
+    got
+}
+
+/// The one-eventfd delivery while someone else listens on the epoll (an outer epoll nests
+/// it), against the kernel twin (a kernel epoll on an eventfd, nested in an outer kernel
+/// epoll; the AutoReset delivery is its `read`). A thread blocked in the inner `wait`
+/// takes each write; after that delivery the outer epoll finds the inner one not ready, as
+/// the kernel's does, and the next write makes it ready again for the outer epoll alone.
+#[test]
+fn one_eventfd_delivery_under_an_outer_listener_agrees_with_the_kernel() {
+    let k = KernelNotifier::new(Mode::AutoReset).expect("KernelNotifier");
+    let inner = Epoll::new();
+    inner.add(&k, Events::IN, 7).expect("add");
+    let outer = Epoll::new();
+    outer.add(&inner, Events::IN, 9).expect("add");
+    let ka = efd();
+    let kin = epoll::create(epoll::CreateFlags::CLOEXEC).expect("epoll_create");
+    epoll::add(
+        &kin,
+        &ka,
+        epoll::EventData::new_u64(7),
+        epoll::EventFlags::IN,
+    )
+    .expect("add");
+    let kout = epoll::create(epoll::CreateFlags::CLOEXEC).expect("epoll_create");
+    epoll::add(
+        &kout,
+        &kin,
+        epoll::EventData::new_u64(9),
+        epoll::EventFlags::IN,
+    )
+    .expect("add");
+    let in_bits = Events::IN.bits();
+    let mut buf = [Event::default(); 4];
+    for round in 0..40 {
+        // A thread asleep in the inner wait (the direct sleep), the outer epoll listening.
+        let waiter = {
+            let inner = inner.clone();
+            std::thread::spawn(move || {
+                let mut buf = [Event::default(); 4];
+                let n = inner
+                    .wait(&mut buf, Some(Duration::from_secs(10)))
+                    .expect("wait");
+                pairs(&buf[..n])
+            })
+        };
+        std::thread::sleep(Duration::from_millis(3));
+        k.write(1).expect("write");
+        write(ka.as_fd(), 1);
+        let got = waiter.join().expect("waiter");
+        let twin = kwait_now(&kin);
+        assert_eq!(read(ka.as_fd()), 1, "round {round}");
+        assert_eq!(got, twin, "round {round}: the blocked wait's delivery");
+        assert_eq!(got, vec![(in_bits, 7)], "round {round}");
+        // Delivered and reset: not ready for the outer epoll, on both.
+        let n = outer.wait(&mut buf, Some(Duration::ZERO)).expect("wait");
+        assert_eq!(pairs(&buf[..n]), kwait_now(&kout), "round {round}: after");
+        assert_eq!(n, 0, "round {round}: the outer epoll saw a delivered event");
+        // The next write is the outer epoll's to see.
+        k.write(1).expect("write");
+        write(ka.as_fd(), 1);
+        let n = outer
+            .wait(&mut buf, Some(Duration::from_secs(5)))
+            .expect("wait");
+        assert_eq!(pairs(&buf[..n]), kwait_now(&kout), "round {round}: outer");
+        assert_eq!(pairs(&buf[..n]), vec![(in_bits, 9)], "round {round}");
+        // The inner harvest takes it (its read), as the twin's.
+        let n = inner.wait(&mut buf, Some(Duration::ZERO)).expect("wait");
+        let twin = kwait_now(&kin);
+        assert_eq!(read(ka.as_fd()), 1, "round {round}");
+        assert_eq!(pairs(&buf[..n]), twin, "round {round}: inner");
+    }
+}
