@@ -386,11 +386,17 @@ impl KernelSide {
     }
 }
 
-/// After a change of `fds` (with `registry` held): publish how many it holds and its
-/// shape's generation to `side`. Whether the generation moved: the caller then wakes the
+/// After a change of `fds` (with `registry` held): publish how many it holds, its
+/// shape's generation and its one eventfd, if any (`KernelPoll::readiness`), to `side`. Whether the generation moved: the caller then wakes the
 /// reactor route's tasks ([`wake_shape`]) once it has released `registry`.
 fn publish_shape(fds: &Fds, side: &Side) -> bool {
     side.poll.nfds.store(fds.len(), SeqCst);
+    *side
+        .poll
+        .one
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) =
+        fds.one.as_ref().map(|o| Weak::clone(&o.efd));
     side.poll.shape.swap(fds.shape, SeqCst) != fds.shape
 }
 

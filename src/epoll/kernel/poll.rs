@@ -4,6 +4,7 @@
 //! and the flags of invariant W (`super`).
 
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Mutex, PoisonError, Weak};
 
 use crate::events::Events;
 use crate::loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
@@ -30,6 +31,11 @@ pub(crate) struct KernelPoll {
     /// run decides the registration, and a one-shot arm after an edge-triggered one is
     /// skipped. Leaf (std: the watcher is not part of the loom models).
     pub(super) arming: std::sync::Mutex<()>,
+    /// The eventfd of the one registration while the registrations have the "One eventfd"
+    /// shape (`fds`), whose readiness is then `kfd`'s ([`readiness`](Self::readiness)).
+    /// Written under `registry` with the shape (`fds::publish_shape`). Leaf (std), held
+    /// only to clone the `Weak`.
+    pub(super) one: Mutex<Option<Weak<OwnedFd>>>,
 }
 
 impl KernelPoll {
@@ -43,13 +49,33 @@ impl KernelPoll {
             nfds: AtomicUsize::new(0),
             shape: AtomicU64::new(0),
             arming: std::sync::Mutex::new(()),
+            one: Mutex::new(None),
         })
     }
 
     /// `IN` if some registered kernel fd is ready (a poll of `kfd`: consumes nothing, as
     /// polling a nested kernel epoll does not).
+    ///
+    /// In the "One eventfd" shape (`fds`) it is a poll of that eventfd instead, which is what
+    /// the kernel's poll of `kfd` would report for it: `kfd` also holds the direct bell
+    /// (`sleep`), registered edge-triggered and never read, and a ring that lands after its
+    /// sleeper woke leaves the bell's edge queued in `kfd` until an `epoll_wait` on `kfd`
+    /// takes it — which that shape's harvest, reading the eventfd instead, never makes. A
+    /// poll of `kfd` would count that edge as a ready kernel fd for as long as it stays
+    /// (an outer epoll would then see this one ready with nothing to harvest, wait after
+    /// wait).
     pub(crate) fn readiness(&self) -> Events {
-        match sys::poll_now(self.kfd.as_fd(), Events::IN) {
+        let one = self
+            .one
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .and_then(Weak::upgrade);
+        let r = match &one {
+            Some(efd) => sys::poll_now(efd.as_fd(), Events::IN),
+            None => sys::poll_now(self.kfd.as_fd(), Events::IN),
+        };
+        match r {
             Ok(e) if e.contains(Events::IN) => Events::IN,
             _ => Events::empty(),
         }
