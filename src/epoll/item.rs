@@ -34,10 +34,13 @@ pub(crate) struct Item {
     pub(crate) events: AtomicU32,
     /// The user's data. Written with `ep.registry` and `ep.ready` held; read with either.
     pub(crate) data: AtomicU64,
-    /// On the ready list or the harvester's transfer list (`ep_is_linked`). Guarded by
-    /// `ep.ready`, except that while a scan is active the harvester (holding `ep.registry`)
-    /// owns it for the items on its transfer list; callbacks then touch only `ovf`. Two
-    /// separate words, so that those two writers never share a read-modify-write.
+    /// On the ready list or the harvester's transfer list (`ep_is_linked`), or dropped by
+    /// the one-item harvest with its reference kept (`ReadyState::kept`, `Ready::parked`:
+    /// then off the list, the flag left set so that the drop and the next queue do not
+    /// write this line). Guarded by `ep.ready`, except that while a scan is active the
+    /// harvester (holding `ep.registry`) owns it for the items on its transfer list;
+    /// callbacks then touch only `ovf`. Two separate words, so that those two writers never
+    /// share a read-modify-write.
     pub(crate) linked: AtomicBool,
     /// Chained on the overflow list (`epi->next != EP_UNACTIVE_PTR`). Guarded by `ep.ready`.
     pub(crate) ovf: AtomicBool,
@@ -82,7 +85,8 @@ impl Item {
         if self.ep.ready.scanning() {
             self.ovf.load(Acquire)
         } else {
-            self.linked.load(Acquire)
+            // A kept item (`Ready::parked`) is off the list though its flag is set.
+            self.linked.load(Acquire) && !self.ep.ready.is_parked(self)
         }
     }
 

@@ -8,20 +8,23 @@
 //! Ready::list    Mutex<ReadyState> (the epoll's lock (3), the kernel's ep->lock).
 //! Ready::hint    AtomicBool, written only with `list` held (by `ReadyGuard`), read without.
 //! Ready::scanning AtomicBool, written only with `list` held (by `ReadyGuard`), read without.
+//! Ready::parked  AtomicUsize, written only with `list` held (by `ReadyGuard`), read without.
 //! ```
 
 use std::sync::Arc;
 
 use super::item::Item;
 use crate::loom::sync::atomic::{
-    AtomicBool,
-    Ordering::{Relaxed, Release, SeqCst},
+    AtomicBool, AtomicUsize,
+    Ordering::{Acquire, Relaxed, Release, SeqCst},
 };
 use crate::loom::sync::{Mutex, MutexGuard};
 
 /// The ready list with its mirrors: the epoll's second cache-line group (`EpInner`), in
-/// this order (`repr(C)`), so that the lock word, the mirrors and the first queued item
-/// (`ReadyState::one`) share the lines a producer and the harvester pass back and forth.
+/// this order (`repr(C)`), so that the lock word, the mirrors, the first queued item
+/// (`ReadyState::one`) and the kept reference (`ReadyState::kept`) share the one line a
+/// producer and the harvester pass back and forth (everything either writes in a
+/// hand-off; `tests::hand_off_writes_one_line` below).
 ///
 /// Every change of the list goes through [`ReadyGuard`], which updates the mirrors itself;
 /// the `Deref` to the mutex is for read-only looks (`is_empty`, `len`, `any_live`: the
@@ -36,6 +39,13 @@ pub(crate) struct Ready {
     /// (skip a harvest that would find nothing, spin on it before parking); never the last
     /// word before sleeping, which [`ReadyGuard::has_ready`] gives under the lock.
     hint: AtomicBool,
+    /// The address of the item whose reference `ReadyState::kept` holds, 0 if none:
+    /// readable without the lock. Such an item is off the ready list although its
+    /// `Item::linked` flag still says linked: the one-item harvest drops it and the next
+    /// `queue` takes it back without writing the item's line (which the producer and the
+    /// harvester then only read). Every lock-free look at `linked` asks this too
+    /// ([`Ready::parked`]).
+    parked: AtomicUsize,
     list: Mutex<ReadyState>,
 }
 
@@ -44,6 +54,7 @@ impl Ready {
         Ready {
             scanning: AtomicBool::new(false),
             hint: AtomicBool::new(false),
+            parked: AtomicUsize::new(0),
             list: Mutex::new(ReadyState::default()),
         }
     }
@@ -68,6 +79,17 @@ impl Ready {
     #[inline]
     pub(crate) fn scanning(&self) -> bool {
         self.scanning.load(SeqCst)
+    }
+
+    /// Whether `item` is the dropped item whose reference the list keeps ([`parked`]):
+    /// off the ready list, whatever its `linked` flag says. Lock-free, for `Item::
+    /// is_queued`, after its load of `scanning` (whose `false` is stored after this
+    /// mirror's every change, Release).
+    ///
+    /// [`parked`]: Self
+    #[inline]
+    pub(crate) fn is_parked(&self, item: &Item) -> bool {
+        self.parked.load(Acquire) == std::ptr::from_ref(item) as usize
     }
 }
 
@@ -97,6 +119,19 @@ impl std::ops::Deref for ReadyGuard<'_> {
 }
 
 impl ReadyGuard<'_> {
+    /// Bring the `parked` mirror in step with `ReadyState::kept` (after a change of it).
+    #[inline]
+    fn sync_parked(&self) {
+        let k = self
+            .rd
+            .kept
+            .as_ref()
+            .map_or(0, |k| Arc::as_ptr(k) as usize);
+        if self.mirrors.parked.load(Relaxed) != k {
+            self.mirrors.parked.store(k, Relaxed);
+        }
+    }
+
     /// Queue `item` (the callback's step 4): on the overflow list while a scan is active,
     /// else at the tail of the ready list, unless it is already there. Returns whether the
     /// item was newly put on the ready list (not the overflow list). Sets the ready hint,
@@ -104,7 +139,11 @@ impl ReadyGuard<'_> {
     #[inline]
     pub(crate) fn queue(&mut self, item: &Item) -> bool {
         self.mirrors.hint.store(true, Relaxed);
-        self.rd.queue(item)
+        let r = self.rd.queue(item);
+        if r {
+            self.sync_parked();
+        }
+        r
     }
 
     /// Is the ready list non-empty or a harvest running? A `true` also sets the ready hint:
@@ -122,7 +161,9 @@ impl ReadyGuard<'_> {
     /// See [`ReadyState::forget`].
     #[inline]
     pub(crate) fn forget(&mut self, item: &Item) -> Vec<Arc<Item>> {
-        self.rd.forget(item)
+        let gone = self.rd.forget(item);
+        self.sync_parked();
+        gone
     }
 
     /// `ep_start_scan`, `None` if the list is empty. `scanning` is published (SeqCst)
@@ -147,6 +188,7 @@ impl ReadyGuard<'_> {
         requeued: &mut Vec<Arc<Item>>,
     ) {
         self.rd.done_scan(leftovers, any_leftovers, requeued);
+        self.sync_parked();
         self.mirrors.hint.store(!self.rd.is_empty(), Relaxed);
         // After every `linked = false` of this scan. Release is enough here: a callback that
         // reads this `false` sees those stores (its `linked` load is Acquire), and one that
@@ -175,11 +217,13 @@ impl ReadyGuard<'_> {
     /// source, as [`start_scan`](Self::start_scan) does, so a wake that changed the source
     /// before the poll is seen by it, and one that changes it after finds `scanning` set
     /// and takes the lock (waiting for this section) instead of coalescing. If `ready` says
-    /// no, the item is unlinked (the ready list is then empty) and its reference kept for
-    /// its next `queue` (`ReadyState::kept`); the reference kept before, if any, is
-    /// returned for the caller to drop once the lock is released. `Err` if `ready` said yes
-    /// (the item stays queued). (loom: `coalescing_fast_path_vs_harvest_drop`,
-    /// `settled_level_triggered_drop_vs_write`.)
+    /// no, the item leaves the ready list (which is then empty) and its reference is kept
+    /// for its next `queue` (`ReadyState::kept`, mirrored by `parked`: its `linked` flag is
+    /// left set, so neither this drop nor that `queue` writes the item's line); the
+    /// reference kept before, if any, is returned for the caller to drop once the lock is
+    /// released. `Err` if `ready` said yes (the item stays queued). (loom:
+    /// `coalescing_fast_path_vs_harvest_drop`, `settled_level_triggered_drop_vs_write`,
+    /// `parked_item_requeue_vs_coalescing`.)
     ///
     /// [`single`]: Self::single
     #[inline]
@@ -194,15 +238,24 @@ impl ReadyGuard<'_> {
         let r = if ready(item) {
             Err(())
         } else {
-            item.set_linked(false);
             let gone = match rd.one.take() {
                 Some(it) => Some(it),
                 None => rd.list.pop(),
             };
+            self.mirrors.parked.store(
+                gone.as_ref().map_or(0, |g| Arc::as_ptr(g) as usize),
+                Relaxed,
+            );
             self.mirrors.hint.store(false, Relaxed);
-            Ok(std::mem::replace(&mut rd.kept, gone))
+            let old = std::mem::replace(&mut rd.kept, gone);
+            // The item kept before (another one: this one was queued) is off every list
+            // and no longer parked: its flag now says so itself.
+            if let Some(o) = &old {
+                o.set_linked(false);
+            }
+            Ok(old)
         };
-        // After the `linked = false` (Release, as `done_scan`).
+        // After the `parked` store (Release, as `done_scan` after its `linked = false`).
         self.mirrors.scanning.store(false, Release);
         r
     }
@@ -216,6 +269,10 @@ impl ReadyGuard<'_> {
     /// `close`: everything queued, to be dropped after the lock is released.
     pub(crate) fn take_all(&mut self) -> Taken {
         let rd = &mut *self.rd;
+        if let Some(k) = &rd.kept {
+            k.set_linked(false);
+        }
+        self.mirrors.parked.store(0, Relaxed);
         (
             rd.one.take(),
             std::mem::take(&mut rd.list),
@@ -228,16 +285,25 @@ impl ReadyGuard<'_> {
 
 /// Guarded by `EpInner::ready` (the kernel's `ep->lock`).
 ///
-/// `repr(C)`, `one` first: the first queued item is stored in the same cache line as the
-/// lock word itself (`EpInner`'s second group), so a producer that queues an item into an
-/// empty list and the harvester that takes it touch no other line — not the heap buffer of
-/// `list`, which the two would otherwise pass back and forth at every hand-off.
+/// `repr(C)`, `one` and `kept` first: the first queued item and the kept reference are
+/// stored in the same cache line as the lock word itself (`EpInner`'s second group), so a
+/// producer that queues an item into an empty list and the harvester that takes it (or
+/// drops it) write no other line — not the heap buffer of `list`, which the two would
+/// otherwise pass back and forth at every hand-off.
 #[derive(Default)]
 #[repr(C)]
 pub(crate) struct ReadyState {
     /// The first item of the ready list, if it was queued into an empty list: the list in
     /// arrival order is `one` followed by `list`.
     one: Option<Arc<Item>>,
+    /// The reference to the item the one-item harvest last dropped
+    /// ([`ReadyGuard::unlink_single_unless`]), off the ready list though its `linked` flag
+    /// stays set (`Ready::parked`): the next `queue` of that item takes it back instead of
+    /// making a new one, so that a hand-off's drop and requeue touch neither the item's
+    /// reference count nor its line. Next to `one`, on the lock's line. Dropped (its flag
+    /// cleared) by `forget` (the item's delete or close), `take_all`, and the next drop of
+    /// another item; taken back by `done_scan` if a wake put the item on the overflow list.
+    kept: Option<Arc<Item>>,
     /// Items that may be ready, in arrival order after `one`; each at most once (`LINKED`).
     list: Vec<Arc<Item>>,
     /// While a scan runs (`ovf_active`), wakes are chained here in arrival order instead.
@@ -248,12 +314,6 @@ pub(crate) struct ReadyState {
     /// How many items on `list` died (deleted, or their source closed) since the list was
     /// last compacted or handed to a harvester: see [`ReadyState::forget`].
     dead: usize,
-    /// The reference to the item the one-item harvest last dropped
-    /// ([`ReadyGuard::unlink_single_unless`]), not linked: the next `queue` of that item
-    /// takes it back instead of making a new one, so that a hand-off's drop and requeue
-    /// touch neither the item's reference count nor its line. Dropped by `forget` (the
-    /// item's delete or close) and `take_all`.
-    kept: Option<Arc<Item>>,
 }
 
 /// Below this many dead entries, `forget` leaves them for the next harvest or compaction.
@@ -272,17 +332,18 @@ impl ReadyState {
                     self.ovf.push(me);
                 }
             }
+        } else if self.is_kept(item) {
+            // Dropped by the one-item harvest, its flag left set: its kept reference goes
+            // back on the list, and the item's line is not written.
+            let me = self.kept.take();
+            if self.one.is_none() && self.list.is_empty() {
+                self.one = me;
+            } else {
+                self.list.extend(me);
+            }
+            return true;
         } else if !item.is_linked() {
-            // The reference the one-item harvest kept when it dropped this item, else a new
-            // one.
-            let me = match self.kept.take() {
-                Some(k) if std::ptr::eq(Arc::as_ptr(&k), item) => Some(k),
-                other => {
-                    self.kept = other;
-                    item.me.upgrade()
-                }
-            };
-            if let Some(me) = me {
+            if let Some(me) = item.me.upgrade() {
                 item.set_linked(true);
                 if self.one.is_none() && self.list.is_empty() {
                     self.one = Some(me);
@@ -293,6 +354,14 @@ impl ReadyState {
             }
         }
         false
+    }
+
+    /// Whether `item` is the one [`kept`](Self::kept) (off the ready list).
+    #[inline]
+    fn is_kept(&self, item: &Item) -> bool {
+        self.kept
+            .as_ref()
+            .is_some_and(|k| std::ptr::eq(Arc::as_ptr(k), item))
     }
 
     /// Whether the ready list is empty (`one` and `list`).
@@ -324,15 +393,12 @@ impl ReadyState {
     /// `done_scan`. Returns what was removed, to be dropped after `EpInner::ready` is
     /// released. Must be called with `EpInner::ready` held.
     fn forget(&mut self, item: &Item) -> Vec<Arc<Item>> {
-        let mut gone = self.forget_queued(item);
-        if self
-            .kept
-            .as_ref()
-            .is_some_and(|k| std::ptr::eq(Arc::as_ptr(k), item))
-        {
-            gone.extend(self.kept.take());
+        if self.is_kept(item) {
+            // Off the ready list already; its flag was left set while kept.
+            item.set_linked(false);
+            return self.kept.take().into_iter().collect();
         }
-        gone
+        self.forget_queued(item)
     }
 
     /// `forget` on the ready list.
@@ -414,7 +480,14 @@ impl ReadyState {
         self.list.extend(leftovers);
         for it in self.ovf.drain(..) {
             it.set_ovf(false);
-            if !it.is_linked() && !it.is_dead() {
+            if self.kept.as_ref().is_some_and(|k| Arc::ptr_eq(k, &it)) {
+                // Kept (flag still set): back on the list, unless it died meanwhile (then
+                // `forget` drops the kept reference). The kept reference is not the last.
+                if !it.is_dead() {
+                    self.kept = None;
+                    self.list.push(it);
+                }
+            } else if !it.is_linked() && !it.is_dead() {
                 it.set_linked(true);
                 self.list.push(it);
             }
@@ -444,3 +517,25 @@ impl Iterator for Tx<'_> {
 }
 
 impl ExactSizeIterator for Tx<'_> {}
+
+#[cfg(all(test, not(evfd_loom)))]
+mod tests {
+    use super::{Ready, ReadyState};
+
+    /// Everything a hand-off writes in `Ready` (the mirrors, the lock word, `one`, `kept`)
+    /// lies in its first cache line (`Ready` starts a line pair in `EpInner`): the producer
+    /// and the harvester pass that one line, not two.
+    #[test]
+    fn hand_off_writes_one_line() {
+        let r = Ready::new();
+        let base = std::ptr::from_ref(&r) as usize;
+        let end = |p: usize, size: usize| p - base + size;
+        assert!(end(std::ptr::from_ref(&r.parked) as usize, 8) <= 64);
+        let g = r.lock();
+        let st = std::ptr::from_ref::<ReadyState>(&g) as usize;
+        assert!(end(st, std::mem::offset_of!(ReadyState, one) + 8) <= 64);
+        assert!(end(st, std::mem::offset_of!(ReadyState, kept) + 8) <= 64);
+        // The lock word precedes the state (std's futex mutex: word, poison flag, data).
+        assert!(std::ptr::from_ref(&r.list) as usize - base < 64);
+    }
+}
