@@ -122,11 +122,7 @@ impl ReadyGuard<'_> {
     /// Bring the `parked` mirror in step with `ReadyState::kept` (after a change of it).
     #[inline]
     fn sync_parked(&self) {
-        let k = self
-            .rd
-            .kept
-            .as_ref()
-            .map_or(0, |k| Arc::as_ptr(k) as usize);
+        let k = self.rd.kept.as_ref().map_or(0, |k| Arc::as_ptr(k) as usize);
         if self.mirrors.parked.load(Relaxed) != k {
             self.mirrors.parked.store(k, Relaxed);
         }

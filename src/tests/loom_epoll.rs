@@ -469,7 +469,11 @@ fn parked_item_overflow_vs_scan() {
         w.join().unwrap();
         assert!(first.iter().filter(|e| e.data == 0).count() <= 1);
         let next = wait0(&ep);
-        assert_eq!(next.iter().filter(|e| e.data == 0).count(), 1, "{first:?} {next:?}");
+        assert_eq!(
+            next.iter().filter(|e| e.data == 0).count(),
+            1,
+            "{first:?} {next:?}"
+        );
         assert_eq!(next.len(), 3);
     });
 }
