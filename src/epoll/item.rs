@@ -85,8 +85,9 @@ impl Item {
         if self.ep.ready.scanning() {
             self.ovf.load(Acquire)
         } else {
-            // A kept item (`Ready::parked`) is off the list though its flag is set.
-            self.linked.load(Acquire) && !self.ep.ready.is_parked(self)
+            // A kept item (`Ready::parked`) is off the list though its flag is set. The
+            // mirror first, then the flag (`Ready::is_parked`).
+            !self.ep.ready.is_parked(self) && self.linked.load(Acquire)
         }
     }
 

@@ -84,7 +84,13 @@ impl Ready {
     /// Whether `item` is the dropped item whose reference the list keeps ([`parked`]):
     /// off the ready list, whatever its `linked` flag says. Lock-free, for `Item::
     /// is_queued`, after its load of `scanning` (whose `false` is stored after this
-    /// mirror's every change, Release).
+    /// mirror's every change, Release) and *before* its load of `linked`: an item stops
+    /// being parked only after its flag is right (set while it goes back on the list,
+    /// cleared when its kept reference is dropped), and the store that says so is Release,
+    /// so a look that reads the new address (Acquire) reads the flag as it is now. Read
+    /// the other way round, a stale flag (`true`, from while it was parked) and a new
+    /// address (another item parked since) would say "queued" for an item on no list.
+    /// (loom: `parked_item_released_by_another_drop_vs_write`.)
     ///
     /// [`parked`]: Self
     #[inline]
@@ -124,7 +130,9 @@ impl ReadyGuard<'_> {
     fn sync_parked(&self) {
         let k = self.rd.kept.as_ref().map_or(0, |k| Arc::as_ptr(k) as usize);
         if self.mirrors.parked.load(Relaxed) != k {
-            self.mirrors.parked.store(k, Relaxed);
+            // Release: after the flag of an item that stops being parked is right
+            // (`Ready::is_parked`).
+            self.mirrors.parked.store(k, Release);
         }
     }
 
@@ -238,18 +246,18 @@ impl ReadyGuard<'_> {
                 Some(it) => Some(it),
                 None => rd.list.pop(),
             };
-            self.mirrors.parked.store(
-                gone.as_ref().map_or(0, |g| Arc::as_ptr(g) as usize),
-                Relaxed,
-            );
-            self.mirrors.hint.store(false, Relaxed);
-            let old = std::mem::replace(&mut rd.kept, gone);
             // The item kept before (another one: this one was queued) is off every list
-            // and no longer parked: its flag now says so itself.
-            if let Some(o) = &old {
+            // and will no longer be parked: its flag says so itself, before the `parked`
+            // store that releases it (see `Ready::is_parked`).
+            if let Some(o) = &rd.kept {
                 o.set_linked(false);
             }
-            Ok(old)
+            self.mirrors.parked.store(
+                gone.as_ref().map_or(0, |g| Arc::as_ptr(g) as usize),
+                Release,
+            );
+            self.mirrors.hint.store(false, Relaxed);
+            Ok(std::mem::replace(&mut rd.kept, gone))
         };
         // After the `parked` store (Release, as `done_scan` after its `linked = false`).
         self.mirrors.scanning.store(false, Release);
@@ -268,7 +276,7 @@ impl ReadyGuard<'_> {
         if let Some(k) = &rd.kept {
             k.set_linked(false);
         }
-        self.mirrors.parked.store(0, Relaxed);
+        self.mirrors.parked.store(0, Release);
         (
             rd.one.take(),
             std::mem::take(&mut rd.list),

@@ -498,3 +498,32 @@ fn parked_item_delete_vs_write() {
         assert_eq!(ep.inner.ready.lock().len(), 0);
     });
 }
+
+/// A parked item (`a`) written while the one-item harvest drops another item (`b`) and so
+/// lets go of `a`'s kept reference (clearing its `linked` flag and parking `b`): the write's
+/// lock-free look must never see `a` as queued from a mix of the two states (its old flag
+/// and the new parked address), or `a`'s wake would be coalesced into a queue it is not on.
+#[test]
+fn parked_item_released_by_another_drop_vs_write() {
+    loom::model(|| {
+        let ep = Epoll::new();
+        let a = Notifier::new();
+        let b = Notifier::new();
+        ep.add(&a, Events::IN, 0).unwrap();
+        ep.add(&b, Events::IN, 1).unwrap();
+        a.write(1).unwrap();
+        assert_eq!(wait0(&ep).len(), 1);
+        a.try_read().unwrap();
+        assert!(wait0(&ep).is_empty()); // `a` parked
+        b.write(1).unwrap();
+        assert_eq!(wait0(&ep).len(), 1);
+        b.try_read().unwrap(); // `b` queued, at 0
+        let a2 = a.clone();
+        let w = thread::spawn(move || a2.write(1).unwrap());
+        let first = wait0(&ep); // drops `b`, releasing `a`'s kept reference
+        w.join().unwrap();
+        let next = wait0(&ep);
+        let a_now = next.iter().filter(|e| e.data == 0).count();
+        assert_eq!(a_now, 1, "first {first:?} next {next:?}");
+    });
+}
