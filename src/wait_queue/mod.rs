@@ -125,11 +125,13 @@ pub(crate) trait Callback: Send + Sync {
     /// removed. Called without the queue's lock.
     fn detach(&self);
 
-    /// A lock-free look (called with the queue's lock held): would a wake with key `IN`
-    /// be a no-op for this entry now, and stay one until the entry's owner says otherwise
-    /// by clearing the queue's settled mark ([`WaitQueue::unsettle`])? See "Settled" in
-    /// the module docs. `false` (the default) never settles the queue.
-    fn coalesces(&self) -> bool {
+    /// Called with the queue's lock held: would a wake with key `IN` be a no-op for this
+    /// entry now, and stay one until the entry's owner says otherwise by clearing the
+    /// queue's settled mark ([`WaitQueue::unsettle`])? See "Settled" in the module docs.
+    /// The first look (`decisive == false`) may be a lock-free hint; the `decisive` one,
+    /// asked after the mark is set, must be ordered with whatever makes the answer false
+    /// (it may take the owner's lock). `false` (the default) never settles the queue.
+    fn coalesces(&self, _decisive: bool) -> bool {
         false
     }
 }
@@ -346,6 +348,9 @@ impl WaitQueue {
     pub(crate) fn unsettle(&self) {
         if self.interest.load(SeqCst) & SETTLED != 0 {
             self.interest.fetch_and(!SETTLED, SeqCst);
+            // The clear before the caller's look at the source: the Dekker pair with a
+            // skipping write's state change and its load of the mark.
+            crate::loom::dekker_fence();
         }
     }
 
@@ -360,25 +365,25 @@ impl WaitQueue {
     fn try_settle(&self, l: &List<Entry>) -> bool {
         // Every `IN` entry coalesces, and there is at least one (an empty queue needs no
         // mark: its fast path already skips the lock).
-        let all = || {
+        let all = |decisive: bool| {
             let mut any = false;
             for (mask, e) in l.iter() {
                 if !mask.intersects(Events::IN) {
                     continue;
                 }
                 match &e.target {
-                    Target::Callback(cb) if !e.exclusive && cb.coalesces() => any = true,
+                    Target::Callback(cb) if !e.exclusive && cb.coalesces(decisive) => any = true,
                     _ => return false,
                 }
             }
             any
         };
-        if !all() {
+        if !all(false) {
             return false;
         }
         self.interest.fetch_or(SETTLED, SeqCst);
         crate::loom::dekker_fence();
-        if all() {
+        if all(true) {
             return true;
         }
         self.interest.fetch_and(!SETTLED, SeqCst);
