@@ -55,18 +55,22 @@
 //!
 //! ```text
 //! set:    a wake with key IN, lock held, finds every IN entry a non-exclusive callback
-//!         whose coalesces() is true (item linked, no scan, no sleeper, no poller); it
-//!         sets SETTLED (SeqCst RMW), then asks every coalesces() again; if one now says no,
-//!         it clears SETTLED and walks as usual (the walk queues what must be queued, which
-//!         covers the writes that skipped in between: their counts were written before they
-//!         read SETTLED, so before the walk's callbacks ran).
+//!         whose coalesces(false) is true (a lock-free first look: item linked, no
+//!         sleeper, no poller); it sets SETTLED (SeqCst RMW), then asks every
+//!         coalesces(true): the decisive look, which the owner orders with whatever makes
+//!         the answer false (an epoll item reads its ready list under the epoll's ready
+//!         lock). If one says no, it clears SETTLED and walks as usual (the walk queues
+//!         what must be queued, which covers the writes that skipped in between: their
+//!         counts were written before they read SETTLED, so before the walk's callbacks
+//!         ran).
 //! clear:  (a) add() and any change of the entries (publish stores the bare union), under
 //!             the lock, before the adder re-checks the source;
 //!         (b) unsettle(), lock-free, by whoever is about to make a coalesces() false:
-//!             a harvester before a poll after which it may unlink the item (after it
-//!             published `scanning`: edge-triggered and one-shot items, and a second
-//!             look at a level-triggered one found empty), an epoll that gains a poller
-//!             (after it published the poller's interest).
+//!             a harvester before a poll after which it may unlink the item (edge-triggered
+//!             and one-shot items, and a second look at a level-triggered one found
+//!             empty; with the epoll's ready lock held, or during a scan, which the
+//!             decisive look sees), an epoll that gains a poller (after it published the
+//!             poller's interest).
 //! skip:   wake(IN) loads interest (SeqCst) after the caller's state change (SeqCst RMW) and
 //!         returns if SETTLED is set.
 //! ```
@@ -74,10 +78,13 @@
 //! Why no wake is lost: a skipping writer's RMW precedes its load of `SETTLED`, which
 //! precedes the clear (a) or (b) in the single `SeqCst` order; the clear precedes the
 //! clearer's re-check of the source (the adder's re-check, the harvester's poll), which
-//! therefore sees the write. A set racing a clear is caught by the setter's second look:
-//! the clearer published the state that makes `coalesces()` false (`scanning`, the poller's
-//! interest) before clearing, so a set that comes after the clear sees that state and
-//! undoes itself. loom: `tests::loom_epoll::settled_*`.
+//! therefore sees the write. A set racing a clear is caught by the setter's decisive look:
+//! for a harvester's unlink, the look and the unlink are ordered by the epoll's ready lock
+//! (a look before it happens-before the clear's load, which then sees the mark; a look
+//! after it sees the item off the list); for a new poller, which published its interest
+//! before clearing, a set that comes after the clear sees that interest (SeqCst). Either
+//! way the set undoes itself or is undone. loom: `tests::loom_epoll::settled_*`,
+//! `settle_decisive_look_vs_single_drop`.
 
 pub(crate) mod list;
 pub(crate) mod spin;
