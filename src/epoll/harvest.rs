@@ -172,8 +172,14 @@ fn lt_ready(item: &Item) -> Events {
     let Some((nf, ev)) = lt_notifier(item) else {
         return Events::empty();
     };
-    // 1 ..= LIMIT - 1: `mode::readiness` is `IN | OUT`.
-    if nf.count.load(SeqCst).wrapping_sub(1) >= crate::LIMIT - 1 {
+    lt_readiness(nf.count.load(SeqCst), ev)
+}
+
+/// [`lt_ready`]'s answer for a count and an interest: `IN | OUT` masked by the interest if
+/// the count is in `1 ..= LIMIT - 1` (where `mode::readiness` is `IN | OUT`), else empty.
+#[inline(always)]
+fn lt_readiness(count: u64, ev: Events) -> Events {
+    if count.wrapping_sub(1) >= crate::LIMIT - 1 {
         return Events::empty();
     }
     ev & (Events::IN | Events::OUT)
@@ -419,7 +425,9 @@ impl EpInner {
         if !self.pollers.interest().is_empty() {
             return Single::General;
         }
-        let r = lt_ready(item);
+        // `lt_ready`, with the checks of `lt_notifier` made once, and the count loaded once.
+        let count = nf.count.load(SeqCst);
+        let r = lt_readiness(count, ev);
         if !r.is_empty() {
             out[0] = Event {
                 events: r,
@@ -430,7 +438,7 @@ impl EpInner {
                 cascade: self.has_sleeper(),
             };
         }
-        if ev & (Events::IN | Events::OUT) != Events::IN || nf.count.load(SeqCst) != 0 {
+        if ev & (Events::IN | Events::OUT) != Events::IN || count != 0 {
             return Single::General;
         }
         match rd.unlink_single_unless(|it| {
