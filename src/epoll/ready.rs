@@ -85,7 +85,7 @@ impl Ready {
     /// [`parked`]: Self
     #[inline]
     pub(crate) fn is_parked(&self, item: &Item) -> bool {
-        self.parked.load(Acquire) == std::ptr::from_ref(item) as usize
+        self.parked.load(Acquire) == item as *const Item as usize
     }
 }
 
@@ -519,7 +519,7 @@ impl ExactSizeIterator for Tx<'_> {}
 
 #[cfg(all(test, not(evfd_loom)))]
 mod tests {
-    use super::{Ready, ReadyState};
+    use super::Ready;
 
     /// Everything a hand-off writes in `Ready` (the mirrors, the lock word, `one`, `kept`)
     /// lies in its first cache line (`Ready` starts a line pair in `EpInner`): the producer
@@ -527,14 +527,14 @@ mod tests {
     #[test]
     fn hand_off_writes_one_line() {
         let r = Ready::new();
-        let base = std::ptr::from_ref(&r) as usize;
+        let base = &r as *const Ready as usize;
         let end = |p: usize, size: usize| p - base + size;
-        assert!(end(std::ptr::from_ref(&r.parked) as usize, 8) <= 64);
+        assert!(end(&r.hint as *const _ as usize, 1) <= 64);
+        assert!(end(&r.parked as *const _ as usize, 8) <= 64);
+        // The lock word (std's futex mutex: the word, the poison flag, then the data).
+        assert!(end(&r.list as *const _ as usize, 4) <= 64);
         let g = r.lock();
-        let st = std::ptr::from_ref::<ReadyState>(&g) as usize;
-        assert!(end(st, std::mem::offset_of!(ReadyState, one) + 8) <= 64);
-        assert!(end(st, std::mem::offset_of!(ReadyState, kept) + 8) <= 64);
-        // The lock word precedes the state (std's futex mutex: word, poison flag, data).
-        assert!(std::ptr::from_ref(&r.list) as usize - base < 64);
+        assert!(end(&g.rd.one as *const _ as usize, 8) <= 64);
+        assert!(end(&g.rd.kept as *const _ as usize, 8) <= 64);
     }
 }
