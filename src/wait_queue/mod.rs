@@ -206,7 +206,9 @@ enum Deferred {
 pub(crate) struct WakeBatch {
     /// `ManuallyDrop`, as `spill`: whenever the batch is dropped, `Drop` has run every
     /// item it holds (each slot is then `Done`, which owns nothing), so an empty batch's
-    /// drop is two compares instead of the drop glue of three fields.
+    /// drop is two compares instead of the drop glue of three fields. (A foreign wake that
+    /// panics out of `Drop` itself leaks what was left in the batch instead of dropping it
+    /// unrun: memory on a path that has already lost those wakes either way.)
     inline: ManuallyDrop<[Deferred; WakeBatch::INLINE]>,
     /// Items past the inline ones, in order (freed by `Drop` if it was used).
     spill: ManuallyDrop<Vec<Deferred>>,
