@@ -172,8 +172,14 @@ fn lt_ready(item: &Item) -> Events {
     let Some((nf, ev)) = lt_notifier(item) else {
         return Events::empty();
     };
-    // 1 ..= LIMIT - 1: `mode::readiness` is `IN | OUT`.
-    if nf.count.load(SeqCst).wrapping_sub(1) >= crate::LIMIT - 1 {
+    lt_readiness(nf.count.load(SeqCst), ev)
+}
+
+/// [`lt_ready`]'s answer for a count and an interest: `IN | OUT` masked by the interest if
+/// the count is in `1 ..= LIMIT - 1` (where `mode::readiness` is `IN | OUT`), else empty.
+#[inline(always)]
+fn lt_readiness(count: u64, ev: Events) -> Events {
+    if count.wrapping_sub(1) >= crate::LIMIT - 1 {
         return Events::empty();
     }
     ev & (Events::IN | Events::OUT)
@@ -398,8 +404,8 @@ impl EpInner {
     /// view: their wakes are the general path's). Found ready (`lt_ready`), its event is
     /// delivered and it stays where it is — what the general path's requeue of a one-item
     /// list leaves; found at 0 with an interest of `IN` alone, it is dropped as
-    /// `poll_to_unlink` drops it (the settled mark cleared and the source polled with
-    /// `scanning` published: `ReadyGuard::unlink_single_unless`). Anything else is left to
+    /// `poll_to_unlink` drops it (the settled mark cleared, then the source polled, with
+    /// `ready` held: `ReadyGuard::unlink_single_unless`). Anything else is left to
     /// the general path.
     ///
     /// `ready` is enough: a general harvest holds the item on its transfer list (`single`
@@ -419,7 +425,9 @@ impl EpInner {
         if !self.pollers.interest().is_empty() {
             return Single::General;
         }
-        let r = lt_ready(item);
+        // `lt_ready`, with the checks of `lt_notifier` made once, and the count loaded once.
+        let count = nf.count.load(SeqCst);
+        let r = lt_readiness(count, ev);
         if !r.is_empty() {
             out[0] = Event {
                 events: r,
@@ -430,7 +438,7 @@ impl EpInner {
                 cascade: self.has_sleeper(),
             };
         }
-        if ev & (Events::IN | Events::OUT) != Events::IN || nf.count.load(SeqCst) != 0 {
+        if ev & (Events::IN | Events::OUT) != Events::IN || count != 0 {
             return Single::General;
         }
         match rd.unlink_single_unless(|it| {
@@ -563,14 +571,13 @@ impl EpInner {
         job: impl FnOnce(&mut Tx<'_>, &mut Vec<Arc<Item>>, &Registry, &mut WakeBatch) -> Found,
     ) -> usize {
         let (one, mut tx) = {
-            // `scanning` is published before any source is polled (SeqCst store, then
-            // SeqCst loads of the sources): pairs with Item::wake's lock-free coalescing.
+            // From here to `done_scan` wakes go to the overflow list (`ovf_active`, which the
+            // settle's decisive look reads under `ready`).
             let Some(scan) = self.ready.lock().start_scan() else {
                 return 0;
             };
             scan
         };
-        crate::loom::dekker_fence();
         let mut requeue = std::mem::take(&mut reg.requeue);
         let mut it = Tx {
             one,

@@ -1,49 +1,57 @@
 //! The ready list and the overflow list (`rdllist`, `ovflist`), guarded by `EpInner::ready`,
 //! and the two lock-free mirrors of that state which [`Ready`] keeps in step inside its own
-//! methods: the ready hint ("the list may hold an item") and `scanning` ("a scan runs").
+//! methods: the ready hint ("the list may hold an item") and `parked` ("this item is off
+//! the list, its flag notwithstanding"). Both are hints: every decision that a wake could
+//! be lost by (coalescing a wake, settling a source) is taken with the lock held.
 //!
 //! # LOCKING
 //!
 //! ```text
 //! Ready::list    Mutex<ReadyState> (the epoll's lock (3), the kernel's ep->lock).
 //! Ready::hint    AtomicBool, written only with `list` held (by `ReadyGuard`), read without.
-//! Ready::scanning AtomicBool, written only with `list` held (by `ReadyGuard`), read without.
+//! Ready::parked  AtomicUsize, written only with `list` held (by `ReadyGuard`), read without.
 //! ```
 
 use std::sync::Arc;
 
 use super::item::Item;
 use crate::loom::sync::atomic::{
-    AtomicBool,
-    Ordering::{Relaxed, Release, SeqCst},
+    AtomicBool, AtomicUsize,
+    Ordering::{Acquire, Relaxed, Release},
 };
 use crate::loom::sync::{Mutex, MutexGuard};
 
 /// The ready list with its mirrors: the epoll's second cache-line group (`EpInner`), in
-/// this order (`repr(C)`), so that the lock word, the mirrors and the first queued item
-/// (`ReadyState::one`) share the lines a producer and the harvester pass back and forth.
+/// this order (`repr(C)`), so that the lock word, the mirrors, the first queued item
+/// (`ReadyState::one`) and the kept reference (`ReadyState::kept`) share the one line a
+/// producer and the harvester pass back and forth (everything either writes in a
+/// hand-off; `tests::hand_off_writes_one_line` below).
 ///
 /// Every change of the list goes through [`ReadyGuard`], which updates the mirrors itself;
 /// the `Deref` to the mutex is for read-only looks (`is_empty`, `len`, `any_live`: the
 /// mutating methods of `ReadyState` are private to this module).
 #[repr(C)]
 pub(crate) struct Ready {
-    /// Mirrors `ReadyState::ovf_active`, readable without the lock: see `Item::wake`'s
-    /// coalescing fast path.
-    scanning: AtomicBool,
     /// Whether the ready list may hold an item (or a scan is running): written under the
     /// lock at every change of the list, read without it. A hint for `wait`'s fast paths
     /// (skip a harvest that would find nothing, spin on it before parking); never the last
     /// word before sleeping, which [`ReadyGuard::has_ready`] gives under the lock.
     hint: AtomicBool,
+    /// The address of the item whose reference `ReadyState::kept` holds, 0 if none:
+    /// readable without the lock. Such an item is off the ready list although its
+    /// `Item::linked` flag still says linked: the one-item harvest drops it and the next
+    /// `queue` takes it back without writing the item's line (which the producer and the
+    /// harvester then only read). The lock-free look at `linked` (`Item::queued_hint`)
+    /// asks this too ([`Ready::is_parked`]).
+    parked: AtomicUsize,
     list: Mutex<ReadyState>,
 }
 
 impl Ready {
     pub(crate) fn new() -> Ready {
         Ready {
-            scanning: AtomicBool::new(false),
             hint: AtomicBool::new(false),
+            parked: AtomicUsize::new(0),
             list: Mutex::new(ReadyState::default()),
         }
     }
@@ -63,11 +71,21 @@ impl Ready {
         self.hint.load(Relaxed)
     }
 
-    /// Whether a scan runs (SeqCst: the Dekker pair of `Item::wake`'s coalescing with the
-    /// scan's start).
+    /// Whether `item` is the dropped item whose reference the list keeps ([`parked`]):
+    /// off the ready list, whatever its `linked` flag says. Lock-free, for the hint
+    /// `Item::queued_hint`, read *before* `linked`: an item stops being parked only after
+    /// its flag is right (set while it goes back on the list, cleared when its kept
+    /// reference is dropped), and the store that says so is Release, so a look that reads
+    /// the new address (Acquire) reads the flag as it is now. Read the other way round, a
+    /// stale flag (`true`, from while it was parked) and a new address (another item
+    /// parked since) would say "queued" for an item on no list: harmless for a hint (the
+    /// decisive look is [`ReadyState::queued`], under the lock), but the settle would then
+    /// take that lock for nothing. (loom: `parked_item_released_by_another_drop_vs_write`.)
+    ///
+    /// [`parked`]: Self
     #[inline]
-    pub(crate) fn scanning(&self) -> bool {
-        self.scanning.load(SeqCst)
+    pub(crate) fn is_parked(&self, item: &Item) -> bool {
+        self.parked.load(Acquire) == item as *const Item as usize
     }
 }
 
@@ -97,6 +115,17 @@ impl std::ops::Deref for ReadyGuard<'_> {
 }
 
 impl ReadyGuard<'_> {
+    /// Bring the `parked` mirror in step with `ReadyState::kept` (after a change of it).
+    #[inline]
+    fn sync_parked(&self) {
+        let k = self.rd.kept.as_ref().map_or(0, |k| Arc::as_ptr(k) as usize);
+        if self.mirrors.parked.load(Relaxed) != k {
+            // Release: after the flag of an item that stops being parked is right
+            // (`Ready::is_parked`).
+            self.mirrors.parked.store(k, Release);
+        }
+    }
+
     /// Queue `item` (the callback's step 4): on the overflow list while a scan is active,
     /// else at the tail of the ready list, unless it is already there. Returns whether the
     /// item was newly put on the ready list (not the overflow list). Sets the ready hint,
@@ -104,7 +133,11 @@ impl ReadyGuard<'_> {
     #[inline]
     pub(crate) fn queue(&mut self, item: &Item) -> bool {
         self.mirrors.hint.store(true, Relaxed);
-        self.rd.queue(item)
+        let r = self.rd.queue(item);
+        if r {
+            self.sync_parked();
+        }
+        r
     }
 
     /// Is the ready list non-empty or a harvest running? A `true` also sets the ready hint:
@@ -122,17 +155,19 @@ impl ReadyGuard<'_> {
     /// See [`ReadyState::forget`].
     #[inline]
     pub(crate) fn forget(&mut self, item: &Item) -> Vec<Arc<Item>> {
-        self.rd.forget(item)
+        let gone = self.rd.forget(item);
+        self.sync_parked();
+        gone
     }
 
-    /// `ep_start_scan`, `None` if the list is empty. `scanning` is published (SeqCst)
-    /// before any source is polled: it pairs with `Item::wake`'s lock-free coalescing check.
+    /// `ep_start_scan`, `None` if the list is empty. From here to `done_scan` the wakes go
+    /// to the overflow list (`ovf_active`), which every look that decides a coalescing
+    /// reads under the lock ([`ReadyState::queued`]).
     #[inline]
     pub(crate) fn start_scan(&mut self) -> Option<Scan> {
         if self.rd.is_empty() {
             return None;
         }
-        self.mirrors.scanning.store(true, SeqCst);
         self.mirrors.hint.store(true, Relaxed);
         Some(self.rd.start_scan())
     }
@@ -147,12 +182,8 @@ impl ReadyGuard<'_> {
         requeued: &mut Vec<Arc<Item>>,
     ) {
         self.rd.done_scan(leftovers, any_leftovers, requeued);
+        self.sync_parked();
         self.mirrors.hint.store(!self.rd.is_empty(), Relaxed);
-        // After every `linked = false` of this scan. Release is enough here: a callback that
-        // reads this `false` sees those stores (its `linked` load is Acquire), and one that
-        // reads the scan's `true` takes the lock. Only the `true` store needs SeqCst (the
-        // Dekker pair with the callback's source-state RMW, see `Item::wake`).
-        self.mirrors.scanning.store(false, Release);
     }
 
     /// The ready list's only item, if it holds exactly one and no scan runs: the shape of a
@@ -171,15 +202,18 @@ impl ReadyGuard<'_> {
     }
 
     /// `ep_start_scan` … `ep_done_scan` for the ready list's only item ([`single`]), in this
-    /// one critical section: `scanning` is published (SeqCst) before `ready` polls the
-    /// source, as [`start_scan`](Self::start_scan) does, so a wake that changed the source
-    /// before the poll is seen by it, and one that changes it after finds `scanning` set
-    /// and takes the lock (waiting for this section) instead of coalescing. If `ready` says
-    /// no, the item is unlinked (the ready list is then empty) and its reference kept for
-    /// its next `queue` (`ReadyState::kept`); the reference kept before, if any, is
-    /// returned for the caller to drop once the lock is released. `Err` if `ready` said yes
-    /// (the item stays queued). (loom: `coalescing_fast_path_vs_harvest_drop`,
-    /// `settled_level_triggered_drop_vs_write`.)
+    /// one critical section: `ready` (which clears the source's settled mark, then polls)
+    /// runs with the lock held, so a wake that changed the source before the poll is seen
+    /// by it, and one that changes it after either took its decision to coalesce under
+    /// this lock before this section (then `ready` sees the settled mark it left, or the
+    /// walk it made) or after it (then it finds the item off the list). If `ready` says
+    /// no, the item leaves the ready list (which is then empty) and its reference is kept
+    /// for its next `queue` (`ReadyState::kept`, mirrored by `parked`: its `linked` flag is
+    /// left set, so neither this drop nor that `queue` writes the item's line); the
+    /// reference kept before, if any, is returned for the caller to drop once the lock is
+    /// released. `Err` if `ready` said yes (the item stays queued). (loom:
+    /// `coalescing_fast_path_vs_harvest_drop`, `settled_level_triggered_drop_vs_write`,
+    /// `parked_item_requeue_vs_coalescing`, `settle_decisive_look_vs_single_drop`.)
     ///
     /// [`single`]: Self::single
     #[inline]
@@ -187,23 +221,28 @@ impl ReadyGuard<'_> {
         &mut self,
         ready: impl FnOnce(&Item) -> bool,
     ) -> Result<Option<Arc<Item>>, ()> {
-        self.mirrors.scanning.store(true, SeqCst);
-        crate::loom::dekker_fence();
         let rd = &mut *self.rd;
         let item = rd.one.as_ref().or(rd.list.first()).ok_or(())?;
         let r = if ready(item) {
             Err(())
         } else {
-            item.set_linked(false);
             let gone = match rd.one.take() {
                 Some(it) => Some(it),
                 None => rd.list.pop(),
             };
+            // The item kept before (another one: this one was queued) is off every list
+            // and will no longer be parked: its flag says so itself, before the `parked`
+            // store that releases it (see `Ready::is_parked`).
+            if let Some(o) = &rd.kept {
+                o.set_linked(false);
+            }
+            self.mirrors.parked.store(
+                gone.as_ref().map_or(0, |g| Arc::as_ptr(g) as usize),
+                Release,
+            );
             self.mirrors.hint.store(false, Relaxed);
             Ok(std::mem::replace(&mut rd.kept, gone))
         };
-        // After the `linked = false` (Release, as `done_scan`).
-        self.mirrors.scanning.store(false, Release);
         r
     }
 
@@ -216,6 +255,10 @@ impl ReadyGuard<'_> {
     /// `close`: everything queued, to be dropped after the lock is released.
     pub(crate) fn take_all(&mut self) -> Taken {
         let rd = &mut *self.rd;
+        if let Some(k) = &rd.kept {
+            k.set_linked(false);
+        }
+        self.mirrors.parked.store(0, Release);
         (
             rd.one.take(),
             std::mem::take(&mut rd.list),
@@ -228,16 +271,25 @@ impl ReadyGuard<'_> {
 
 /// Guarded by `EpInner::ready` (the kernel's `ep->lock`).
 ///
-/// `repr(C)`, `one` first: the first queued item is stored in the same cache line as the
-/// lock word itself (`EpInner`'s second group), so a producer that queues an item into an
-/// empty list and the harvester that takes it touch no other line — not the heap buffer of
-/// `list`, which the two would otherwise pass back and forth at every hand-off.
+/// `repr(C)`, `one` and `kept` first: the first queued item and the kept reference are
+/// stored in the same cache line as the lock word itself (`EpInner`'s second group), so a
+/// producer that queues an item into an empty list and the harvester that takes it (or
+/// drops it) write no other line — not the heap buffer of `list`, which the two would
+/// otherwise pass back and forth at every hand-off.
 #[derive(Default)]
 #[repr(C)]
 pub(crate) struct ReadyState {
     /// The first item of the ready list, if it was queued into an empty list: the list in
     /// arrival order is `one` followed by `list`.
     one: Option<Arc<Item>>,
+    /// The reference to the item the one-item harvest last dropped
+    /// ([`ReadyGuard::unlink_single_unless`]), off the ready list though its `linked` flag
+    /// stays set (`Ready::parked`): the next `queue` of that item takes it back instead of
+    /// making a new one, so that a hand-off's drop and requeue touch neither the item's
+    /// reference count nor its line. Next to `one`, on the lock's line. Dropped (its flag
+    /// cleared) by `forget` (the item's delete or close), `take_all`, and the next drop of
+    /// another item; taken back by `done_scan` if a wake put the item on the overflow list.
+    kept: Option<Arc<Item>>,
     /// Items that may be ready, in arrival order after `one`; each at most once (`LINKED`).
     list: Vec<Arc<Item>>,
     /// While a scan runs (`ovf_active`), wakes are chained here in arrival order instead.
@@ -248,12 +300,6 @@ pub(crate) struct ReadyState {
     /// How many items on `list` died (deleted, or their source closed) since the list was
     /// last compacted or handed to a harvester: see [`ReadyState::forget`].
     dead: usize,
-    /// The reference to the item the one-item harvest last dropped
-    /// ([`ReadyGuard::unlink_single_unless`]), not linked: the next `queue` of that item
-    /// takes it back instead of making a new one, so that a hand-off's drop and requeue
-    /// touch neither the item's reference count nor its line. Dropped by `forget` (the
-    /// item's delete or close) and `take_all`.
-    kept: Option<Arc<Item>>,
 }
 
 /// Below this many dead entries, `forget` leaves them for the next harvest or compaction.
@@ -272,17 +318,18 @@ impl ReadyState {
                     self.ovf.push(me);
                 }
             }
+        } else if self.is_kept(item) {
+            // Dropped by the one-item harvest, its flag left set: its kept reference goes
+            // back on the list, and the item's line is not written.
+            let me = self.kept.take();
+            if self.one.is_none() && self.list.is_empty() {
+                self.one = me;
+            } else {
+                self.list.extend(me);
+            }
+            return true;
         } else if !item.is_linked() {
-            // The reference the one-item harvest kept when it dropped this item, else a new
-            // one.
-            let me = match self.kept.take() {
-                Some(k) if std::ptr::eq(Arc::as_ptr(&k), item) => Some(k),
-                other => {
-                    self.kept = other;
-                    item.me.upgrade()
-                }
-            };
-            if let Some(me) = me {
+            if let Some(me) = item.me.upgrade() {
                 item.set_linked(true);
                 if self.one.is_none() && self.list.is_empty() {
                     self.one = Some(me);
@@ -293,6 +340,27 @@ impl ReadyState {
             }
         }
         false
+    }
+
+    /// Whether a wake of `item` now would leave everything as it is: it is on the ready
+    /// list (and not the kept one), or, while a scan runs, on the overflow list (which the
+    /// scan's end moves to the ready list). The decisive look of the coalescing
+    /// (`Item::coalesces`, `Item::wake`): read with the lock held, it cannot race the
+    /// unlinks, which are all made under the lock or while `ovf_active` says a scan runs.
+    pub(crate) fn queued(&self, item: &Item) -> bool {
+        if self.ovf_active {
+            item.is_ovf()
+        } else {
+            item.is_linked() && !self.is_kept(item)
+        }
+    }
+
+    /// Whether `item` is the one [`kept`](Self::kept) (off the ready list).
+    #[inline]
+    fn is_kept(&self, item: &Item) -> bool {
+        self.kept
+            .as_ref()
+            .is_some_and(|k| std::ptr::eq(Arc::as_ptr(k), item))
     }
 
     /// Whether the ready list is empty (`one` and `list`).
@@ -324,15 +392,12 @@ impl ReadyState {
     /// `done_scan`. Returns what was removed, to be dropped after `EpInner::ready` is
     /// released. Must be called with `EpInner::ready` held.
     fn forget(&mut self, item: &Item) -> Vec<Arc<Item>> {
-        let mut gone = self.forget_queued(item);
-        if self
-            .kept
-            .as_ref()
-            .is_some_and(|k| std::ptr::eq(Arc::as_ptr(k), item))
-        {
-            gone.extend(self.kept.take());
+        if self.is_kept(item) {
+            // Off the ready list already; its flag was left set while kept.
+            item.set_linked(false);
+            return self.kept.take().into_iter().collect();
         }
-        gone
+        self.forget_queued(item)
     }
 
     /// `forget` on the ready list.
@@ -414,7 +479,14 @@ impl ReadyState {
         self.list.extend(leftovers);
         for it in self.ovf.drain(..) {
             it.set_ovf(false);
-            if !it.is_linked() && !it.is_dead() {
+            if self.kept.as_ref().is_some_and(|k| Arc::ptr_eq(k, &it)) {
+                // Kept (flag still set): back on the list, unless it died meanwhile (then
+                // `forget` drops the kept reference). The kept reference is not the last.
+                if !it.is_dead() {
+                    self.kept = None;
+                    self.list.push(it);
+                }
+            } else if !it.is_linked() && !it.is_dead() {
                 it.set_linked(true);
                 self.list.push(it);
             }
@@ -444,3 +516,25 @@ impl Iterator for Tx<'_> {
 }
 
 impl ExactSizeIterator for Tx<'_> {}
+
+#[cfg(all(test, not(evfd_loom)))]
+mod tests {
+    use super::Ready;
+
+    /// Everything a hand-off writes in `Ready` (the mirrors, the lock word, `one`, `kept`)
+    /// lies in its first cache line (`Ready` starts a line pair in `EpInner`): the producer
+    /// and the harvester pass that one line, not two.
+    #[test]
+    fn hand_off_writes_one_line() {
+        let r = Ready::new();
+        let base = &r as *const Ready as usize;
+        let end = |p: usize, size: usize| p - base + size;
+        assert!(end(&r.hint as *const _ as usize, 1) <= 64);
+        assert!(end(&r.parked as *const _ as usize, 8) <= 64);
+        // The lock word (std's futex mutex: the word, the poison flag, then the data).
+        assert!(end(&r.list as *const _ as usize, 4) <= 64);
+        let g = r.lock();
+        assert!(end(&g.rd.one as *const _ as usize, 8) <= 64);
+        assert!(end(&g.rd.kept as *const _ as usize, 8) <= 64);
+    }
+}

@@ -408,3 +408,149 @@ fn settle_second_look_fails_walks_again() {
         assert_eq!(wait0(&ep).len(), usize::from(left > 0), "left {left}");
     });
 }
+
+/// An item the one-item harvest dropped, its reference kept and its `linked` flag left set
+/// (`Ready::parked`), written twice while the harvester delivers, reads and drops it again:
+/// the first write takes the kept reference back under `ready`, the second may coalesce
+/// lock-free on a flag that says linked — only if the item is not parked. Whenever the count
+/// is left non-zero the item is reported, once.
+#[test]
+fn parked_item_requeue_vs_coalescing() {
+    loom::model(|| {
+        let ep = Epoll::new();
+        let n = Notifier::new();
+        ep.add(&n, Events::IN, 3).unwrap();
+        n.write(1).unwrap(); // queued
+        assert_eq!(wait0(&ep).len(), 1);
+        n.try_read().unwrap();
+        assert!(wait0(&ep).is_empty()); // dropped: parked
+        let n2 = n.clone();
+        let w = thread::spawn(move || {
+            n2.write(1).unwrap(); // takes the kept reference back
+            n2.write(1).unwrap(); // coalesces, or not
+        });
+        let first = wait0(&ep);
+        let got = n.try_read().unwrap_or(0);
+        let second = wait0(&ep); // may drop it (parked) again
+        w.join().unwrap();
+        let left = n.count();
+        assert_eq!(got + left, 2);
+        assert!(first.len() <= 1 && second.len() <= 1);
+        let ev = Event {
+            events: Events::IN,
+            data: 3,
+        };
+        let last = wait0(&ep);
+        assert_eq!(last.len(), usize::from(left > 0), "{first:?} {second:?}");
+        assert!(last.iter().all(|e| *e == ev));
+    });
+}
+
+/// A parked item written while a general harvest (two other items queued) runs: the wake
+/// goes to the overflow list, and the scan's end puts the item back on the ready list from
+/// its kept reference — once, so the next harvest reports it once.
+#[test]
+fn parked_item_overflow_vs_scan() {
+    loom::model(|| {
+        let ep = Epoll::new();
+        let a = Notifier::new();
+        ep.add(&a, Events::IN, 0).unwrap();
+        a.write(1).unwrap();
+        assert_eq!(wait0(&ep).len(), 1);
+        a.try_read().unwrap();
+        assert!(wait0(&ep).is_empty()); // `a` parked
+        let b = Notifier::builder().initial(1).build().unwrap();
+        let c = Notifier::builder().initial(1).build().unwrap();
+        ep.add(&b, Events::IN, 1).unwrap();
+        ep.add(&c, Events::IN, 2).unwrap(); // two queued: the general harvest
+        let a2 = a.clone();
+        let w = thread::spawn(move || a2.write(1).unwrap());
+        let first = wait0(&ep);
+        w.join().unwrap();
+        assert!(first.iter().filter(|e| e.data == 0).count() <= 1);
+        let next = wait0(&ep);
+        assert_eq!(
+            next.iter().filter(|e| e.data == 0).count(),
+            1,
+            "{first:?} {next:?}"
+        );
+        assert_eq!(next.len(), 3);
+    });
+}
+
+/// A parked item deleted while it is written: the delete drops the kept reference (or the
+/// requeued one), and nothing is reported after it; the item is freed.
+#[test]
+fn parked_item_delete_vs_write() {
+    loom::model(|| {
+        let ep = Epoll::new();
+        let n = Notifier::new();
+        ep.add(&n, Events::IN, 8).unwrap();
+        n.write(1).unwrap();
+        assert_eq!(wait0(&ep).len(), 1);
+        n.try_read().unwrap();
+        assert!(wait0(&ep).is_empty()); // parked
+        let n2 = n.clone();
+        let w = thread::spawn(move || n2.write(1).unwrap());
+        ep.delete(&n).unwrap();
+        w.join().unwrap();
+        assert!(wait0(&ep).is_empty());
+        assert_eq!(ep.inner.ready.lock().len(), 0);
+    });
+}
+
+/// A parked item (`a`) written while the one-item harvest drops another item (`b`) and so
+/// lets go of `a`'s kept reference (clearing its `linked` flag and parking `b`): the write's
+/// lock-free look must never see `a` as queued from a mix of the two states (its old flag
+/// and the new parked address), or `a`'s wake would be coalesced into a queue it is not on.
+#[test]
+fn parked_item_released_by_another_drop_vs_write() {
+    loom::model(|| {
+        let ep = Epoll::new();
+        let a = Notifier::new();
+        let b = Notifier::new();
+        ep.add(&a, Events::IN, 0).unwrap();
+        ep.add(&b, Events::IN, 1).unwrap();
+        a.write(1).unwrap();
+        assert_eq!(wait0(&ep).len(), 1);
+        a.try_read().unwrap();
+        assert!(wait0(&ep).is_empty()); // `a` parked
+        b.write(1).unwrap();
+        assert_eq!(wait0(&ep).len(), 1);
+        b.try_read().unwrap(); // `b` queued, at 0
+        let a2 = a.clone();
+        let w = thread::spawn(move || a2.write(1).unwrap());
+        let first = wait0(&ep); // drops `b`, releasing `a`'s kept reference
+        w.join().unwrap();
+        let next = wait0(&ep);
+        let a_now = next.iter().filter(|e| e.data == 0).count();
+        assert_eq!(a_now, 1, "first {first:?} next {next:?}");
+    });
+}
+
+/// The settle racing the one-item harvest's drop, which publishes nothing before its poll
+/// (it clears the settled mark and polls with `ready` held): the settle's decisive look,
+/// under `ready`, comes before the drop (whose clear then sees the mark) or after it (and
+/// sees the item off the list, undoes the mark and walks). A write that skipped its wake in
+/// between is seen by the drop's poll or queued by that walk: whenever the count is left
+/// non-zero, the item is reported.
+#[test]
+fn settle_decisive_look_vs_single_drop() {
+    loom::model(|| {
+        let ep = Epoll::new();
+        let n = Notifier::new();
+        ep.add(&n, Events::IN, 2).unwrap();
+        n.write(1).unwrap(); // queued, not settled
+        assert_eq!(n.try_read().unwrap(), 1); // at 0, still queued
+        let n2 = n.clone();
+        let w = thread::spawn(move || {
+            n2.write(1).unwrap(); // the settle attempt
+            n2.write(1).unwrap(); // skips, or not
+        });
+        let first = wait0(&ep); // drops the item (parked), or delivers the writes
+        w.join().unwrap();
+        let left = n.count();
+        assert_eq!(left, 2);
+        assert_eq!(wait0(&ep).len(), 1, "first {first:?}");
+    });
+}

@@ -55,18 +55,22 @@
 //!
 //! ```text
 //! set:    a wake with key IN, lock held, finds every IN entry a non-exclusive callback
-//!         whose coalesces() is true (item linked, no scan, no sleeper, no poller); it
-//!         sets SETTLED (SeqCst RMW), then asks every coalesces() again; if one now says no,
-//!         it clears SETTLED and walks as usual (the walk queues what must be queued, which
-//!         covers the writes that skipped in between: their counts were written before they
-//!         read SETTLED, so before the walk's callbacks ran).
+//!         whose coalesces(false) is true (a lock-free first look: item linked, no
+//!         sleeper, no poller); it sets SETTLED (SeqCst RMW), then asks every
+//!         coalesces(true): the decisive look, which the owner orders with whatever makes
+//!         the answer false (an epoll item reads its ready list under the epoll's ready
+//!         lock). If one says no, it clears SETTLED and walks as usual (the walk queues
+//!         what must be queued, which covers the writes that skipped in between: their
+//!         counts were written before they read SETTLED, so before the walk's callbacks
+//!         ran).
 //! clear:  (a) add() and any change of the entries (publish stores the bare union), under
 //!             the lock, before the adder re-checks the source;
 //!         (b) unsettle(), lock-free, by whoever is about to make a coalesces() false:
-//!             a harvester before a poll after which it may unlink the item (after it
-//!             published `scanning`: edge-triggered and one-shot items, and a second
-//!             look at a level-triggered one found empty), an epoll that gains a poller
-//!             (after it published the poller's interest).
+//!             a harvester before a poll after which it may unlink the item (edge-triggered
+//!             and one-shot items, and a second look at a level-triggered one found
+//!             empty; with the epoll's ready lock held, or during a scan, which the
+//!             decisive look sees), an epoll that gains a poller (after it published the
+//!             poller's interest).
 //! skip:   wake(IN) loads interest (SeqCst) after the caller's state change (SeqCst RMW) and
 //!         returns if SETTLED is set.
 //! ```
@@ -74,16 +78,20 @@
 //! Why no wake is lost: a skipping writer's RMW precedes its load of `SETTLED`, which
 //! precedes the clear (a) or (b) in the single `SeqCst` order; the clear precedes the
 //! clearer's re-check of the source (the adder's re-check, the harvester's poll), which
-//! therefore sees the write. A set racing a clear is caught by the setter's second look:
-//! the clearer published the state that makes `coalesces()` false (`scanning`, the poller's
-//! interest) before clearing, so a set that comes after the clear sees that state and
-//! undoes itself. loom: `tests::loom_epoll::settled_*`.
+//! therefore sees the write. A set racing a clear is caught by the setter's decisive look:
+//! for a harvester's unlink, the look and the unlink are ordered by the epoll's ready lock
+//! (a look before it happens-before the clear's load, which then sees the mark; a look
+//! after it sees the item off the list); for a new poller, which published its interest
+//! before clearing, a set that comes after the clear sees that interest (SeqCst). Either
+//! way the set undoes itself or is undone. loom: `tests::loom_epoll::settled_*`,
+//! `settle_decisive_look_vs_single_drop`.
 
 pub(crate) mod list;
 pub(crate) mod spin;
 pub(crate) mod task;
 pub(crate) mod thread;
 
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 use std::task::Waker;
 
@@ -124,11 +132,13 @@ pub(crate) trait Callback: Send + Sync {
     /// removed. Called without the queue's lock.
     fn detach(&self);
 
-    /// A lock-free look (called with the queue's lock held): would a wake with key `IN`
-    /// be a no-op for this entry now, and stay one until the entry's owner says otherwise
-    /// by clearing the queue's settled mark ([`WaitQueue::unsettle`])? See "Settled" in
-    /// the module docs. `false` (the default) never settles the queue.
-    fn coalesces(&self) -> bool {
+    /// Called with the queue's lock held: would a wake with key `IN` be a no-op for this
+    /// entry now, and stay one until the entry's owner says otherwise by clearing the
+    /// queue's settled mark ([`WaitQueue::unsettle`])? See "Settled" in the module docs.
+    /// The first look (`decisive == false`) may be a lock-free hint; the `decisive` one,
+    /// asked after the mark is set, must be ordered with whatever makes the answer false
+    /// (it may take the owner's lock). `false` (the default) never settles the queue.
+    fn coalesces(&self, _decisive: bool) -> bool {
         false
     }
 }
@@ -194,9 +204,14 @@ enum Deferred {
 /// batch itself and only a larger batch allocates: the common wake costs no `malloc`/`free`.
 /// An empty batch is a length check.
 pub(crate) struct WakeBatch {
-    inline: [Deferred; WakeBatch::INLINE],
-    /// Items past the inline ones, in order.
-    spill: Vec<Deferred>,
+    /// `ManuallyDrop`, as `spill`: whenever the batch is dropped, `Drop` has run every
+    /// item it holds (each slot is then `Done`, which owns nothing), so an empty batch's
+    /// drop is two compares instead of the drop glue of three fields. (A foreign wake that
+    /// panics out of `Drop` itself leaks what was left in the batch instead of dropping it
+    /// unrun: memory on a path that has already lost those wakes either way.)
+    inline: ManuallyDrop<[Deferred; WakeBatch::INLINE]>,
+    /// Items past the inline ones, in order (freed by `Drop` if it was used).
+    spill: ManuallyDrop<Vec<Deferred>>,
     /// Number of items pushed (inline first, then spill).
     len: usize,
     /// The next item to run; the ones before it have run (or are running).
@@ -215,8 +230,8 @@ impl WakeBatch {
     #[inline]
     pub(crate) fn new() -> Self {
         WakeBatch {
-            inline: [Deferred::Done, Deferred::Done],
-            spill: Vec::new(),
+            inline: ManuallyDrop::new([Deferred::Done, Deferred::Done]),
+            spill: ManuallyDrop::new(Vec::new()),
             len: 0,
             next: 0,
         }
@@ -273,6 +288,10 @@ impl Drop for WakeBatch {
         // so that nothing owed is lost.
         if self.next < self.len {
             self.run_all();
+        }
+        // Every slot is `Done` now (owns nothing); only the spill's buffer is left to free.
+        if self.len > Self::INLINE {
+            drop(std::mem::take(&mut *self.spill));
         }
     }
 }
@@ -338,6 +357,9 @@ impl WaitQueue {
     pub(crate) fn unsettle(&self) {
         if self.interest.load(SeqCst) & SETTLED != 0 {
             self.interest.fetch_and(!SETTLED, SeqCst);
+            // The clear before the caller's look at the source: the Dekker pair with a
+            // skipping write's state change and its load of the mark.
+            crate::loom::dekker_fence();
         }
     }
 
@@ -352,25 +374,25 @@ impl WaitQueue {
     fn try_settle(&self, l: &List<Entry>) -> bool {
         // Every `IN` entry coalesces, and there is at least one (an empty queue needs no
         // mark: its fast path already skips the lock).
-        let all = || {
+        let all = |decisive: bool| {
             let mut any = false;
             for (mask, e) in l.iter() {
                 if !mask.intersects(Events::IN) {
                     continue;
                 }
                 match &e.target {
-                    Target::Callback(cb) if !e.exclusive && cb.coalesces() => any = true,
+                    Target::Callback(cb) if !e.exclusive && cb.coalesces(decisive) => any = true,
                     _ => return false,
                 }
             }
             any
         };
-        if !all() {
+        if !all(false) {
             return false;
         }
         self.interest.fetch_or(SETTLED, SeqCst);
         crate::loom::dekker_fence();
-        if all() {
+        if all(true) {
             return true;
         }
         self.interest.fetch_and(!SETTLED, SeqCst);

@@ -605,3 +605,38 @@ fn interest_tracks_the_queued_masks() {
     }
     assert_eq!(wq.interest(), Events::empty());
 }
+
+/// A batch past its inline slots (the spill) runs every item once, in order, whether it is
+/// run or only dropped; either way it keeps no reference to what it ran (its slots are not
+/// dropped by glue: `Drop` empties them).
+#[test]
+fn wake_batch_spill_runs_each_item_once_and_keeps_nothing() {
+    struct Count(Mutex<Vec<Events>>);
+    impl PostWake for Count {
+        fn post_wake(&self, key: Events) {
+            self.0.lock().unwrap().push(key);
+        }
+    }
+    let keys = [
+        Events::IN,
+        Events::OUT,
+        Events::ERR,
+        Events::HUP,
+        Events::PRI,
+    ];
+    for run in [true, false] {
+        let c = Arc::new(Count(Mutex::new(Vec::new())));
+        let mut b = WakeBatch::new();
+        for k in keys {
+            b.push_post(Arc::clone(&c) as Arc<dyn PostWake>, k);
+        }
+        assert_eq!(Arc::strong_count(&c), 1 + keys.len());
+        if run {
+            b.run();
+        } else {
+            drop(b);
+        }
+        assert_eq!(*c.0.lock().unwrap(), keys, "run: {run}");
+        assert_eq!(Arc::strong_count(&c), 1, "run: {run}");
+    }
+}
