@@ -404,8 +404,8 @@ impl EpInner {
     /// view: their wakes are the general path's). Found ready (`lt_ready`), its event is
     /// delivered and it stays where it is — what the general path's requeue of a one-item
     /// list leaves; found at 0 with an interest of `IN` alone, it is dropped as
-    /// `poll_to_unlink` drops it (the settled mark cleared, then the source polled, with
-    /// `ready` held: `ReadyGuard::unlink_single_unless`). Anything else is left to
+    /// `poll_to_unlink` drops it (the settled mark cleared and the source polled with
+    /// `scanning` published: `ReadyGuard::unlink_single_unless`). Anything else is left to
     /// the general path.
     ///
     /// `ready` is enough: a general harvest holds the item on its transfer list (`single`
@@ -571,13 +571,14 @@ impl EpInner {
         job: impl FnOnce(&mut Tx<'_>, &mut Vec<Arc<Item>>, &Registry, &mut WakeBatch) -> Found,
     ) -> usize {
         let (one, mut tx) = {
-            // From here to `done_scan` wakes go to the overflow list (`ovf_active`, which the
-            // settle's decisive look reads under `ready`).
+            // `scanning` is published before any source is polled (SeqCst store, then
+            // SeqCst loads of the sources): pairs with Item::wake's lock-free coalescing.
             let Some(scan) = self.ready.lock().start_scan() else {
                 return 0;
             };
             scan
         };
+        crate::loom::dekker_fence();
         let mut requeue = std::mem::take(&mut reg.requeue);
         let mut it = Tx {
             one,

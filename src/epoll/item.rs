@@ -78,14 +78,17 @@ impl Item {
         self.dead.load(SeqCst)
     }
 
-    /// Probably queued where a wake would queue it (on the ready list, or on the overflow
-    /// list during a scan): a lock-free hint, the settle's first look
-    /// (`Callback::coalesces`). It may be wrong either way (a scan's transfer list keeps
-    /// `linked` set); only [`ReadyState::queued`](super::ready::ReadyState::queued), under
-    /// the lock, decides. A kept item (`Ready::parked`) is off the list though its flag is
-    /// set: the mirror is read first, then the flag (`Ready::is_parked`).
-    fn queued_hint(&self) -> bool {
-        (!self.ep.ready.is_parked(self) && self.linked.load(Acquire)) || self.ovf.load(Acquire)
+    /// Queued where a wake would queue it: on the overflow list while a scan runs, on the
+    /// ready list otherwise. Lock-free; see the coalescing in `Callback::wake` below for
+    /// why the two loads, in this order, give a consistent answer.
+    fn is_queued(&self) -> bool {
+        if self.ep.ready.scanning() {
+            self.ovf.load(Acquire)
+        } else {
+            // A kept item (`Ready::parked`) is off the list though its flag is set. The
+            // mirror first, then the flag (`Ready::is_parked`).
+            !self.ep.ready.is_parked(self) && self.linked.load(Acquire)
+        }
     }
 
     /// Nobody waits on this item's epoll and nobody polls it: a wake of an item already
@@ -126,12 +129,20 @@ impl Callback for Item {
             return !exclusive;
         }
         let ep = &self.ep;
-        // An item already queued is left as it is by `queue` (`ep_poll_callback` on a linked
-        // item), under the lock: no lock-free coalescing here, so that no harvest has to
-        // publish its scan before it polls (the kernel takes `ep->lock` here too). A write
-        // that finds the item queued and nobody watching skips this walk altogether
-        // instead, once its source is settled (`coalesces`). (loom:
+        // Lock-free coalescing: the item is already queued where this wake would queue it —
+        // on the ready list while no scan runs, or on the overflow list while one does — and
+        // nobody waits on or polls this epoll, so queueing again would change nothing.
+        // `scanning` is read first (SeqCst, after the source's state change: the Dekker pair
+        // with the harvester, which sets `scanning` and then polls the source), and the flag
+        // after it: reading a scan's `true` makes everything before that scan's start
+        // visible (so an `ovf` flag seen set belongs to this scan or a later state), and
+        // reading its `false` makes its `linked = false` stores visible. An item seen on the
+        // overflow list is moved to the ready list by `done_scan`; a later scan polls the
+        // source after our state change, so nothing is lost. (loom:
         // `coalescing_fast_path_vs_harvest_drop`, `ovf_coalescing_vs_harvest`.)
+        if !exclusive && self.is_queued() && self.unobserved() {
+            return true;
+        }
         let (sleeper, pollers) = {
             let mut rd = ep.ready.lock();
             // Sleepers and pollers are woken even if the item was queued already.
@@ -166,30 +177,22 @@ impl Callback for Item {
         sleeper && exclusive_accepts(key, ev)
     }
 
-    /// The settle test (`wait_queue`, "Settled"): a live, armed, non-exclusive `IN` item,
-    /// queued (an item on the overflow list is moved to the ready list when the scan ends,
-    /// so it stays queued either way), on an epoll nobody waits on or polls. The first
-    /// look is lock-free ([`queued_hint`](Item::queued_hint)); the `decisive` one, made
-    /// after the settled mark is set, reads the list under `ep.ready`
-    /// (`ReadyState::queued`), so it is ordered with every unlink: a harvest unlinks under
-    /// that lock, or while a scan runs (which this look sees), and clears the mark
-    /// before the poll that decides the unlink (`harvest::poll_to_unlink`,
-    /// `ReadyGuard::unlink_single_unless`): after this look, that clear sees the mark set;
-    /// before it, this look sees the item off the list. What else makes the answer false
-    /// is followed by a clear too: a new poller of the epoll after publishing its interest
-    /// (`EpInner::unsettle_sources`), a `modify` or a delete through the queue's own
-    /// `set_mask`/`remove`. A sleeper registers only with the ready list empty, hence
-    /// after a harvest unlinked this item.
-    fn coalesces(&self, decisive: bool) -> bool {
+    /// The settle test (`wait_queue`, "Settled"): the lock-free coalescing above, for a
+    /// live, armed, non-exclusive `IN` item. An item queued on the overflow list is moved
+    /// to the ready list when the scan ends, so it stays queued either way.
+    /// What makes it false again is always followed by a clear of the source's settled
+    /// mark: a harvest clears it before any poll after which it may unlink the item (after
+    /// publishing `scanning`; `harvest::poll_to_unlink`), a new poller of the epoll after
+    /// publishing its interest (`EpInner::unsettle_sources`), a `modify` or a delete through
+    /// the queue's own `set_mask`/`remove`. A sleeper registers only with the ready list
+    /// empty, hence after a harvest unlinked this item.
+    fn coalesces(&self) -> bool {
         let ev = self.events();
-        if !ev.contains(Events::IN) || ev.contains(Events::EXCLUSIVE) || self.is_dead() {
-            return false;
-        }
-        if !decisive {
-            return self.queued_hint() && self.unobserved();
-        }
-        let rd = self.ep.ready.lock();
-        rd.queued(self) && self.unobserved()
+        ev.contains(Events::IN)
+            && !ev.contains(Events::EXCLUSIVE)
+            && !self.is_dead()
+            && self.is_queued()
+            && self.unobserved()
     }
 
     /// `POLLFREE`: the source was closed. Leave silently.

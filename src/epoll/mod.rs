@@ -178,7 +178,7 @@ pub(crate) struct EpInner {
     spin_ns: AtomicU64,
     /// Group 2 starts here: the ready lock and the flags written with it held.
     _hot: [LinePair; 0],
-    /// (3) ready list + overflow list, with their mirrors the ready hint and `parked`
+    /// (3) ready list + overflow list, with their mirrors `scanning` and the ready hint
     /// (`ready::Ready`), in that order.
     pub(crate) ready: Ready,
     /// Group 3 starts here: the harvester's and `ctl`'s own state (no producer's wake

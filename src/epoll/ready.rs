@@ -1,14 +1,13 @@
 //! The ready list and the overflow list (`rdllist`, `ovflist`), guarded by `EpInner::ready`,
 //! and the two lock-free mirrors of that state which [`Ready`] keeps in step inside its own
-//! methods: the ready hint ("the list may hold an item") and `parked` ("this item is off
-//! the list, its flag notwithstanding"). Both are hints: every decision that a wake could
-//! be lost by (coalescing a wake, settling a source) is taken with the lock held.
+//! methods: the ready hint ("the list may hold an item") and `scanning` ("a scan runs").
 //!
 //! # LOCKING
 //!
 //! ```text
 //! Ready::list    Mutex<ReadyState> (the epoll's lock (3), the kernel's ep->lock).
 //! Ready::hint    AtomicBool, written only with `list` held (by `ReadyGuard`), read without.
+//! Ready::scanning AtomicBool, written only with `list` held (by `ReadyGuard`), read without.
 //! Ready::parked  AtomicUsize, written only with `list` held (by `ReadyGuard`), read without.
 //! ```
 
@@ -17,7 +16,7 @@ use std::sync::Arc;
 use super::item::Item;
 use crate::loom::sync::atomic::{
     AtomicBool, AtomicUsize,
-    Ordering::{Acquire, Relaxed, Release},
+    Ordering::{Acquire, Relaxed, Release, SeqCst},
 };
 use crate::loom::sync::{Mutex, MutexGuard};
 
@@ -32,6 +31,9 @@ use crate::loom::sync::{Mutex, MutexGuard};
 /// mutating methods of `ReadyState` are private to this module).
 #[repr(C)]
 pub(crate) struct Ready {
+    /// Mirrors `ReadyState::ovf_active`, readable without the lock: see `Item::wake`'s
+    /// coalescing fast path.
+    scanning: AtomicBool,
     /// Whether the ready list may hold an item (or a scan is running): written under the
     /// lock at every change of the list, read without it. A hint for `wait`'s fast paths
     /// (skip a harvest that would find nothing, spin on it before parking); never the last
@@ -41,8 +43,8 @@ pub(crate) struct Ready {
     /// readable without the lock. Such an item is off the ready list although its
     /// `Item::linked` flag still says linked: the one-item harvest drops it and the next
     /// `queue` takes it back without writing the item's line (which the producer and the
-    /// harvester then only read). The lock-free look at `linked` (`Item::queued_hint`)
-    /// asks this too ([`Ready::is_parked`]).
+    /// harvester then only read). Every lock-free look at `linked` asks this too
+    /// ([`Ready::parked`]).
     parked: AtomicUsize,
     list: Mutex<ReadyState>,
 }
@@ -50,6 +52,7 @@ pub(crate) struct Ready {
 impl Ready {
     pub(crate) fn new() -> Ready {
         Ready {
+            scanning: AtomicBool::new(false),
             hint: AtomicBool::new(false),
             parked: AtomicUsize::new(0),
             list: Mutex::new(ReadyState::default()),
@@ -71,16 +74,23 @@ impl Ready {
         self.hint.load(Relaxed)
     }
 
+    /// Whether a scan runs (SeqCst: the Dekker pair of `Item::wake`'s coalescing with the
+    /// scan's start).
+    #[inline]
+    pub(crate) fn scanning(&self) -> bool {
+        self.scanning.load(SeqCst)
+    }
+
     /// Whether `item` is the dropped item whose reference the list keeps ([`parked`]):
-    /// off the ready list, whatever its `linked` flag says. Lock-free, for the hint
-    /// `Item::queued_hint`, read *before* `linked`: an item stops being parked only after
-    /// its flag is right (set while it goes back on the list, cleared when its kept
-    /// reference is dropped), and the store that says so is Release, so a look that reads
-    /// the new address (Acquire) reads the flag as it is now. Read the other way round, a
-    /// stale flag (`true`, from while it was parked) and a new address (another item
-    /// parked since) would say "queued" for an item on no list: harmless for a hint (the
-    /// decisive look is [`ReadyState::queued`], under the lock), but the settle would then
-    /// take that lock for nothing. (loom: `parked_item_released_by_another_drop_vs_write`.)
+    /// off the ready list, whatever its `linked` flag says. Lock-free, for `Item::
+    /// is_queued`, after its load of `scanning` (whose `false` is stored after this
+    /// mirror's every change, Release) and *before* its load of `linked`: an item stops
+    /// being parked only after its flag is right (set while it goes back on the list,
+    /// cleared when its kept reference is dropped), and the store that says so is Release,
+    /// so a look that reads the new address (Acquire) reads the flag as it is now. Read
+    /// the other way round, a stale flag (`true`, from while it was parked) and a new
+    /// address (another item parked since) would say "queued" for an item on no list.
+    /// (loom: `parked_item_released_by_another_drop_vs_write`.)
     ///
     /// [`parked`]: Self
     #[inline]
@@ -160,14 +170,14 @@ impl ReadyGuard<'_> {
         gone
     }
 
-    /// `ep_start_scan`, `None` if the list is empty. From here to `done_scan` the wakes go
-    /// to the overflow list (`ovf_active`), which every look that decides a coalescing
-    /// reads under the lock ([`ReadyState::queued`]).
+    /// `ep_start_scan`, `None` if the list is empty. `scanning` is published (SeqCst)
+    /// before any source is polled: it pairs with `Item::wake`'s lock-free coalescing check.
     #[inline]
     pub(crate) fn start_scan(&mut self) -> Option<Scan> {
         if self.rd.is_empty() {
             return None;
         }
+        self.mirrors.scanning.store(true, SeqCst);
         self.mirrors.hint.store(true, Relaxed);
         Some(self.rd.start_scan())
     }
@@ -184,6 +194,11 @@ impl ReadyGuard<'_> {
         self.rd.done_scan(leftovers, any_leftovers, requeued);
         self.sync_parked();
         self.mirrors.hint.store(!self.rd.is_empty(), Relaxed);
+        // After every `linked = false` of this scan. Release is enough here: a callback that
+        // reads this `false` sees those stores (its `linked` load is Acquire), and one that
+        // reads the scan's `true` takes the lock. Only the `true` store needs SeqCst (the
+        // Dekker pair with the callback's source-state RMW, see `Item::wake`).
+        self.mirrors.scanning.store(false, Release);
     }
 
     /// The ready list's only item, if it holds exactly one and no scan runs: the shape of a
@@ -202,18 +217,17 @@ impl ReadyGuard<'_> {
     }
 
     /// `ep_start_scan` … `ep_done_scan` for the ready list's only item ([`single`]), in this
-    /// one critical section: `ready` (which clears the source's settled mark, then polls)
-    /// runs with the lock held, so a wake that changed the source before the poll is seen
-    /// by it, and one that changes it after either took its decision to coalesce under
-    /// this lock before this section (then `ready` sees the settled mark it left, or the
-    /// walk it made) or after it (then it finds the item off the list). If `ready` says
+    /// one critical section: `scanning` is published (SeqCst) before `ready` polls the
+    /// source, as [`start_scan`](Self::start_scan) does, so a wake that changed the source
+    /// before the poll is seen by it, and one that changes it after finds `scanning` set
+    /// and takes the lock (waiting for this section) instead of coalescing. If `ready` says
     /// no, the item leaves the ready list (which is then empty) and its reference is kept
     /// for its next `queue` (`ReadyState::kept`, mirrored by `parked`: its `linked` flag is
     /// left set, so neither this drop nor that `queue` writes the item's line); the
     /// reference kept before, if any, is returned for the caller to drop once the lock is
     /// released. `Err` if `ready` said yes (the item stays queued). (loom:
     /// `coalescing_fast_path_vs_harvest_drop`, `settled_level_triggered_drop_vs_write`,
-    /// `parked_item_requeue_vs_coalescing`, `settle_decisive_look_vs_single_drop`.)
+    /// `parked_item_requeue_vs_coalescing`.)
     ///
     /// [`single`]: Self::single
     #[inline]
@@ -221,6 +235,8 @@ impl ReadyGuard<'_> {
         &mut self,
         ready: impl FnOnce(&Item) -> bool,
     ) -> Result<Option<Arc<Item>>, ()> {
+        self.mirrors.scanning.store(true, SeqCst);
+        crate::loom::dekker_fence();
         let rd = &mut *self.rd;
         let item = rd.one.as_ref().or(rd.list.first()).ok_or(())?;
         let r = if ready(item) {
@@ -243,6 +259,8 @@ impl ReadyGuard<'_> {
             self.mirrors.hint.store(false, Relaxed);
             Ok(std::mem::replace(&mut rd.kept, gone))
         };
+        // After the `parked` store (Release, as `done_scan` after its `linked = false`).
+        self.mirrors.scanning.store(false, Release);
         r
     }
 
@@ -340,19 +358,6 @@ impl ReadyState {
             }
         }
         false
-    }
-
-    /// Whether a wake of `item` now would leave everything as it is: it is on the ready
-    /// list (and not the kept one), or, while a scan runs, on the overflow list (which the
-    /// scan's end moves to the ready list). The decisive look of the coalescing
-    /// (`Item::coalesces`, `Item::wake`): read with the lock held, it cannot race the
-    /// unlinks, which are all made under the lock or while `ovf_active` says a scan runs.
-    pub(crate) fn queued(&self, item: &Item) -> bool {
-        if self.ovf_active {
-            item.is_ovf()
-        } else {
-            item.is_linked() && !self.is_kept(item)
-        }
     }
 
     /// Whether `item` is the one [`kept`](Self::kept) (off the ready list).

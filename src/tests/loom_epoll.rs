@@ -527,30 +527,3 @@ fn parked_item_released_by_another_drop_vs_write() {
         assert_eq!(a_now, 1, "first {first:?} next {next:?}");
     });
 }
-
-/// The settle racing the one-item harvest's drop, which publishes nothing before its poll
-/// (it clears the settled mark and polls with `ready` held): the settle's decisive look,
-/// under `ready`, comes before the drop (whose clear then sees the mark) or after it (and
-/// sees the item off the list, undoes the mark and walks). A write that skipped its wake in
-/// between is seen by the drop's poll or queued by that walk: whenever the count is left
-/// non-zero, the item is reported.
-#[test]
-fn settle_decisive_look_vs_single_drop() {
-    loom::model(|| {
-        let ep = Epoll::new();
-        let n = Notifier::new();
-        ep.add(&n, Events::IN, 2).unwrap();
-        n.write(1).unwrap(); // queued, not settled
-        assert_eq!(n.try_read().unwrap(), 1); // at 0, still queued
-        let n2 = n.clone();
-        let w = thread::spawn(move || {
-            n2.write(1).unwrap(); // the settle attempt
-            n2.write(1).unwrap(); // skips, or not
-        });
-        let first = wait0(&ep); // drops the item (parked), or delivers the writes
-        w.join().unwrap();
-        let left = n.count();
-        assert_eq!(left, 2);
-        assert_eq!(wait0(&ep).len(), 1, "first {first:?}");
-    });
-}

@@ -55,22 +55,18 @@
 //!
 //! ```text
 //! set:    a wake with key IN, lock held, finds every IN entry a non-exclusive callback
-//!         whose coalesces(false) is true (a lock-free first look: item linked, no
-//!         sleeper, no poller); it sets SETTLED (SeqCst RMW), then asks every
-//!         coalesces(true): the decisive look, which the owner orders with whatever makes
-//!         the answer false (an epoll item reads its ready list under the epoll's ready
-//!         lock). If one says no, it clears SETTLED and walks as usual (the walk queues
-//!         what must be queued, which covers the writes that skipped in between: their
-//!         counts were written before they read SETTLED, so before the walk's callbacks
-//!         ran).
+//!         whose coalesces() is true (item linked, no scan, no sleeper, no poller); it
+//!         sets SETTLED (SeqCst RMW), then asks every coalesces() again; if one now says no,
+//!         it clears SETTLED and walks as usual (the walk queues what must be queued, which
+//!         covers the writes that skipped in between: their counts were written before they
+//!         read SETTLED, so before the walk's callbacks ran).
 //! clear:  (a) add() and any change of the entries (publish stores the bare union), under
 //!             the lock, before the adder re-checks the source;
 //!         (b) unsettle(), lock-free, by whoever is about to make a coalesces() false:
-//!             a harvester before a poll after which it may unlink the item (edge-triggered
-//!             and one-shot items, and a second look at a level-triggered one found
-//!             empty; with the epoll's ready lock held, or during a scan, which the
-//!             decisive look sees), an epoll that gains a poller (after it published the
-//!             poller's interest).
+//!             a harvester before a poll after which it may unlink the item (after it
+//!             published `scanning`: edge-triggered and one-shot items, and a second
+//!             look at a level-triggered one found empty), an epoll that gains a poller
+//!             (after it published the poller's interest).
 //! skip:   wake(IN) loads interest (SeqCst) after the caller's state change (SeqCst RMW) and
 //!         returns if SETTLED is set.
 //! ```
@@ -78,13 +74,10 @@
 //! Why no wake is lost: a skipping writer's RMW precedes its load of `SETTLED`, which
 //! precedes the clear (a) or (b) in the single `SeqCst` order; the clear precedes the
 //! clearer's re-check of the source (the adder's re-check, the harvester's poll), which
-//! therefore sees the write. A set racing a clear is caught by the setter's decisive look:
-//! for a harvester's unlink, the look and the unlink are ordered by the epoll's ready lock
-//! (a look before it happens-before the clear's load, which then sees the mark; a look
-//! after it sees the item off the list); for a new poller, which published its interest
-//! before clearing, a set that comes after the clear sees that interest (SeqCst). Either
-//! way the set undoes itself or is undone. loom: `tests::loom_epoll::settled_*`,
-//! `settle_decisive_look_vs_single_drop`.
+//! therefore sees the write. A set racing a clear is caught by the setter's second look:
+//! the clearer published the state that makes `coalesces()` false (`scanning`, the poller's
+//! interest) before clearing, so a set that comes after the clear sees that state and
+//! undoes itself. loom: `tests::loom_epoll::settled_*`.
 
 pub(crate) mod list;
 pub(crate) mod spin;
@@ -132,13 +125,11 @@ pub(crate) trait Callback: Send + Sync {
     /// removed. Called without the queue's lock.
     fn detach(&self);
 
-    /// Called with the queue's lock held: would a wake with key `IN` be a no-op for this
-    /// entry now, and stay one until the entry's owner says otherwise by clearing the
-    /// queue's settled mark ([`WaitQueue::unsettle`])? See "Settled" in the module docs.
-    /// The first look (`decisive == false`) may be a lock-free hint; the `decisive` one,
-    /// asked after the mark is set, must be ordered with whatever makes the answer false
-    /// (it may take the owner's lock). `false` (the default) never settles the queue.
-    fn coalesces(&self, _decisive: bool) -> bool {
+    /// A lock-free look (called with the queue's lock held): would a wake with key `IN`
+    /// be a no-op for this entry now, and stay one until the entry's owner says otherwise
+    /// by clearing the queue's settled mark ([`WaitQueue::unsettle`])? See "Settled" in
+    /// the module docs. `false` (the default) never settles the queue.
+    fn coalesces(&self) -> bool {
         false
     }
 }
@@ -357,9 +348,6 @@ impl WaitQueue {
     pub(crate) fn unsettle(&self) {
         if self.interest.load(SeqCst) & SETTLED != 0 {
             self.interest.fetch_and(!SETTLED, SeqCst);
-            // The clear before the caller's look at the source: the Dekker pair with a
-            // skipping write's state change and its load of the mark.
-            crate::loom::dekker_fence();
         }
     }
 
@@ -374,25 +362,25 @@ impl WaitQueue {
     fn try_settle(&self, l: &List<Entry>) -> bool {
         // Every `IN` entry coalesces, and there is at least one (an empty queue needs no
         // mark: its fast path already skips the lock).
-        let all = |decisive: bool| {
+        let all = || {
             let mut any = false;
             for (mask, e) in l.iter() {
                 if !mask.intersects(Events::IN) {
                     continue;
                 }
                 match &e.target {
-                    Target::Callback(cb) if !e.exclusive && cb.coalesces(decisive) => any = true,
+                    Target::Callback(cb) if !e.exclusive && cb.coalesces() => any = true,
                     _ => return false,
                 }
             }
             any
         };
-        if !all(false) {
+        if !all() {
             return false;
         }
         self.interest.fetch_or(SETTLED, SeqCst);
         crate::loom::dekker_fence();
-        if all(true) {
+        if all() {
             return true;
         }
         self.interest.fetch_and(!SETTLED, SeqCst);
