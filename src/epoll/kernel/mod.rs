@@ -94,6 +94,9 @@
 //! KernelPoll::armed   AtomicBool, see invariant W.
 //! KernelPoll::shape   AtomicU64, written under `registry` (`fds`), read anywhere: the
 //!                     reactor route's generation (`reactor`, "Direct registration").
+//! KernelPoll::one     leaf Mutex (std): the one eventfd's `Weak`, written under
+//!                     `registry` with the shape, cloned out by `readiness` (no syscall
+//!                     under it).
 //! KernelSide::reactor leaf Mutex (feature tokio): the reactor registration of `kfd` or
 //!                     of its one eventfd (`reactor`), beside `side` (a new async wait
 //!                     finds it without taking `side`). No tokio code runs under it;
