@@ -387,8 +387,9 @@ impl KernelSide {
 }
 
 /// After a change of `fds` (with `registry` held): publish how many it holds, its
-/// shape's generation and its one eventfd, if any (`KernelPoll::readiness`), to `side`. Whether the generation moved: the caller then wakes the
-/// reactor route's tasks ([`wake_shape`]) once it has released `registry`.
+/// shape's generation and its one eventfd, if any (`KernelPoll::readiness`), to `side`.
+/// Whether the generation moved: the caller then wakes the reactor route's tasks
+/// ([`wake_shape`]) once it has released `registry`.
 fn publish_shape(fds: &Fds, side: &Side) -> bool {
     side.poll.nfds.store(fds.len(), SeqCst);
     *side
