@@ -250,19 +250,9 @@ fn kernel_blocking_side(base: Instant, nowait: bool) -> Side {
                     if got > 0 {
                         // Stamped after the read, as evfd's wait returns after its
                         // AutoReset delivery's read (and the AsyncFd twin after its read).
-                        let mut b = [0u8; 8];
-                        let read = nowait
-                            && rustix::io::preadv2(
-                                &*fd,
-                                &mut [std::io::IoSliceMut::new(&mut b)],
-                                u64::MAX,
-                                rustix::io::ReadWriteFlags::NOWAIT,
-                            )
-                            .is_ok();
-                        if !read {
-                            // `read(2)`; also where the kernel refuses `RWF_NOWAIT` on an
-                            // eventfd (before Linux 5.12: `EOPNOTSUPP`), so that the count
-                            // is taken and the level-triggered epoll does not spin.
+                        if nowait {
+                            crate::twin::kread_nowait(&fd);
+                        } else {
                             crate::twin::kread(&fd);
                         }
                         let t = now_ns(base);

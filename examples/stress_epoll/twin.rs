@@ -35,6 +35,24 @@ pub fn kread(fd: &OwnedFd) -> u64 {
     }
 }
 
+/// `preadv2(RWF_NOWAIT)`: the read evfd's AutoReset delivery makes (it never waits, whatever
+/// a peer sharing the open file description did to `O_NONBLOCK`). Where the kernel refuses
+/// `RWF_NOWAIT` on an eventfd (before Linux 5.12: `EOPNOTSUPP`), [`kread`], so that the count
+/// is always taken. The count taken, 0 if there was none.
+pub fn kread_nowait(fd: &OwnedFd) -> u64 {
+    let mut b = [0u8; 8];
+    match rustix::io::preadv2(
+        fd,
+        &mut [std::io::IoSliceMut::new(&mut b)],
+        u64::MAX,
+        rustix::io::ReadWriteFlags::NOWAIT,
+    ) {
+        Ok(_) => u64::from_ne_bytes(b),
+        Err(rustix::io::Errno::AGAIN) => 0,
+        Err(_) => kread(fd),
+    }
+}
+
 /// A kernel epoll.
 pub fn kepoll() -> OwnedFd {
     epoll::create(epoll::CreateFlags::CLOEXEC).expect("epoll_create")
