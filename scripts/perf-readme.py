@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
-"""Regenerate the README's performance section from stress_epoll runs on this machine.
+"""Regenerate the README's performance section from stress_epoll runs, on this machine and the others saved.
 
-    python3 scripts/perf-readme.py                 # 2 full runs, saved as docs/data/bench-run{1,2}.txt
+    python3 scripts/perf-readme.py                 # 2 full runs, saved as docs/data/<machine>/bench-run{1,2}.txt
     python3 scripts/perf-readme.py --runs 3 --quick
-    python3 scripts/perf-readme.py --from docs/data/bench-run1.txt docs/data/bench-run2.txt
-    python3 scripts/perf-readme.py --quick --only pingpong --save /tmp/run{}.txt --readme /tmp/README.md
+    python3 scripts/perf-readme.py --from docs/data/amd-epyc/bench-run*.txt
+    python3 scripts/perf-readme.py --quick --only pingpong --save /tmp/run{}.txt --readme /tmp/README.md --this-machine-only
 
 Runs `cargo run --release --all-features --example stress_epoll` (unless `--from` names existing outputs),
-then rewrites what lies between `<!-- perf:begin -->` and `<!-- perf:end -->` in README.md:
-the machine (CPU model and vCPUs, as the runs print them, and the kernel), the ratios to
-the floor first (they travel between machines), then the ratios to the kernel and peers;
-every row idle and contended (the `_contended` rows, measured with one CPU-bound
-co-tenant) side by side, with its ratio in each run and every target marked met or missed
-(met only if every run meets it), and a tally of the targets. Nothing else in the README
-is touched.
+saves each run with the commit and kernel it was measured on, then rewrites what lies between
+`<!-- perf:begin -->` and `<!-- perf:end -->` in README.md from these runs and the runs saved
+from every other machine (`docs/data/<machine>/bench-run*.txt`, whose CPU differs from this
+one's; `--this-machine-only` leaves them out): each machine (CPU model and vCPUs, kernel,
+commit), the ratios to the floor first (they travel between machines), then the ratios to the
+kernel and peers; every row idle and contended (the `_contended` rows, measured with one
+CPU-bound co-tenant) side by side, with its ratio in each run of each machine, and every
+target marked met or missed (met only if every run on every machine meets it), and a tally
+of the targets. Nothing else in the README is touched.
 """
 import argparse
+import glob
+import re
 import os
 import platform
 import subprocess
@@ -90,13 +94,17 @@ def run_bench(quick, only):
 
 
 def parse(text):
-    """(machine line, header line, {(bench, variant, threads): (evfd, twin, ratio, unit)},
-    the contended-mode note or '')."""
-    machine = header = cotenant = ''
+    """{'machine', 'header', 'rows': {(bench, variant, threads): (evfd, twin, ratio, unit)},
+    'cotenant': the contended-mode note or '', 'commit', 'kernel': as saved, or ''}."""
+    machine = header = cotenant = commit = kernel = ''
     rows = {}
     for line in text.splitlines():
-        if line.startswith('# cpu:'):
-            machine = line[2:].strip()
+        if line.startswith('# commit:'):
+            commit = line.split(':', 1)[1].strip()
+        elif line.startswith('# kernel:'):
+            kernel = line.split(':', 1)[1].strip()
+        elif line.startswith('# cpu:'):
+            machine = line[2:].strip().removeprefix('cpu: ')
         elif line.startswith('# evfd vs its twin'):
             header = line[2:].strip()
         elif line.startswith('# ' + SUFFIX + ':'):
@@ -106,7 +114,26 @@ def parse(text):
             kv = dict(x.split('=', 1) for x in p[4:7])
             rows[(p[1], p[2], int(p[3]))] = (float(kv['evfd']), float(kv['twin']),
                                               float(kv['ratio']), p[7])
-    return machine, header, rows, cotenant
+    return {'machine': machine, 'header': header, 'rows': rows, 'cotenant': cotenant,
+            'commit': commit, 'kernel': kernel}
+
+
+def slug(machine):
+    """A machine's folder under docs/data: 'AMD EPYC, 2 vCPUs' -> 'amd-epyc'."""
+    m = re.sub(r'\(r\)|\(tm\)', '', machine.split(',')[0].lower())
+    return re.sub(r'[^a-z0-9]+', '-', m).strip('-') or 'unknown'
+
+
+def stamp():
+    """The lines a saved run opens with: the commit measured (with `-dirty` when the tree
+    had changes) and the kernel."""
+    def git(*a):
+        r = subprocess.run(['git', *a], cwd=ROOT, capture_output=True, text=True)
+        return r.stdout.strip() if r.returncode == 0 else ''
+    rev = git('rev-parse', '--short', 'HEAD') or 'unknown'
+    if git('status', '--porcelain', '--untracked-files=no'):
+        rev += '-dirty'
+    return f'# commit: {rev}\n# kernel: {platform.release()}\n'
 
 
 def fmt(v):
@@ -141,10 +168,12 @@ def target_of(key):
     return lookup(TARGETS, key)
 
 
-def verdict(key, ratios):
-    """'' without a target; else met only if every run met it (a row met in one run and
-    missed in another is missed)."""
+def verdict(key, groups):
+    """'' without a target; else met only if every run of every machine met it (a row met
+    in one run or on one machine and missed in another is missed). `groups`: one list of
+    ratios per machine."""
     t = target_of(key)
+    ratios = [r for g in groups for r in g]
     if t is None or not ratios:
         return '', None
     ok = sum(r >= t for r in ratios)
@@ -155,26 +184,46 @@ def verdict(key, ratios):
     return f'≥ {t:g}: **missed** (met in {ok} of {len(ratios)} runs)', False
 
 
-def section(runs, names, args=''):
-    machine, header, _, cotenant = runs[0]
+def section(machines, args=''):
+    """`machines`: [(machine name, [run, ...], [saved path, ...])], this machine first."""
     keys = []
-    for run in runs:
-        for k in run[2]:
-            k = idle_key(k)
-            if k not in keys:
-                keys.append(k)
-    n = len(runs)
-    any_contended = any(k[1].endswith(SUFFIX) for run in runs for k in run[2])
+    for _, runs, _ in machines:
+        for run in runs:
+            for k in run['rows']:
+                k = idle_key(k)
+                if k not in keys:
+                    keys.append(k)
+    any_contended = any(k[1].endswith(SUFFIX) for _, runs, _ in machines for run in runs
+                        for k in run['rows'])
+    multi = len(machines) > 1
+    short = {m: m.split(',')[0].replace('(R)', '').replace('(TM)', '').strip()
+             for m, _, _ in machines}
     tally = {'met': [], 'missed': []}
     out = []
-    out.append(f'Machine: **{machine.removeprefix("cpu: ")}**, Linux {platform.release()}. '
-               f'{n} {"full " if not args else ""}run{"s" if n > 1 else ""} of `cargo run --release '
-               f'--all-features --example stress_epoll{args}` ({header}); raw output in the source repository: '
-               + ', '.join(f'`{os.path.relpath(p, ROOT)}`' for p in names)
-               + ' (not in the published package).')
-    out.append('')
+    for m, runs, names in machines:
+        n = len(runs)
+        commits = sorted({r['commit'] for r in runs if r['commit']})
+        kernel = next((r['kernel'] for r in runs if r['kernel']), '') or platform.release()
+        header = runs[0]['header']
+        out.append(f'Machine{" " + str(machines.index((m, runs, names)) + 1) if multi else ""}: '
+                   f'**{m}**, Linux {kernel}. '
+                   f'{n} {"full " if not args else ""}run{"s" if n > 1 else ""} of `cargo run --release '
+                   f'--all-features --example stress_epoll{args}` ({header})'
+                   + (f', at commit {", ".join(commits)}' if commits else '')
+                   + '; raw output in the source repository: '
+                   + ', '.join(f'`{os.path.relpath(p, ROOT)}`' for p in names)
+                   + ' (not in the published package).')
+        out.append('')
+    if multi:
+        out.append('Each table gives every machine its own columns. The machines differ in '
+                   'what evfd is measured against: the floor\'s atomics and the kernel\'s '
+                   'syscalls cost different amounts on each, which is why the floor ratios '
+                   'lead. A row is met only if it is met on every machine.')
+        out.append('')
     if any_contended:
-        shares = [r[3].split('during each pass: ', 1)[-1] for r in runs if r[3]]
+        shares = [f'{short[m] + " " if multi else ""}run {i + 1}: '
+                  + r['cotenant'].split('during each pass: ', 1)[-1]
+                  for m, runs, _ in machines for i, r in enumerate(runs) if r['cotenant']]
         out.append('Every run measures the hand-offs and the hot paths twice: **idle**, and **contended** (the rows with a contended column), with one '
                    'CPU-bound co-tenant process (`sh -c \'while :; do :; done\'`, unpinned, same '
                    'nice level) that the harness starts before and kills after each family\'s '
@@ -182,24 +231,27 @@ def section(runs, names, args=''):
                    'sleep. A hand-off that spins while its peer is off the CPU shows there; the '
                    'kernel\'s blocking wake does not care.'
                    + (' The co-tenant\'s share of one CPU per pass (its CPU time over the '
-                      'pass\'s wall time): ' + '; '.join(f'run {i + 1}: {s}' for i, s in
-                                                          enumerate(shares)) + '.'
-                      if shares else ''))
+                      'pass\'s wall time): ' + '; '.join(shares) + '.' if shares else ''))
         out.append('')
+    first_m = machines[0][0]
     out.append('`docs/data/seed_pri.svg` (in the source repository) plots `seed_pri` from the first '
-               'run. Generated by `python3 scripts/perf-readme.py` from the runs above: run it on '
+               f'run{" of " + short[first_m] if multi else ""}. Generated by `python3 scripts/perf-readme.py` from the runs above: run it on '
                'your machine to get your own figures. Ratios are bigger-is-better (evfd/twin '
                'for throughput, twin/evfd for costs), one per run; differences under ~15% are '
                'noise on 2-vCPU VMs, and the cross-CPU rows swing more. A target is met only '
                'if every run meets it: a row met in one run and missed in another is missed.')
     out.append('')
 
-    def cells(key):
-        vals = [r[2].get(key) for r in runs]
+    def cells(key, runs):
+        vals = [r['rows'].get(key) for r in runs]
         ratios = [v[2] for v in vals if v]
         text = ' / '.join(f'{fmt(v[2])}×' if v else '–' for v in vals) if ratios else '–'
         first = next((v for v in vals if v), None)
         return text, ratios, first
+
+    def label(m, runs):
+        r = ' / '.join(f'run {i + 1}' for i in range(len(runs)))
+        return f'{short[m]}: {r}' if multi else r
 
     def table(sel, title, note):
         if not any(sel(k) for k in keys):
@@ -208,35 +260,41 @@ def section(runs, names, args=''):
         out.append('')
         out.append(note)
         out.append('')
-        runs_label = ' / '.join(f'run {i + 1}' for i in range(n))
+        first = f' ({short[first_m]} run 1)' if multi else ' (run 1)'
         if any_contended:
-            out.append(f'| bench | variant | thr | idle ({runs_label}) | idle target | '
-                       f'contended ({runs_label}) | contended target | evfd idle (run 1) '
-                       '| twin idle (run 1) | unit |')
-            out.append('|---|---|---:|---:|---|---:|---|---:|---:|---|')
+            idle_cols = ' | '.join(f'idle ({label(m, runs)})' for m, runs, _ in machines)
+            cont_cols = ' | '.join(f'contended ({label(m, runs)})' for m, runs, _ in machines)
+            out.append(f'| bench | variant | thr | {idle_cols} | idle target | {cont_cols} | '
+                       f'contended target | evfd idle{first} | twin idle{first} | unit |')
+            out.append('|---|---|---:|' + '---:|' * len(machines) + '---|'
+                       + '---:|' * len(machines) + '---|---:|---:|---|')
         else:
-            out.append(f'| bench | variant | thr | ratio ({runs_label}) | target | evfd (run 1) '
-                       '| twin (run 1) | unit |')
-            out.append('|---|---|---:|---:|---|---:|---:|---|')
+            cols = ' | '.join(f'ratio ({label(m, runs)})' for m, runs, _ in machines)
+            out.append(f'| bench | variant | thr | {cols} | target | evfd{first} '
+                       f'| twin{first} | unit |')
+            out.append('|---|---|---:|' + '---:|' * len(machines) + '---|---:|---:|---|')
         for k in keys:
             if not sel(k):
                 continue
             ck = (k[0], k[1] + SUFFIX, k[2])
-            itext, iratios, ifirst = cells(k)
-            ctext, cratios, cfirst = cells(ck)
-            iv, iok = verdict(k, iratios)
-            cv, cok = verdict(ck, cratios)
+            icells = [cells(k, runs) for _, runs, _ in machines]
+            ccells = [cells(ck, runs) for _, runs, _ in machines]
+            iv, iok = verdict(k, [c[1] for c in icells])
+            cv, cok = verdict(ck, [c[1] for c in ccells])
             for key, ok in ((k, iok), (ck, cok)):
                 if ok is not None:
                     tally['met' if ok else 'missed'].append(key)
-            first = ifirst or cfirst
+            ifirst = icells[0][2]
+            anyfirst = next((c[2] for c in icells + ccells if c[2]), None)
             ev, tw = (fmt(ifirst[0]), fmt(ifirst[1])) if ifirst else ('–', '–')
+            itext = ' | '.join(c[0] for c in icells)
             if any_contended:
+                ctext = ' | '.join(c[0] for c in ccells)
                 out.append(f'| {k[0]} | {k[1]} | {k[2]} | {itext} | {iv} | {ctext} | {cv} '
-                           f'| {ev} | {tw} | {first[3]} |')
+                           f'| {ev} | {tw} | {anyfirst[3]} |')
             else:
                 out.append(f'| {k[0]} | {k[1]} | {k[2]} | {itext} | {iv} | {ev} | {tw} '
-                           f'| {first[3]} |')
+                           f'| {anyfirst[3]} |')
         out.append('')
 
     table(lambda k: k[1].startswith(FLOORS), 'Against the floor',
@@ -247,25 +305,31 @@ def section(runs, names, args=''):
           'floor swaps each slot; evfd\'s harvest of a Counter item only loads it. '
           '`pingpong vs_token_spin`, untargeted: a bare token bounced through one atomic per '
           'side, less than the loop must do, for scale.)')
-    floor = [r[2].get(('seed_pri', 'vs_floor', 1)) for r in runs]
-    floor = [f for f in floor if f]
+    costs = []
+    for m, runs, _ in machines:
+        floor = [r['rows'].get(('seed_pri', 'vs_floor', 1)) for r in runs]
+        floor = [f for f in floor if f]
+        if floor:
+            ns = 1e6 / sorted(f[1] for f in floor)[len(floor) // 2]
+            costs.append(f'{ns:.1f} ns' + (f' on {short[m]}' if multi else ''))
     cost = ''
-    if floor:
-        ns = 1e6 / sorted(f[1] for f in floor)[len(floor) // 2]
-        cost = (f' On this machine the floor\'s `write`+`read` pair (load + CAS + swap on a '
-                f'private line) takes {ns:.1f} ns.')
+    if costs:
+        cost = (f' {"On this machine the" if not multi else "The"} floor\'s `write`+`read` pair '
+                f'(load + CAS + swap on a private line) takes {", ".join(costs)}.')
     table(lambda k: not k[1].startswith(FLOORS), 'Against the kernel and the peers',
           'The same runs, evfd against the kernel\'s eventfd/epoll (or tokio, or evfd itself '
           'for `scale`). **Kernel ratios scale with the CPU\'s atomic cost**: evfd\'s fast '
           'paths are a few atomic instructions where the kernel\'s are a syscall, so a CPU '
           'whose `lock cmpxchg` costs 4× more shows ratios several times smaller (the same '
           'commit gave `seed_pri` 72× on one 2-vCPU machine and 17–23× on another).' + cost
-          + ' Compare machines by the floor table; read this one as "on this machine".')
+          + (' Compare machines by the floor table; read this one as "on this machine".'
+             if not multi else ' Compare machines by the floor table.'))
 
     def name(k):
         return f'`{k[0]} {k[1]}' + (f' ({k[2]} thr)`' if k[0].startswith('seed') else '`')
     met, missed = tally['met'], tally['missed']
-    out.append(f'**Targets: {len(met)} met, {len(missed)} missed** on this machine'
+    where = 'on this machine' if not multi else f'on these {len(machines)} machines'
+    out.append(f'**Targets: {len(met)} met, {len(missed)} missed** {where}'
                + (': missed ' + ', '.join(name(k) for k in missed) + '.' if missed else '.'))
     return '\n'.join(out)
 
@@ -277,30 +341,57 @@ def main():
     ap.add_argument('--only', help='one benchmark family (passed to stress_epoll; for trying '
                     'the script, not for the README)')
     ap.add_argument('--from', dest='files', nargs='+', help='existing stress_epoll outputs')
-    ap.add_argument('--save', default=os.path.join(ROOT, 'docs', 'data', 'bench-run{}.txt'),
-                    help='where to save new runs ({} = run number)')
+    ap.add_argument('--save', help='where to save new runs ({} = run number; default '
+                    'docs/data/<machine>/bench-run{}.txt)')
+    ap.add_argument('--this-machine-only', action='store_true',
+                    help='leave out the runs saved from other machines')
     ap.add_argument('--readme', default=os.path.join(ROOT, 'README.md'))
     a = ap.parse_args()
     names = []
-    texts = []
+    runs = []
     if a.files:
         for f in a.files:
             names.append(os.path.abspath(f))
-            texts.append(open(f).read())
+            runs.append(parse(open(f).read()))
     else:
         for i in range(a.runs):
             print(f'run {i + 1}/{a.runs} ...', file=sys.stderr)
-            t = run_bench(a.quick, a.only)
-            path = os.path.abspath(a.save.format(i + 1))
+            t = stamp() + run_bench(a.quick, a.only)
+            run = parse(t)
+            save = a.save or os.path.join(ROOT, 'docs', 'data', slug(run['machine']),
+                                          'bench-run{}.txt')
+            path = os.path.abspath(save.format(i + 1))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, 'w') as f:
                 f.write(t)
             names.append(path)
-            texts.append(t)
-    runs = [parse(t) for t in texts]
-    if not runs[0][2]:
+            runs.append(run)
+    if not runs[0]['rows']:
         sys.exit('no `row` lines in the runs')
+    # This machine's (or the named) runs first, grouped by machine; then every other
+    # machine's saved runs.
+    machines = []
+    for path, run in zip(names, runs):
+        for m in machines:
+            if m[0] == run['machine']:
+                m[1].append(run)
+                m[2].append(path)
+                break
+        else:
+            machines.append((run['machine'], [run], [path]))
+    if not a.this_machine_only:
+        seen = {m[0] for m in machines}
+        for d in sorted(glob.glob(os.path.join(ROOT, 'docs', 'data', '*', ''))):
+            paths = sorted(glob.glob(os.path.join(d, 'bench-run*.txt')))
+            saved = [(p, parse(open(p).read())) for p in paths
+                     if os.path.abspath(p) not in names]
+            saved = [(p, r) for p, r in saved if r['rows'] and r['machine'] not in seen]
+            if saved:
+                machines.append((saved[0][1]['machine'], [r for _, r in saved],
+                                 [os.path.abspath(p) for p, _ in saved]))
+                seen.add(saved[0][1]['machine'])
     args = (' -- --only ' + a.only) if a.only and not a.files else ''
-    body = section(runs, names, args)
+    body = section(machines, args)
     readme = open(a.readme).read()
     if BEGIN not in readme or END not in readme:
         sys.exit(f'{a.readme} has no {BEGIN} … {END} block')
@@ -309,12 +400,12 @@ def main():
     with open(a.readme, 'w') as f:
         f.write(head + BEGIN + '\n' + body + '\n' + END + tail)
     plot = os.path.join(ROOT, 'scripts', 'plot.py')
-    if os.path.exists(plot) and ('seed_pri', 'write+read', 1) in runs[0][2]:
+    if os.path.exists(plot) and ('seed_pri', 'write+read', 1) in runs[0]['rows']:
         # The seed_pri chart (docs/data/seed_pri.svg) from the first run, as the section cites it.
         subprocess.run([sys.executable, plot, names[0], os.path.join(ROOT, 'docs', 'data', 'seed_pri.svg')],
                        check=False)
-    print(f'{a.readme}: performance section regenerated from {len(runs)} run(s)',
-          file=sys.stderr)
+    print(f'{a.readme}: performance section regenerated from '
+          + ', '.join(f'{len(r)} run(s) on {m}' for m, r, _ in machines), file=sys.stderr)
 
 
 if __name__ == '__main__':
