@@ -388,10 +388,7 @@ pub fn run(cfg: &Cfg, out: &mut Out) {
         let lat = wakes(
             n,
             base,
-            &[
-                evfd_blocking_side(base),
-                kernel_blocking_side(base, false),
-            ],
+            &[evfd_blocking_side(base), kernel_blocking_side(base, false)],
         );
         b50.0.push(pct(&lat[0], 0.50));
         b50.1.push(pct(&lat[1], 0.50));
@@ -399,10 +396,7 @@ pub fn run(cfg: &Cfg, out: &mut Out) {
         let lat = wakes(
             n,
             base,
-            &[
-                evfd_blocking_side(base),
-                kernel_blocking_side(base, true),
-            ],
+            &[evfd_blocking_side(base), kernel_blocking_side(base, true)],
         );
         nowait.0.push(pct(&lat[0], 0.50));
         nowait.1.push(pct(&lat[1], 0.50));

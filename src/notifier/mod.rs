@@ -654,21 +654,19 @@ impl Inner {
     /// The lock-free read. `None` when the count is 0.
     #[inline]
     pub(crate) fn try_read(&self) -> Option<u64> {
-        let mut cur = self.count.load(SeqCst);
         if self.mode != Mode::Semaphore {
-            // Take the whole count: one swap, no CAS loop (a swap never fails; a write that
-            // lands between the load and the swap is taken with the rest).
-            if cur == 0 {
-                return None;
-            }
+            // Take the whole count: one swap, no CAS loop and no load first (a swap never
+            // fails; swapping 0 for 0 changes nothing). A load before the swap would cost a
+            // wait on the line a write's CAS has just locked: ~7 ns per pair on a CPU whose
+            // locked operations are slow (docs/handoff.md, "The read's swap").
             let got = self.count.swap(0, SeqCst);
             if got == 0 {
-                // Another reader emptied it between the load and the swap.
                 return None;
             }
             self.wake_after_consume(0);
             return Some(got);
         }
+        let mut cur = self.count.load(SeqCst);
         let (got, left) = loop {
             let (got, next) = mode::read(self.mode, cur)?;
             match self.count.compare_exchange_weak(cur, next, SeqCst, SeqCst) {
