@@ -29,7 +29,7 @@ use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use super::{Inner, Notifier, Op, Read, Write};
+use super::{Inner, LookedRead, Notifier, Op, Read, Write};
 use crate::wait_queue::task::{polled_after_completion, TaskWait};
 
 /// The state of one `read_async`: the async wait for a [`Read`] (whole count, or 1 in
@@ -56,7 +56,7 @@ impl ReadOp {
             self.done = true;
             return Poll::Ready(Err(e));
         }
-        let r = ready!(self.wait.poll(&inner.wq, cx, &mut Read(inner)));
+        let r = ready!(self.wait.poll(&inner.wq, cx, &mut LookedRead(inner)));
         self.done = true;
         Poll::Ready(r)
     }

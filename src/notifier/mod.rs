@@ -786,6 +786,33 @@ impl Op for Read<'_> {
     const EXCLUSIVE: bool = true;
 }
 
+/// The async read's tries (future and stream): a [`Read`] that looks at the count before it
+/// takes it. An async read's first try usually finds the count empty (the writer is another
+/// task, often on the same worker, that has not run yet), and a load costs less there than
+/// the swap's read-modify-write; the blocking read's first try swaps at once, since it
+/// usually finds a count (docs/handoff.md, "The read's swap"). The re-check after the
+/// registration looks with the same `SeqCst` load, which is the Dekker pair's read.
+pub(crate) struct LookedRead<'a>(pub(crate) &'a Inner);
+
+impl WaitFor for LookedRead<'_> {
+    type Output = io::Result<u64>;
+
+    fn try_now(&mut self) -> Option<io::Result<u64>> {
+        if self.0.count.load(SeqCst) == 0 {
+            return None;
+        }
+        Read(self.0).try_now()
+    }
+
+    fn probe(&self) -> bool {
+        Read(self.0).probe()
+    }
+
+    fn hand_on(&mut self) {
+        Read(self.0).hand_on();
+    }
+}
+
 /// A write of `n`. Writers are not exclusive: every read that makes room wakes them all, so
 /// a writer owes no wake to anyone when it leaves.
 pub(crate) struct Write<'a>(pub(crate) &'a Inner, pub(crate) u64);

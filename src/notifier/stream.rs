@@ -16,7 +16,7 @@ use std::task::{Context, Poll};
 
 use futures_core::stream::{FusedStream, Stream};
 
-use super::{Notifier, Op, Read};
+use super::{LookedRead, Notifier, Op, Read};
 use crate::wait_queue::task::TaskWait;
 
 /// A `Stream` of reads from a [`Notifier`]: each item is what one [`Notifier::read`] would
@@ -108,7 +108,9 @@ impl Stream for NotifierStream {
         if let Err(e) = inner.check() {
             return Poll::Ready(Some(Err(e)));
         }
-        this.wait.poll(&inner.wq, cx, &mut Read(inner)).map(Some)
+        this.wait
+            .poll(&inner.wq, cx, &mut LookedRead(inner))
+            .map(Some)
     }
 }
 
