@@ -496,6 +496,8 @@ impl Epoll {
         if let Some(child) = sc.as_epoll() {
             topology::check_add(ep, child)?;
         }
+        // Before the source can queue: a bare kernel sleep would not hear it.
+        ep.kernel.memory_added();
         let mut batch = WakeBatch::new();
         {
             let mut reg = crate::loom::lock(&ep.registry);
@@ -725,6 +727,13 @@ impl Epoll {
         }
         // An overflowing deadline means "forever".
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        // An epoll of kernel fds alone sleeps bare, in the kernel epoll (`kernel::sleep`),
+        // unless a fixed spin was asked for.
+        if matches!(ep.spin_ns.load(Relaxed), SPIN_ADAPTIVE | 0) {
+            if let Some(n) = ep.kernel.wait_bare(ep, events, deadline) {
+                return Ok(n);
+            }
+        }
         let mut s = EpollSleeper {
             harvest: Harvest { ep, out: events },
             entry: None,

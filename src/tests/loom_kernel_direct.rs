@@ -66,6 +66,8 @@ struct Model {
     ready: Mutex<bool>,
     /// `Direct::waiter`: the slot's one waiter, reset and reused by every holder.
     waiter: Arc<ThreadWaiter>,
+    /// `KernelSide::memory`: the epoll has held an in-memory source (the bare sleep's end).
+    memory: AtomicBool,
 }
 
 impl Model {
@@ -81,6 +83,7 @@ impl Model {
             waiters: WaitQueue::new(),
             ready: Mutex::new(false),
             waiter: Arc::new(ThreadWaiter::with_bell(bell)),
+            memory: AtomicBool::new(false),
         })
     }
 
@@ -89,13 +92,24 @@ impl Model {
         self.waiters.wake(WAITER_KEY, 1);
     }
 
+    /// The epoll's first in-memory `add`, of a source that is ready: `memory_added` (set
+    /// the flag, then ring a holder of the slot), then the source queues its item.
+    fn first_mem_add(&self) {
+        let first = !self.memory.swap(true, SeqCst);
+        crate::loom::dekker_fence();
+        if first && self.held.load(SeqCst) {
+            MockBell(Arc::clone(&self.kfd)).ring();
+        }
+        self.mem_event();
+    }
+
     fn kernel_event(&self) {
         self.kfd.state.lock().unwrap().0 = true;
         self.kfd.cv.notify_all();
     }
 
     /// `fds::collect`: a non-blocking `epoll_wait` on the kernel epoll; the bell's edge,
-    /// if it took it, is rung again while the slot is held (`Direct::taken_by_collect`).
+    /// if it took it, is rung again while the slot is held (`Direct::ring_holder`).
     /// Whether it took a kernel event.
     fn collect(&self) -> bool {
         let (kernel, edge) = self.kfd.take();
@@ -215,6 +229,79 @@ fn epoll_wait(m: &Model) -> u8 {
         seed: false,
     };
     wait::wait(&mut s, None).expect("no deadline")
+}
+
+/// `Epoll::wait` on an epoll of kernel fds alone: the bare sleep (`sleep::bare`: the slot,
+/// `epoll_wait`, no entry on `waiters`) while the epoll never held an in-memory source,
+/// else (or when a ring says it gained one) the wait above.
+fn bare_wait(m: &Model) -> u8 {
+    if !m.memory.load(SeqCst) && m.held.compare_exchange(false, true, SeqCst, SeqCst).is_ok() {
+        crate::loom::dekker_fence();
+        let got = loop {
+            // After the slot is taken (the Dekker pair with `first_mem_add`).
+            if m.memory.load(SeqCst) {
+                break None;
+            }
+            let mut s = m.kfd.state.lock().unwrap();
+            while !s.0 && !s.1 {
+                s = m.kfd.cv.wait(s).unwrap();
+            }
+            let (kernel, _edge) = std::mem::take(&mut *s);
+            drop(s);
+            if kernel {
+                break Some(2);
+            }
+        };
+        m.held.store(false, SeqCst);
+        if let Some(got) = got {
+            return got;
+        }
+    }
+    epoll_wait(m)
+}
+
+/// A bare sleeper and the epoll's first in-memory `add` of a ready source: the add's ring
+/// (or the sleeper's look at the flag) sends it to the general path, which delivers the
+/// event.
+#[test]
+fn bare_sleep_vs_first_memory_add() {
+    loom::model(|| {
+        let m = Model::new();
+        let s = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || bare_wait(&m))
+        };
+        m.first_mem_add();
+        assert_eq!(s.join().unwrap(), 1);
+    });
+}
+
+/// A bare sleeper, two waits, a kernel event and the first in-memory `add` in any order:
+/// both events are delivered, the second wait (bare again, or general) is not hung by a
+/// ring the first one left.
+#[test]
+fn bare_sleep_kernel_event_and_memory_add() {
+    loom::model(|| {
+        let m = Model::new();
+        let a = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || m.first_mem_add())
+        };
+        let s = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                let first = bare_wait(&m);
+                if first == 3 {
+                    first
+                } else {
+                    first + bare_wait(&m)
+                }
+            })
+        };
+        m.kernel_event();
+        a.join().unwrap();
+        assert_eq!(s.join().unwrap(), 3);
+    });
 }
 
 /// A direct sleeper, an in-memory event, and another thread's collect that may take the

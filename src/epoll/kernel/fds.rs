@@ -672,7 +672,7 @@ fn deliver(reg: &Fds, side: &Side, got: &[(Events, u64)], out: &mut [Event]) -> 
     for &(mut ev, token) in got {
         let Some(item) = reg.items.get(&token) else {
             if token == super::sleep::BELL_TOKEN {
-                side.direct.taken_by_collect();
+                side.direct.ring_holder();
             }
             continue;
         };

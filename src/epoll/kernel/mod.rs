@@ -91,6 +91,8 @@
 //! KernelSide::side    leaf Mutex<Option<Arc<Side>>>: written with registry held (the
 //!                     first kernel add, close), read anywhere (clone the Arc and go).
 //! KernelSide::present AtomicBool mirror of `side.is_some()`, written with it (invariant W).
+//! KernelSide::memory  AtomicBool, sticky: set by the first in-memory `add` before it
+//!                     rings the direct slot's holder (`sleep`, "Bare").
 //! KernelPoll::armed   AtomicBool, see invariant W.
 //! KernelPoll::shape   AtomicU64, written under `registry` (`fds`), read anywhere: the
 //!                     reactor route's generation (`reactor`, "Direct registration").
@@ -168,6 +170,9 @@ mod linux {
         /// This epoll or one nested below it has held a kernel fd (sticky): its outer
         /// epolls look at it in their harvest ("Nesting").
         below: AtomicBool,
+        /// The epoll has held an in-memory source (sticky, SeqCst): a blocked `wait` may
+        /// sleep bare until then (`sleep::bare`).
+        memory: AtomicBool,
         /// The kernel epoll and kernel item, created by the first kernel-fd `add` that
         /// succeeds.
         side: Mutex<Option<Arc<Side>>>,
@@ -209,6 +214,7 @@ mod linux {
             KernelSide {
                 present: AtomicBool::new(false),
                 below: AtomicBool::new(false),
+                memory: AtomicBool::new(false),
                 side: Mutex::new(None),
                 #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
                 reactor: super::reactor::Slot::default(),
@@ -397,6 +403,39 @@ mod linux {
                 return None;
             }
             KernelSleep::new(side)
+        }
+
+        /// A blocked `wait`'s bare sleep (`sleep::bare`), if this epoll holds kernel fds
+        /// and never held an in-memory source: `Some(n)` events delivered (0 at the
+        /// deadline), `None` to take the general path.
+        #[inline]
+        pub(crate) fn wait_bare(
+            &self,
+            ep: &Arc<EpInner>,
+            out: &mut [crate::events::Event],
+            deadline: Option<std::time::Instant>,
+        ) -> Option<usize> {
+            if self.memory.load(SeqCst) {
+                return None;
+            }
+            let side = self.side()?;
+            if !side.poll.has_fds() {
+                return None;
+            }
+            super::sleep::bare(&side, ep, out, deadline, &self.memory)
+        }
+
+        /// An in-memory `add` is about to register a source: the first one ends the bare
+        /// sleeps (`sleep::bare`), so it rings a holder of the direct slot, which may be one
+        /// (after setting `memory`: the Dekker pair there). One load after the first.
+        pub(crate) fn memory_added(&self) {
+            if self.memory.load(SeqCst) || self.memory.swap(true, SeqCst) {
+                return;
+            }
+            crate::loom::dekker_fence();
+            if let Some(side) = self.side() {
+                side.direct.ring_holder();
+            }
         }
 
         /// `close`: forget the kernel side (its kernel epoll closes with the last

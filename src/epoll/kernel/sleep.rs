@@ -8,9 +8,18 @@
 //!   to its harvest (`EpInner::harvest_seeded`); its in-memory wakes ring the epoll's
 //!   [`DirectBell`], registered in `kfd` edge-triggered with [`BELL_TOKEN`]. A collect
 //!   that takes the bell's edge rings it again while the slot is held
-//!   ([`Direct::taken_by_collect`], called from `fds`).
+//!   ([`Direct::ring_holder`], called from `fds`).
 //! - **`poll(2)`**: every other blocked thread sleeps in `poll` on `[kfd, bell]`, its bell
 //!   being an eventfd of its own ([`ThreadBell`]) that only it reads.
+//! - **Bare** ([`bare`]): on an epoll that has never held an in-memory source, nothing in
+//!   memory can wake a blocked thread, so the slot's holder skips the wait routine: no
+//!   entry on `waiters`, no registration, re-check or removal; `epoll_wait` on `kfd` and
+//!   the delivery of what it returns. The one thing that could need it, the epoll's first
+//!   in-memory `add`, sets the kernel side's sticky `memory` flag and then rings the
+//!   slot's holder; the holder takes the slot and then reads the flag (a Dekker pair,
+//!   SeqCst both sides), and after every return of its `epoll_wait`, so either it never
+//!   sleeps bare or the ring wakes it and it leaves for the general path (loom
+//!   `bare_sleep_*` in `src/tests/loom_kernel_direct.rs`).
 //!
 //! Both register on `waiters` with the mask [`KEY_KSLEEP`](crate::epoll::KEY_KSLEEP): they
 //! need neither the kernel item nor the watcher (invariant W of `super` is about the
@@ -106,32 +115,37 @@ impl Direct {
     /// Take the slot, making the bell first if need be; `false` if it is held or there is
     /// no bell. The slot's waiter (`waiter`) is reset for this holder.
     fn acquire(&self, kfd: &OwnedFd) -> bool {
-        let bell = self
-            .bell
-            .get_or_init(|| DirectBell::new(kfd).ok().map(Arc::new));
-        let Some(bell) = bell else {
+        let Some(bell) = self.take(kfd) else {
             return false;
         };
-        if self
-            .held
-            .compare_exchange(false, true, SeqCst, SeqCst)
-            .is_err()
-        {
-            return false;
-        }
         self.waiter
             .get_or_init(|| Arc::new(ThreadWaiter::with_bell(Arc::clone(bell) as Arc<dyn Bell>)))
             .reset();
         true
     }
 
+    /// Take the slot (SeqCst), making the bell first if need be: the bell, or `None` if the
+    /// slot is held or there is no bell.
+    fn take(&self, kfd: &OwnedFd) -> Option<&Arc<DirectBell>> {
+        let bell = self
+            .bell
+            .get_or_init(|| DirectBell::new(kfd).ok().map(Arc::new))
+            .as_ref()?;
+        self.held
+            .compare_exchange(false, true, SeqCst, SeqCst)
+            .is_ok()
+            .then_some(bell)
+    }
+
     fn release(&self) {
         self.held.store(false, SeqCst);
     }
 
-    /// A collect (`fds::collect`) took the bell's event out of `kfd`: if a thread holds
-    /// the slot, the ring may have been for it, so ring again (module docs).
-    pub(crate) fn taken_by_collect(&self) {
+    /// Ring the bell if a thread holds the slot: a collect (`fds::collect`) took the
+    /// bell's event out of `kfd`, and the ring may have been for the holder (module docs);
+    /// or the epoll gained its first in-memory source, which a bare sleeper does not hear
+    /// ([`bare`]).
+    pub(crate) fn ring_holder(&self) {
         if self.held.load(SeqCst) {
             if let Some(Some(b)) = self.bell.get() {
                 b.ring();
@@ -281,6 +295,75 @@ impl KernelSleep {
             How::Poll(b) => poll_sleep(kfd, b.fd.as_fd(), waiter, deadline),
         }
     }
+}
+
+/// The bare sleep of a blocked [`Epoll::wait`](crate::Epoll::wait) on an epoll that never
+/// held an in-memory source (module docs, "Bare"): the direct slot taken, `epoll_wait` on
+/// `kfd`, the delivery of what it returned, and nothing else — no entry on `waiters`, no
+/// wait routine. Nothing in memory can wake such a wait but the epoll's first in-memory
+/// `add`, which rings the slot's holder after setting `memory` ([`Direct::ring_holder`]).
+/// `Some(n)`: the events delivered (0 at the deadline); `None`: the caller takes the
+/// general path (the slot is held, the epoll gained an in-memory source, or `kfd` failed),
+/// with nothing consumed that it would not deliver.
+pub(crate) fn bare(
+    side: &Arc<Side>,
+    ep: &Arc<EpInner>,
+    out: &mut [Event],
+    deadline: Option<Instant>,
+    memory: &crate::loom::sync::atomic::AtomicBool,
+) -> Option<usize> {
+    side.direct.take(&side.poll.kfd)?;
+    crate::loom::dekker_fence();
+    let mut seed = SEED.try_with(|s| s.take()).unwrap_or_default();
+    let kfd = side.poll.kfd.as_fd();
+    let n = loop {
+        // The Dekker pair with the first in-memory `add` (`KernelSide::memory_added`): the
+        // slot is taken (SeqCst) before `memory` is read, as the add sets `memory` before
+        // it reads the slot, so one of the two sees the other; and after a ring, the
+        // source that rang it is seen here.
+        if memory.load(SeqCst) {
+            break None;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break Some(0);
+        }
+        // EINTR and a timeout come back as nothing: looked at again above.
+        if crate::sys::epoll::wait(kfd, &mut seed, out.len(), deadline).is_err() {
+            break None;
+        }
+        if let Some(i) = seed.iter().position(|&(_, t)| t == BELL_TOKEN) {
+            // A ring: the first in-memory source (then the general path), or a stale one
+            // (a collect's re-ring for an earlier holder, module docs).
+            seed.swap_remove(i);
+        }
+        if seed.is_empty() {
+            continue;
+        }
+        let n = match super::fds::harvest_one(ep, out, Some(&seed)) {
+            Some((n, _)) => n,
+            None => bare_general(side, ep, out, &seed),
+        };
+        // None (another consumer reset the eventfd first): sleep again.
+        if n > 0 {
+            break Some(n);
+        }
+    };
+    side.direct.release();
+    seed.clear();
+    let _ = SEED.try_with(|s| s.set(seed));
+    n
+}
+
+/// [`bare`]'s general delivery (any shape but one eventfd): out of line.
+#[inline(never)]
+fn bare_general(
+    side: &Arc<Side>,
+    ep: &Arc<EpInner>,
+    out: &mut [Event],
+    seed: &[(Events, u64)],
+) -> usize {
+    let kernel = super::fds::Collector::new(Some(Arc::clone(side)));
+    ep.harvest_seeded(out, seed, kernel)
 }
 
 /// `park`'s spin on the in-memory wake, for up to `spin` (clamped to the deadline): whether

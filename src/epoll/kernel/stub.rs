@@ -127,6 +127,17 @@ impl KernelSide {
         None
     }
 
+    pub(crate) fn wait_bare(
+        &self,
+        _: &Arc<EpInner>,
+        _: &mut [Event],
+        _: Option<std::time::Instant>,
+    ) -> Option<usize> {
+        None
+    }
+
+    pub(crate) fn memory_added(&self) {}
+
     pub(crate) fn len(&self, _: &mut Fds) -> usize {
         0
     }
