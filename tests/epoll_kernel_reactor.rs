@@ -683,3 +683,113 @@ fn a_shape_change_does_not_cut_a_blocking_wait_short() {
         no_watcher("blocking wait through a shape change");
     });
 }
+
+/// The epoll's first in-memory source, added (ready) from a thread outside the runtime
+/// while a task waits bare (kernel fds only: no entry on the epoll's wait queue), reaches
+/// that task: the add wakes it through the bare slot, on both runtime flavours, at any
+/// moment of its wait. Then the epoll's waits take the general path, and a kernel write
+/// still wakes a second wait.
+fn first_memory_add_under_a_bare_task(multi: bool) {
+    bounded("first in-memory add", move || {
+        let rt = rt(multi);
+        for round in 0..60u64 {
+            let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
+            let ep = Arc::new(Epoll::new());
+            ep.add(&*k, Events::IN, 1).unwrap();
+            let n = Arc::new(Notifier::new());
+            n.notify().unwrap();
+            let adder = {
+                let (ep, n) = (Arc::clone(&ep), Arc::clone(&n));
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_micros(round % 3 * 200));
+                    ep.add(&*n, Events::IN | Events::ET, 7).unwrap();
+                })
+            };
+            let got = rt.block_on(async {
+                let mut buf = [Event::default(); 4];
+                wait(&ep, &mut buf).await
+            });
+            adder.join().unwrap();
+            assert_eq!(
+                got,
+                vec![Event {
+                    events: Events::IN,
+                    data: 7
+                }],
+                "round {round}"
+            );
+            let k2 = Arc::clone(&k);
+            let writer = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(2));
+                k2.write(1).unwrap();
+            });
+            let got = rt.block_on(async {
+                let mut buf = [Event::default(); 4];
+                wait(&ep, &mut buf).await
+            });
+            writer.join().unwrap();
+            assert_eq!(
+                got,
+                vec![Event {
+                    events: Events::IN,
+                    data: 1
+                }],
+                "round {round}"
+            );
+        }
+        no_watcher("first in-memory add");
+    });
+}
+
+#[test]
+fn first_memory_add_under_a_bare_task_current_thread() {
+    first_memory_add_under_a_bare_task(false);
+}
+
+#[test]
+fn first_memory_add_under_a_bare_task_multi_thread() {
+    first_memory_add_under_a_bare_task(true);
+}
+
+/// Three tasks wait on one epoll of one Counter eventfd: one holds the bare slot, the
+/// others wait through the wait queue. A write wakes all three (each finds the event, as
+/// `epoll_wait` in three threads would for a level-triggered fd); a bare wait dropped
+/// before its wake leaves the slot to the next wait.
+#[test]
+fn bare_and_queued_tasks_side_by_side() {
+    bounded("bare and queued tasks", || {
+        let rt = rt(true);
+        let k = Arc::new(KernelNotifier::new(Mode::Counter).unwrap());
+        let ep = Arc::new(Epoll::new());
+        ep.add(&*k, Events::IN, 5).unwrap();
+        // A bare wait cancelled before anything happens (it took the slot).
+        rt.block_on(async {
+            let mut buf = [Event::default(); 4];
+            let r = tokio::time::timeout(Duration::from_millis(5), ep.wait_async(&mut buf)).await;
+            assert!(r.is_err(), "nothing was written");
+        });
+        let tasks: Vec<_> = (0..3)
+            .map(|_| {
+                let ep = Arc::clone(&ep);
+                rt.spawn(async move {
+                    let mut buf = [Event::default(); 4];
+                    wait(&ep, &mut buf).await
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(20));
+        k.write(1).unwrap();
+        for t in tasks {
+            let got = rt.block_on(t).unwrap();
+            assert_eq!(
+                got,
+                vec![Event {
+                    events: Events::IN,
+                    data: 5
+                }]
+            );
+        }
+        assert_eq!(k.read().unwrap(), 1);
+        no_watcher("bare and queued tasks");
+    });
+}

@@ -83,6 +83,8 @@ use crate::wait_queue::thread::{self, Entry, Parked, Recheck, Sleeper};
 use crate::wait_queue::{Callback, PostWake, Target, WaitFor, WaitQueue, WakeBatch};
 use harvest::Harvest;
 use item::Item;
+#[cfg(all(test, evfd_loom))]
+pub(crate) use kernel::BareTask;
 use kernel::{Ctl, KernelSide, KernelSleep};
 use ready::Ready;
 use source::sealed::{KernelRef, MemRef, SourceRef};
@@ -492,12 +494,13 @@ impl Epoll {
                 ));
             }
         }
+        // Before the source can queue (a bare kernel sleep or task would not hear it), and
+        // before any lock (it may wake a task).
+        ep.kernel.memory_added();
         let topo = sc.as_epoll().map(|_| topology::lock());
         if let Some(child) = sc.as_epoll() {
             topology::check_add(ep, child)?;
         }
-        // Before the source can queue: a bare kernel sleep would not hear it.
-        ep.kernel.memory_added();
         let mut batch = WakeBatch::new();
         {
             let mut reg = crate::loom::lock(&ep.registry);

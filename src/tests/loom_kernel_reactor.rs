@@ -11,6 +11,11 @@
 //! fires here (the new fd's readiness reaches only a registration of the new shape). The
 //! executor is emulated: a pending task is polled again only if its waker was woken since
 //! its last poll, so a lost wake is a task left pending on the old shape.
+//!
+//! The same executor checks the bare task slot ("Bare" in `reactor`): a task that waits
+//! with no entry on `waiters` keeps its waker in the slot and then reads the epoll's sticky
+//! in-memory flag; the first in-memory `add` sets the flag and then takes and wakes the
+//! slot's waker (`bare_task_*`, real `BareTask`).
 
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
@@ -99,4 +104,65 @@ fn loom_kernel_reactor_shape_wakes_a_registering_task() {
 #[test]
 fn loom_kernel_reactor_shape_wakes_a_queued_task() {
     model(true);
+}
+
+/// The bare task slot (`reactor`, "Bare": the real [`BareTask`]) against the epoll's first
+/// in-memory `add` (`KernelSide::memory_added`: set the sticky flag, then take and wake the
+/// slot's waker). A change of the shape follows the same steps with the generation for the
+/// flag. The task keeps its waker in the slot and then reads the flag at each poll; one that
+/// reads it clear waits, and must be woken. With `again`, the task's first poll comes
+/// before the add starts (its waker is in the slot already).
+fn bare_task_model(again: bool) {
+    use crate::epoll::BareTask;
+    use loom::sync::atomic::AtomicBool;
+    loom::model(move || {
+        let slot = Arc::new(BareTask::default());
+        let memory = Arc::new(AtomicBool::new(false));
+        let flag = Arc::new(Flag(AtomicUsize::new(0)));
+        let waker = Waker::from(Arc::clone(&flag));
+        let mut held = false;
+        assert!(slot.take(&mut held));
+        // `KernelWake::poll_bare`: keep the waker, then look (the general path, which the
+        // other models cover, takes over once the flag is seen).
+        let poll = |slot: &BareTask| {
+            slot.set_waker(&waker);
+            crate::loom::dekker_fence();
+            memory.load(SeqCst)
+        };
+        let mut done = false;
+        let mut seen = 0;
+        if again {
+            seen = flag.0.load(SeqCst);
+            done = poll(&slot);
+        }
+        let adder = {
+            let (slot, memory) = (Arc::clone(&slot), Arc::clone(&memory));
+            thread::spawn(move || {
+                memory.store(true, SeqCst);
+                crate::loom::dekker_fence();
+                slot.wake();
+            })
+        };
+        if !done {
+            seen = flag.0.load(SeqCst);
+            done = poll(&slot);
+        }
+        adder.join().unwrap();
+        while !done && flag.0.load(SeqCst) > seen {
+            seen = flag.0.load(SeqCst);
+            done = poll(&slot);
+        }
+        assert!(done, "a bare task missed the first in-memory add");
+        slot.leave(&mut held);
+    });
+}
+
+#[test]
+fn loom_kernel_reactor_bare_task_first_poll_vs_memory_add() {
+    bare_task_model(false);
+}
+
+#[test]
+fn loom_kernel_reactor_bare_task_waiting_vs_memory_add() {
+    bare_task_model(true);
 }

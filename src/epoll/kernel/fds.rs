@@ -407,6 +407,7 @@ fn publish_shape(fds: &Fds, side: &Side) -> bool {
 /// registration"). Runs wakers: never with a crate lock held.
 fn wake_shape(ep: &EpInner) {
     ep.waiters.wake(crate::epoll::KEY_KSLEEP, usize::MAX);
+    ep.kernel.wake_bare_task();
 }
 
 /// Drop tokens whose file the kernel no longer holds (closed). Must be called with

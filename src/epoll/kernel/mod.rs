@@ -92,7 +92,9 @@
 //!                     first kernel add, close), read anywhere (clone the Arc and go).
 //! KernelSide::present AtomicBool mirror of `side.is_some()`, written with it (invariant W).
 //! KernelSide::memory  AtomicBool, sticky: set by the first in-memory `add` before it
-//!                     rings the direct slot's holder (`sleep`, "Bare").
+//!                     rings the direct slot's holder (`sleep`, "Bare") and wakes the
+//!                     bare task (`reactor`, "Bare").
+//! KernelSide::bare_task  leaf Mutex (a waker) and flag: `reactor`, "Bare".
 //! KernelPoll::armed   AtomicBool, see invariant W.
 //! KernelPoll::shape   AtomicU64, written under `registry` (`fds`), read anywhere: the
 //!                     reactor route's generation (`reactor`, "Direct registration").
@@ -125,6 +127,8 @@ pub(crate) mod watcher;
 pub(crate) use fds::{Collector, Fds};
 #[cfg(evfd_kernel_side)]
 pub(crate) use poll::KernelPoll;
+#[cfg(all(test, evfd_loom))]
+pub(crate) use reactor::BareTask;
 pub(crate) use reactor::KernelWake;
 #[cfg(evfd_kernel_side)]
 pub(crate) use sleep::KernelSleep;
@@ -180,6 +184,8 @@ mod linux {
         /// [`Side`], so that a new async wait finds it without taking `side`.
         #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
         pub(super) reactor: super::reactor::Slot,
+        /// The bare task slot of route 3 (`reactor`, "Bare").
+        bare_task: super::reactor::BareTask,
     }
 
     /// The kernel epoll and the kernel item.
@@ -218,6 +224,7 @@ mod linux {
                 side: Mutex::new(None),
                 #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
                 reactor: super::reactor::Slot::default(),
+                bare_task: super::reactor::BareTask::default(),
             }
         }
 
@@ -436,6 +443,37 @@ mod linux {
             if let Some(side) = self.side() {
                 side.direct.ring_holder();
             }
+            self.bare_task.wake();
+        }
+
+        /// A task's bare wait (`reactor`, "Bare"): take the slot unless `*held` already
+        /// says so, keep `waker` in it, then read `memory`. `true`: wait bare; `false`:
+        /// the general path (the slot left if the epoll gained an in-memory source).
+        pub(crate) fn bare_task_enter(&self, held: &mut bool, waker: &std::task::Waker) -> bool {
+            if self.memory.load(SeqCst) {
+                self.bare_task.leave(held);
+                return false;
+            }
+            if !self.bare_task.take(held) {
+                return false;
+            }
+            self.bare_task.set_waker(waker);
+            crate::loom::dekker_fence();
+            if self.memory.load(SeqCst) {
+                self.bare_task.leave(held);
+                return false;
+            }
+            true
+        }
+
+        /// Leave the bare task slot, if `*held`.
+        pub(crate) fn bare_task_leave(&self, held: &mut bool) {
+            self.bare_task.leave(held);
+        }
+
+        /// The kernel shape changed (`fds::wake_shape`): wake the bare task, if any.
+        pub(super) fn wake_bare_task(&self) {
+            self.bare_task.wake();
         }
 
         /// `close`: forget the kernel side (its kernel epoll closes with the last

@@ -54,9 +54,25 @@
 //! after it compares after the move (the queue's lock orders the two), and sees it. loom
 //! model: `loom_kernel_reactor` (`src/tests/`).
 //!
+//! # Bare
+//!
+//! An epoll that has never held an in-memory source has nothing in memory to wake a
+//! task: the only wakes of `waiters` it can see are the epoll's first in-memory `add` and
+//! a change of the shape (`fds::wake_shape`). So one task at a time — the holder of the
+//! kernel side's [`BareTask`] slot — waits on its place in the reactor alone, with no
+//! entry on `waiters` (no entry made, linked, unlinked and freed per wait). Those two
+//! wakes find its waker in the slot instead. The holder keeps its waker in the slot (under
+//! the slot's lock) *before* it reads the sticky `memory` flag and, in its try, the shape;
+//! the `add` sets `memory`, and a shape change moves the shape, *before* taking the
+//! slot's lock to take the waker. The lock orders the two: either the waker kept is seen
+//! and woken, or the flag (or the moved shape) is seen by the holder, which then leaves
+//! for the general path (or chooses again). Every kernel event reaches it through its
+//! place, as above. loom: `loom_kernel_reactor_bare_task_*`.
+//!
 //! # LOCKING
 //!
 //! ```text
+//! BareTask leaf Mutex (the holder's waker), see "Bare".
 //! Slot    leaf Mutex: the reactor registration for one runtime and shape. No tokio code
 //!         runs under it: a registration is made before it is taken, and one it replaces
 //!         is dropped after it is released. `Slot::get` reads the shape under `registry`
@@ -115,6 +131,8 @@ pub(crate) struct KernelWake {
     /// The entry's mask is `KEY_KSLEEP` (reactor path), not `IN`.
     direct: bool,
     reactor: Reactor,
+    /// Holds the epoll's bare task slot ([`BareTask`]): waits with no entry on `waiters`.
+    bare: bool,
 }
 
 impl KernelWake {
@@ -123,6 +141,7 @@ impl KernelWake {
             wait: TaskWait::new(Events::IN, true),
             direct: false,
             reactor: Reactor::default(),
+            bare: false,
         }
     }
 
@@ -139,6 +158,14 @@ impl KernelWake {
         out: &mut [Event],
     ) -> Poll<usize> {
         let direct = self.reactor.choose(ep);
+        if !direct && self.bare {
+            ep.kernel.bare_task_leave(&mut self.bare);
+        }
+        if direct && !self.wait.is_registered() {
+            if let Some(got) = self.poll_bare(ep, cx, out) {
+                return got;
+            }
+        }
         if direct != self.direct {
             // The way kernel readiness reaches us changed (the first kernel fd, another
             // runtime, a runtime gone): leave the queue (handing on a wake we had won but
@@ -172,6 +199,31 @@ impl KernelWake {
         )
     }
 
+    /// The bare wait ("Bare" in the module docs): on an epoll that has never held an
+    /// in-memory source, the task that holds the bare slot waits on its place in the
+    /// reactor alone, with no entry on `waiters`. `None`: the general path (the slot is
+    /// another task's, or the epoll gained an in-memory source).
+    fn poll_bare(
+        &mut self,
+        ep: &Arc<EpInner>,
+        cx: &mut Context<'_>,
+        out: &mut [Event],
+    ) -> Option<Poll<usize>> {
+        if !ep.kernel.bare_task_enter(&mut self.bare, cx.waker()) {
+            return None;
+        }
+        // The kernel events through the reactor, as the general path's tries (`seen`
+        // is this poll's).
+        self.reactor.new_poll();
+        match self.reactor.try_harvest(ep, out, cx) {
+            Some(n) => {
+                ep.kernel.bare_task_leave(&mut self.bare);
+                Some(Poll::Ready(n))
+            }
+            None => Some(Poll::Pending),
+        }
+    }
+
     /// A child process's copy of a pre-fork wait goes away: leak its reactor side. Dropping
     /// it would take tokio's locks (which another parent thread may have held at the fork)
     /// and could deregister the parent's registration from the reactor's epoll, which the
@@ -188,8 +240,69 @@ impl KernelWake {
     /// The owner goes away: leave the queue (handing on a wake won and not used); a
     /// pending reactor registration goes with it.
     pub(crate) fn cancel(&mut self, ep: &Arc<EpInner>) {
+        ep.kernel.bare_task_leave(&mut self.bare);
         self.wait
             .cancel(&ep.waiters, &mut Harvest { ep, out: &mut [] });
+    }
+}
+
+/// The epoll's bare task slot ("Bare" in the module docs): whether a task holds it, and
+/// its waker, where the two wakes it would otherwise have had through `waiters` find it:
+/// the epoll's first in-memory `add` and a change of the kernel shape. One task at a time
+/// (any other waits through `waiters`).
+///
+/// LOCKING: `waker` is a leaf lock; no waker is cloned, woken or dropped under it.
+#[derive(Default)]
+pub(crate) struct BareTask {
+    held: crate::loom::sync::atomic::AtomicBool,
+    waker: crate::loom::sync::Mutex<Option<std::task::Waker>>,
+}
+
+impl BareTask {
+    /// Take the slot (SeqCst) unless `*held` says this wait has it; `false` if another
+    /// task holds it.
+    pub(crate) fn take(&self, held: &mut bool) -> bool {
+        use crate::loom::sync::atomic::Ordering::SeqCst;
+        if !*held {
+            *held = self
+                .held
+                .compare_exchange(false, true, SeqCst, SeqCst)
+                .is_ok();
+        }
+        *held
+    }
+
+    /// Keep `w` as the holder's waker (a clone made with no lock held, only if the one
+    /// kept would not wake the same task).
+    pub(crate) fn set_waker(&self, w: &std::task::Waker) {
+        if crate::loom::lock(&self.waker)
+            .as_ref()
+            .is_some_and(|k| k.will_wake(w))
+        {
+            return;
+        }
+        let new = w.clone();
+        let old = crate::loom::lock(&self.waker).replace(new);
+        drop(old);
+    }
+
+    /// Leave the slot, if `*held`. The waker stays: the next holder is usually the same
+    /// task, whose `set_waker` then finds it in place (a wake of a waker left behind is a
+    /// spurious wake of a task that no longer waits here).
+    pub(crate) fn leave(&self, held: &mut bool) {
+        if std::mem::take(held) {
+            self.held
+                .store(false, crate::loom::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// Wake the holder, if any (taking its waker: its next poll keeps a new one). Runs the
+    /// waker with no lock held.
+    pub(crate) fn wake(&self) {
+        let w = crate::loom::lock(&self.waker).take();
+        if let Some(w) = w {
+            w.wake();
+        }
     }
 }
 

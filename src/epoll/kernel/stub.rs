@@ -138,6 +138,12 @@ impl KernelSide {
 
     pub(crate) fn memory_added(&self) {}
 
+    pub(crate) fn bare_task_enter(&self, _: &mut bool, _: &std::task::Waker) -> bool {
+        false
+    }
+
+    pub(crate) fn bare_task_leave(&self, _: &mut bool) {}
+
     pub(crate) fn len(&self, _: &mut Fds) -> usize {
         0
     }
