@@ -126,12 +126,14 @@ def slug(machine):
 
 def stamp():
     """The lines a saved run opens with: the commit measured (with `-dirty` when the tree
-    had changes) and the kernel."""
+    had changes, other than the ones this script writes: a second run follows the first's
+    saved output) and the kernel."""
     def git(*a):
         r = subprocess.run(['git', *a], cwd=ROOT, capture_output=True, text=True)
         return r.stdout.strip() if r.returncode == 0 else ''
     rev = git('rev-parse', '--short', 'HEAD') or 'unknown'
-    if git('status', '--porcelain', '--untracked-files=no'):
+    if git('status', '--porcelain', '--untracked-files=no', '--', '.',
+           ':(exclude)docs/data', ':(exclude)README.md'):
         rev += '-dirty'
     return f'# commit: {rev}\n# kernel: {platform.release()}\n'
 

@@ -174,8 +174,9 @@ mod linux {
         /// This epoll or one nested below it has held a kernel fd (sticky): its outer
         /// epolls look at it in their harvest ("Nesting").
         below: AtomicBool,
-        /// The epoll has held an in-memory source (sticky, SeqCst): a blocked `wait` may
-        /// sleep bare until then (`sleep::bare`).
+        /// An in-memory `add` was made on this epoll (sticky, SeqCst; set even if the add
+        /// then failed): until then a blocked `wait` may sleep bare (`sleep::bare`) and a
+        /// task wait bare (`reactor`, "Bare").
         memory: AtomicBool,
         /// The kernel epoll and kernel item, created by the first kernel-fd `add` that
         /// succeeds.

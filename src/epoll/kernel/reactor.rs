@@ -252,12 +252,15 @@ impl KernelWake {
 /// (any other waits through `waiters`).
 ///
 /// LOCKING: `waker` is a leaf lock; no waker is cloned, woken or dropped under it.
+// (Where there is no kernel side, nothing makes one.)
+#[cfg_attr(not(evfd_kernel_side), allow(dead_code))]
 #[derive(Default)]
 pub(crate) struct BareTask {
     held: crate::loom::sync::atomic::AtomicBool,
     waker: crate::loom::sync::Mutex<Option<std::task::Waker>>,
 }
 
+#[cfg_attr(not(evfd_kernel_side), allow(dead_code))]
 impl BareTask {
     /// Take the slot (SeqCst) unless `*held` says this wait has it; `false` if another
     /// task holds it.
