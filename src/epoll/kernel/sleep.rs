@@ -111,6 +111,45 @@ thread_local! {
     static SEED: std::cell::Cell<Vec<(Events, u64)>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
+/// The calling thread's seed buffer (`SEED`), taken for a direct sleep.
+fn take_seed() -> Vec<(Events, u64)> {
+    SEED.try_with(|s| s.take()).unwrap_or_default()
+}
+
+/// Back to the thread's buffer (`SEED`), emptied, for its next sleep.
+fn put_seed(mut seed: Vec<(Events, u64)>) {
+    seed.clear();
+    let _ = SEED.try_with(|s| s.set(seed));
+}
+
+/// Deliver `seed`, the kernel events a direct sleep took (and the in-memory events into
+/// the slots left): the one-eventfd shape's lean harvest where it applies, else
+/// `harvest_seeded`.
+fn deliver(
+    side: &Arc<Side>,
+    ep: &Arc<EpInner>,
+    out: &mut [Event],
+    seed: &[(Events, u64)],
+) -> usize {
+    match super::fds::harvest_one(ep, out, Some(seed)) {
+        Some((n, _)) => n,
+        None => deliver_general(side, ep, out, seed),
+    }
+}
+
+/// [`deliver`]'s general harvest (any other shape): out of line, so that the lean one's
+/// code stays small.
+#[inline(never)]
+fn deliver_general(
+    side: &Arc<Side>,
+    ep: &Arc<EpInner>,
+    out: &mut [Event],
+    seed: &[(Events, u64)],
+) -> usize {
+    let kernel = super::fds::Collector::new(Some(Arc::clone(side)));
+    ep.harvest_seeded(out, seed, kernel)
+}
+
 impl Direct {
     /// Take the slot, making the bell first if need be; `false` if it is held or there is
     /// no bell. The slot's waiter (`waiter`) is reset for this holder.
@@ -200,10 +239,7 @@ impl Drop for KernelSleep {
     fn drop(&mut self) {
         self.leave();
         if self.seed.capacity() > 0 {
-            // Back to the thread's buffer (`SEED`), for its next sleep.
-            self.seed.clear();
-            let seed = std::mem::take(&mut self.seed);
-            let _ = SEED.try_with(|s| s.set(seed));
+            put_seed(std::mem::take(&mut self.seed));
         }
     }
 }
@@ -217,7 +253,7 @@ impl KernelSleep {
                 side,
                 how: How::Direct,
                 holds: true,
-                seed: SEED.try_with(|s| s.take()).unwrap_or_default(),
+                seed: take_seed(),
             });
         }
         Some(KernelSleep {
@@ -240,23 +276,11 @@ impl KernelSleep {
         !self.seed.is_empty()
     }
 
-    /// Deliver them (and the in-memory events into the slots left): `harvest_seeded`.
+    /// Deliver them (and the in-memory events into the slots left): [`deliver`].
     pub(crate) fn deliver_seed(&mut self, ep: &Arc<EpInner>, out: &mut [Event]) -> usize {
-        // The one-eventfd shape with nothing else to deliver: its lean harvest.
-        let n = match super::fds::harvest_one(ep, out, Some(&self.seed)) {
-            Some((n, _)) => n,
-            None => self.deliver_general(ep, out),
-        };
+        let n = deliver(&self.side, ep, out, &self.seed);
         self.seed.clear();
         n
-    }
-
-    /// `deliver_seed`'s general harvest (any other shape): out of line, so that the lean
-    /// one's code stays small.
-    #[inline(never)]
-    fn deliver_general(&self, ep: &Arc<EpInner>, out: &mut [Event]) -> usize {
-        let kernel = super::fds::Collector::new(Some(Arc::clone(&self.side)));
-        ep.harvest_seeded(out, &self.seed, kernel)
     }
 
     /// The waiter to queue: the calling thread, woken by its bell (the direct slot's
@@ -314,7 +338,7 @@ pub(crate) fn bare(
 ) -> Option<usize> {
     side.direct.take(&side.poll.kfd)?;
     crate::loom::dekker_fence();
-    let mut seed = SEED.try_with(|s| s.take()).unwrap_or_default();
+    let mut seed = take_seed();
     let kfd = side.poll.kfd.as_fd();
     let n = loop {
         // The Dekker pair with the first in-memory `add` (`KernelSide::memory_added`): the
@@ -339,31 +363,15 @@ pub(crate) fn bare(
         if seed.is_empty() {
             continue;
         }
-        let n = match super::fds::harvest_one(ep, out, Some(&seed)) {
-            Some((n, _)) => n,
-            None => bare_general(side, ep, out, &seed),
-        };
+        let n = deliver(side, ep, out, &seed);
         // None (another consumer reset the eventfd first): sleep again.
         if n > 0 {
             break Some(n);
         }
     };
     side.direct.release();
-    seed.clear();
-    let _ = SEED.try_with(|s| s.set(seed));
+    put_seed(seed);
     n
-}
-
-/// [`bare`]'s general delivery (any shape but one eventfd): out of line.
-#[inline(never)]
-fn bare_general(
-    side: &Arc<Side>,
-    ep: &Arc<EpInner>,
-    out: &mut [Event],
-    seed: &[(Events, u64)],
-) -> usize {
-    let kernel = super::fds::Collector::new(Some(Arc::clone(side)));
-    ep.harvest_seeded(out, seed, kernel)
 }
 
 /// `park`'s spin on the in-memory wake, for up to `spin` (clamped to the deadline): whether
