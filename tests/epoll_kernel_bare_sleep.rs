@@ -7,23 +7,14 @@
 //! slot held still sleeps and wakes.
 #![cfg(target_os = "linux")]
 
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier};
 
-const WATCHDOG: Duration = Duration::from_secs(10);
+mod util;
+use util::blocked_wait;
 
-fn blocked_wait(ep: &Epoll, timeout: Option<Duration>) -> mpsc::Receiver<Vec<Event>> {
-    let (tx, rx) = mpsc::channel();
-    let ep = ep.clone();
-    std::thread::spawn(move || {
-        let mut buf = [Event::default(); 4];
-        let n = ep.wait(&mut buf, timeout).unwrap();
-        let _ = tx.send(buf[..n].to_vec());
-    });
-    rx
-}
+const WATCHDOG: Duration = Duration::from_secs(10);
 
 /// The pause before the add, cycling through "at once", "while it goes to sleep" and
 /// "asleep".
@@ -43,7 +34,7 @@ fn first_in_memory_add_of_a_ready_source_wakes_a_bare_sleeper() {
         let ep = Epoll::new();
         let k = KernelNotifier::new(Mode::AutoReset).unwrap();
         ep.add(&k, Events::IN, 1).unwrap();
-        let rx = blocked_wait(&ep, None);
+        let rx = blocked_wait(&ep, 4);
         pause(round);
         let n = Notifier::new();
         n.notify().unwrap();
@@ -70,7 +61,7 @@ fn in_memory_source_added_then_notified_wakes_a_bare_sleeper() {
         let ep = Epoll::new();
         let k = KernelNotifier::new(Mode::Counter).unwrap();
         ep.add(&k, Events::IN, 1).unwrap();
-        let rx = blocked_wait(&ep, None);
+        let rx = blocked_wait(&ep, 4);
         pause(round);
         let n = Notifier::new();
         ep.add(&n, Events::IN | Events::ET, 7).unwrap();
@@ -98,7 +89,7 @@ fn each_kernel_write_is_delivered_once_to_one_of_two_sleepers() {
         let ep = Epoll::new();
         let k = KernelNotifier::new(Mode::AutoReset).unwrap();
         ep.add(&k, Events::IN, 3).unwrap();
-        let (a, b) = (blocked_wait(&ep, None), blocked_wait(&ep, None));
+        let (a, b) = (blocked_wait(&ep, 4), blocked_wait(&ep, 4));
         std::thread::sleep(Duration::from_millis(2));
         let mut got = Vec::new();
         for _ in 0..2 {

@@ -9,23 +9,15 @@
 
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier};
 
-const WATCHDOG: Duration = Duration::from_secs(10);
+mod util;
+use util::blocked_wait;
 
-fn blocked_wait(ep: &Epoll, cap: usize) -> mpsc::Receiver<Vec<Event>> {
-    let (tx, rx) = mpsc::channel();
-    let ep = ep.clone();
-    std::thread::spawn(move || {
-        let mut buf = vec![Event::default(); cap];
-        let n = ep.wait(&mut buf, None).unwrap();
-        let _ = tx.send(buf[..n].to_vec());
-    });
-    rx
-}
+const WATCHDOG: Duration = Duration::from_secs(10);
 
 /// Edge-triggered kernel fds, all ready while one thread sleeps with a one-slot buffer:
 /// the kernel events its sleep takes (one per wait) are all delivered, none twice.

@@ -6,30 +6,20 @@
 //! could start it: the tests here never use a future, a fd view or a nested epoll).
 #![cfg(target_os = "linux")]
 
-use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use evfd::stats::watcher_stats;
 use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier};
 
-const WATCHDOG: Duration = Duration::from_secs(10);
+mod util;
+use util::blocked_wait;
 
-/// Run `ep.wait` (no timeout) on a thread; its result arrives on the channel.
-fn blocked_wait(ep: &Epoll) -> mpsc::Receiver<Vec<Event>> {
-    let (tx, rx) = mpsc::channel();
-    let ep = ep.clone();
-    std::thread::spawn(move || {
-        let mut buf = [Event::default(); 8];
-        let n = ep.wait(&mut buf, None).unwrap();
-        let _ = tx.send(buf[..n].to_vec());
-    });
-    rx
-}
+const WATCHDOG: Duration = Duration::from_secs(10);
 
 /// A thread blocks in `ep.wait`; `wake` must make it return exactly `[IN, data]`.
 fn wake_blocked(ep: &Epoll, wake: impl FnOnce(), data: u64, what: &str) {
-    let rx = blocked_wait(ep);
+    let rx = blocked_wait(ep, 8);
     std::thread::sleep(Duration::from_millis(2));
     wake();
     let got = rx
@@ -104,7 +94,7 @@ fn blocked_wait_sleeps_in_the_kernel() {
     // every one of them returns.
     let stop = Notifier::new();
     ep.add(&stop, Events::IN, 3).unwrap();
-    let rxs: Vec<_> = (0..3).map(|_| blocked_wait(&ep)).collect();
+    let rxs: Vec<_> = (0..3).map(|_| blocked_wait(&ep, 8)).collect();
     std::thread::sleep(Duration::from_millis(20));
     stop.notify().unwrap();
     for rx in rxs {

@@ -1,5 +1,5 @@
-//! Helpers shared by the fd-view and mixed-source tests: `poll(2)` readability and a kernel epoll watching
-//! one fd.
+//! Helpers shared by the fd-view, mixed-source and kernel-sleep tests: `poll(2)`
+//! readability, a kernel epoll watching one fd, and a thread blocked in `Epoll::wait`.
 #![allow(dead_code)]
 
 use std::os::fd::{AsFd, OwnedFd};
@@ -78,4 +78,17 @@ impl AsFd for Kep {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.ep.as_fd()
     }
+}
+
+/// Run `ep.wait` (no timeout, a buffer of `cap` events) on a thread of its own; what it
+/// returned arrives on the channel.
+pub fn blocked_wait(ep: &evfd::Epoll, cap: usize) -> std::sync::mpsc::Receiver<Vec<evfd::Event>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let ep = ep.clone();
+    std::thread::spawn(move || {
+        let mut buf = vec![evfd::Event::default(); cap];
+        let n = ep.wait(&mut buf, None).unwrap();
+        let _ = tx.send(buf[..n].to_vec());
+    });
+    rx
 }
