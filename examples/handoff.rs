@@ -422,8 +422,8 @@ fn io_runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-/// `2n` wakes of the task `wait` makes, on a current-thread runtime (with I/O) on its own
-/// thread: this thread pauses 300 µs (the task is asleep), `write`s, and waits for the
+/// `2n` wakes of the task `wait` makes, spawned on a current-thread runtime (with I/O) on its
+/// own thread: this thread pauses 300 µs (the task is asleep), `write`s, and waits for the
 /// task's answer.
 fn async_wakes<F: std::future::Future<Output = ()> + Send + 'static>(
     n: u64,
@@ -440,13 +440,16 @@ fn async_wakes_on<F: std::future::Future<Output = ()> + Send + 'static>(
     wait: impl Fn() -> F + Send + 'static,
 ) {
     let (tx, rx) = std::sync::mpsc::channel();
+    // A spawned task, as `stress_epoll`'s `mixed` runs its waiters (a spawned task's waker
+    // is the same from one poll to the next; `block_on`'s is made anew for each poll).
     let t = std::thread::spawn(move || {
-        rt.block_on(async move {
+        let task = rt.spawn(async move {
             for _ in 0..2 * n {
                 wait().await;
                 tx.send(()).expect("answer");
             }
         });
+        rt.block_on(task).expect("the waiting task");
     });
     for _ in 0..2 * n {
         std::thread::sleep(Duration::from_micros(300));

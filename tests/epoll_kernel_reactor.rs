@@ -793,3 +793,57 @@ fn bare_and_queued_tasks_side_by_side() {
         no_watcher("bare and queued tasks");
     });
 }
+
+/// The bare task and queued tasks hear the lone AutoReset eventfd through two
+/// registrations (the bare one, polled only by the slot's holder, and the shared one): each
+/// write is delivered to exactly one waiting task (the delivery's read resets it), and the
+/// others stay pending until the next write — whichever registration's edge comes first,
+/// and whichever task's try clears its registration's readiness. 200 writes, 3 tasks
+/// re-waiting: every write is one delivery, none lost, none twice.
+#[test]
+fn autoreset_writes_shared_by_a_bare_and_queued_tasks() {
+    bounded("bare and queued tasks, AutoReset", || {
+        let rt = rt(true);
+        let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
+        let ep = Arc::new(Epoll::new());
+        ep.add(&*k, Events::IN, 9).unwrap();
+        let got = Arc::new(AtomicU64::new(0));
+        let (tx, rx) = mpsc::channel::<()>();
+        for _ in 0..3 {
+            let (ep, got, tx) = (Arc::clone(&ep), Arc::clone(&got), tx.clone());
+            rt.spawn(async move {
+                let mut buf = [Event::default(); 4];
+                loop {
+                    let evs = wait(&ep, &mut buf).await;
+                    assert_eq!(
+                        evs,
+                        vec![Event {
+                            events: Events::IN,
+                            data: 9
+                        }]
+                    );
+                    got.fetch_add(1, SeqCst);
+                    if tx.send(()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        std::thread::sleep(Duration::from_millis(20));
+        for i in 0..200u64 {
+            k.write(1).unwrap();
+            rx.recv_timeout(LIMIT)
+                .unwrap_or_else(|_| panic!("write {i} was not delivered"));
+            // No second delivery of the same write.
+            assert_eq!(got.load(SeqCst), i + 1, "write {i}");
+            if i % 50 == 0 {
+                std::thread::sleep(Duration::from_millis(2));
+                assert_eq!(got.load(SeqCst), i + 1, "write {i} delivered twice");
+            }
+        }
+        assert_eq!(k.count().unwrap(), 0, "every write was taken");
+        drop(rt);
+        no_watcher("bare and queued tasks, AutoReset");
+    });
+}

@@ -105,6 +105,8 @@
 //!                     of its one eventfd (`reactor`), beside `side` (a new async wait
 //!                     finds it without taking `side`). No tokio code runs under it;
 //!                     `close` takes it out after clearing `present`.
+//! KernelSide::bare_reactor  the same, for the bare task's own registration (`reactor`,
+//!                     "Bare"), polled by the bare slot's holder only.
 //! Side::direct        the direct slot (AtomicBool) and bell (OnceLock, made and registered
 //!                     in `kfd` by the first direct sleep, no crate lock held): `sleep`.
 //! ```
@@ -187,6 +189,10 @@ mod linux {
         pub(super) reactor: super::reactor::Slot,
         /// The bare task slot of route 3 (`reactor`, "Bare").
         bare_task: super::reactor::BareTask,
+        /// The bare task's own registration in one tokio runtime's reactor (`reactor`,
+        /// "Bare"): only the holder of `bare_task` polls it.
+        #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+        pub(super) bare_reactor: super::reactor::Slot,
     }
 
     /// The kernel epoll and the kernel item.
@@ -205,6 +211,8 @@ mod linux {
         _side: Option<Arc<Side>>,
         #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
         _reactor: Option<Arc<super::reactor::KernelReactor>>,
+        #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+        _bare_reactor: Option<Arc<super::reactor::KernelReactor>>,
     }
 
     /// The deferred arm after a scan dropped the kernel item while someone waits.
@@ -226,6 +234,8 @@ mod linux {
                 #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
                 reactor: super::reactor::Slot::default(),
                 bare_task: super::reactor::BareTask::default(),
+                #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+                bare_reactor: super::reactor::Slot::default(),
             }
         }
 
@@ -447,6 +457,16 @@ mod linux {
             self.bare_task.wake();
         }
 
+        /// Whether the epoll never held an in-memory source: a task may wait bare
+        /// (`reactor`, "Bare"; one load, the decision is `bare_task_enter`'s).
+        #[cfg_attr(
+            not(all(feature = "tokio", any(target_os = "linux", target_os = "android"))),
+            allow(dead_code)
+        )]
+        pub(crate) fn bare_possible(&self) -> bool {
+            !self.memory.load(SeqCst)
+        }
+
         /// A task's bare wait (`reactor`, "Bare"): take the slot unless `*held` already
         /// says so, keep `waker` in it, then read `memory`. `true`: wait bare; `false`:
         /// the general path (the slot left if the epoll gained an in-memory source).
@@ -493,6 +513,8 @@ mod linux {
                 _side: side,
                 #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
                 _reactor: self.reactor.take(),
+                #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+                _bare_reactor: self.bare_reactor.take(),
             }
         }
     }

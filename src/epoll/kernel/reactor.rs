@@ -59,21 +59,35 @@
 //! An epoll that has never held an in-memory source has nothing in memory to wake a
 //! task: the only wakes of `waiters` it can see are the epoll's first in-memory `add` and
 //! a change of the shape (`fds::wake_shape`). So one task at a time — the holder of the
-//! kernel side's [`BareTask`] slot — waits on its place in the reactor alone, with no
-//! entry on `waiters` (no entry made, linked, unlinked and freed per wait). Those two
-//! wakes find its waker in the slot instead. The holder keeps its waker in the slot (under
-//! the slot's lock) *before* it reads the sticky `memory` flag and, in its try, the shape;
+//! kernel side's [`BareTask`] slot — waits in the reactor alone, with no entry on
+//! `waiters` (no entry made, linked, unlinked and freed per wait). Those two wakes find
+//! its waker in the slot instead. The holder keeps its waker in the slot (under the
+//! slot's lock) *before* it reads the sticky `memory` flag and, in its try, the shape;
 //! the `add` sets `memory`, and a shape change moves the shape, *before* taking the
 //! slot's lock to take the waker. The lock orders the two: either the waker kept is seen
 //! and woken, or the flag (or the moved shape) is seen by the holder, which then leaves
-//! for the general path (or chooses again). Every kernel event reaches it through its
-//! place, as above. loom: `loom_kernel_reactor_bare_task_*`.
+//! for the general path (or chooses again). loom: `loom_kernel_reactor_bare_task_*`.
+//!
+//! Kernel events reach the holder through a registration of its own, the *bare
+//! registration* (a second [`Slot`] of the kernel side, made like the shared one: a
+//! duplicate of the one eventfd, or of `kfd`), which no other wait polls. So it needs no
+//! place in tokio's list of waiters: it looks with `poll_read_ready`, whose one-task slot
+//! is then its own (on the shared registration another task's look, finding the readiness
+//! cleared, would put its own waker there and take the holder's wake). Not set, tokio keeps
+//! the holder's waker in that slot, and the next edge wakes it; set, the try takes the
+//! readiness tick before its harvest and clears it only if the harvest delivered nothing
+//! or left `kfd` drained, as above. The argument is the one above with "the slot holds this
+//! poll's waker" for "the place is pending". That drops, per wake, the boxed place (made,
+//! polled twice and unlinked under tokio's waiter lock, then freed) and the shared slot's
+//! look-up. When both registrations exist, each kernel event is an edge of both, and the
+//! reactor wakes the waiters of each.
 //!
 //! # LOCKING
 //!
 //! ```text
 //! BareTask leaf Mutex (the holder's waker), see "Bare".
-//! Slot    leaf Mutex: the reactor registration for one runtime and shape. No tokio code
+//! Slot    leaf Mutex: the reactor registration for one runtime and shape (two slots: the
+//!         shared registration and the bare one, "Bare"). No tokio code
 //!         runs under it: a registration is made before it is taken, and one it replaces
 //!         is dropped after it is released. `Slot::get` reads the shape under `registry`
 //!         (held alone: never with `Slot` or the kernel side's lock).
@@ -116,6 +130,19 @@ impl Reactor {
     }
 
     fn new_poll(&mut self) {}
+
+    fn bare_choose(&mut self, _ep: &EpInner) -> bool {
+        false
+    }
+
+    fn bare_harvest(
+        &mut self,
+        _ep: &Arc<EpInner>,
+        _out: &mut [Event],
+        _cx: &mut Context<'_>,
+    ) -> Poll<usize> {
+        Poll::Pending
+    }
 }
 
 /// The async wait of an epoll (`wait_async`, the stream): the wait queue's [`TaskWait`] on
@@ -157,15 +184,12 @@ impl KernelWake {
         cx: &mut Context<'_>,
         out: &mut [Event],
     ) -> Poll<usize> {
-        let direct = self.reactor.choose(ep);
-        if !direct && self.bare {
-            ep.kernel.bare_task_leave(&mut self.bare);
-        }
-        if direct && !self.wait.is_registered() {
+        if !self.wait.is_registered() {
             if let Some(got) = self.poll_bare(ep, cx, out) {
                 return got;
             }
         }
+        let direct = self.reactor.choose(ep);
         if direct != self.direct {
             // The way kernel readiness reaches us changed (the first kernel fd, another
             // runtime, a runtime gone): leave the queue (handing on a wake we had won but
@@ -200,28 +224,25 @@ impl KernelWake {
     }
 
     /// The bare wait ("Bare" in the module docs): on an epoll that has never held an
-    /// in-memory source, the task that holds the bare slot waits on its place in the
-    /// reactor alone, with no entry on `waiters`. `None`: the general path (the slot is
-    /// another task's, or the epoll gained an in-memory source).
+    /// in-memory source, the task that holds the bare slot waits on the bare registration
+    /// alone, with no entry on `waiters`. `None`: the general path (no runtime or no
+    /// registration for it, the slot is another task's, or the epoll gained an in-memory
+    /// source), with the slot left.
     fn poll_bare(
         &mut self,
         ep: &Arc<EpInner>,
         cx: &mut Context<'_>,
         out: &mut [Event],
     ) -> Option<Poll<usize>> {
-        if !ep.kernel.bare_task_enter(&mut self.bare, cx.waker()) {
+        if !self.reactor.bare_choose(ep) || !ep.kernel.bare_task_enter(&mut self.bare, cx.waker()) {
+            ep.kernel.bare_task_leave(&mut self.bare);
             return None;
         }
-        // The kernel events through the reactor, as the general path's tries (`seen`
-        // is this poll's).
-        self.reactor.new_poll();
-        match self.reactor.try_harvest(ep, out, cx) {
-            Some(n) => {
-                ep.kernel.bare_task_leave(&mut self.bare);
-                Some(Poll::Ready(n))
-            }
-            None => Some(Poll::Pending),
+        let got = self.reactor.bare_harvest(ep, out, cx);
+        if got.is_ready() {
+            ep.kernel.bare_task_leave(&mut self.bare);
         }
+        Some(got)
     }
 
     /// A child process's copy of a pre-fork wait goes away: leak its reactor side. Dropping
@@ -359,6 +380,8 @@ mod via_tokio {
         /// `armed` was found pending by a try of this poll (with this poll's waker): a
         /// later try of the same poll does not look again (`try_harvest`).
         seen: bool,
+        /// The bare registration this wait uses while it holds the bare slot ("Bare").
+        bare: Option<Arc<KernelReactor>>,
     }
 
     impl std::fmt::Debug for Reactor {
@@ -417,6 +440,113 @@ mod via_tokio {
             self.armed = None;
             self.fd = ep.kernel.reactor.get(rt, ep, &side);
             self.fd.is_some()
+        }
+
+        /// Whether this poll may wait bare through the current tokio runtime's reactor:
+        /// the epoll holds kernel fds, never held an in-memory source, a runtime is
+        /// current and the bare registration for it and the current shape is (or can now
+        /// be) made ("Bare"). Without kernel fds this is one load.
+        pub(super) fn bare_choose(&mut self, ep: &EpInner) -> bool {
+            if !ep.kernel.present() || !ep.kernel.bare_possible() {
+                self.bare = None;
+                return false;
+            }
+            let Some(rt) = KernelReactor::current_runtime() else {
+                self.bare = None;
+                return false;
+            };
+            if self
+                .bare
+                .as_ref()
+                .is_some_and(|fd| fd.runtime() == rt && fd.current())
+            {
+                return true;
+            }
+            if let Some(fd) = ep.kernel.bare_reactor.cached(rt) {
+                self.bare = Some(fd);
+                return true;
+            }
+            let Some(side) = ep.kernel.side() else {
+                self.bare = None;
+                return false;
+            };
+            if !side.poll.has_fds() {
+                self.bare = None;
+                return false;
+            }
+            self.bare = ep.kernel.bare_reactor.get(rt, ep, &side);
+            self.bare.is_some()
+        }
+
+        /// The bare holder's look ("Bare"): the bare registration's readiness through
+        /// tokio's one-task slot (`poll_read_ready`), which only the holder of the bare
+        /// slot polls. Not set: the waker is in tokio's slot (an edge since the last
+        /// clear wakes it), and only memory may have something. Set: taken *before* the
+        /// harvest, and cleared only if the harvest delivered nothing or left the kernel
+        /// epoll drained, as `try_harvest` does with the shared registration.
+        pub(super) fn bare_harvest(
+            &mut self,
+            ep: &Arc<EpInner>,
+            out: &mut [Event],
+            cx: &mut Context<'_>,
+        ) -> Poll<usize> {
+            let Some(fd) = self.bare.as_ref() else {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            };
+            let mut failed = false;
+            let mut got = None;
+            for _ in 0..ROUNDS {
+                // The shape moved since this registration was made (after the waker went
+                // into the bare slot: the pair with `wake_shape`): choose again.
+                if !fd.current() {
+                    break;
+                }
+                let n = match fd.around(cx, |ready| {
+                    if ready {
+                        // The one-eventfd shape's lean harvest where it applies (`fds`).
+                        let (n, drained) = super::super::fds::harvest_one(ep, out, None)
+                            .unwrap_or_else(|| ep.harvest_drained(out));
+                        (Some(n), n == 0 || drained)
+                    } else {
+                        (None, false)
+                    }
+                }) {
+                    Ok(n) => n,
+                    Err(_) => {
+                        failed = true;
+                        break;
+                    }
+                };
+                match n {
+                    // Not ready: the waker is in tokio's slot.
+                    None => {
+                        let n = ep.harvest_now_mem(out);
+                        return if n > 0 { Poll::Ready(n) } else { Poll::Pending };
+                    }
+                    Some(0) => {}
+                    Some(n) => {
+                        got = Some(n);
+                        break;
+                    }
+                }
+            }
+            if let Some(n) = got {
+                return Poll::Ready(n);
+            }
+            if failed {
+                // The reactor is gone (its runtime shut down): the next poll makes a new
+                // registration, or takes the general path.
+                if let Some(fd) = self.bare.take() {
+                    ep.kernel.bare_reactor.forget(&fd);
+                }
+            } else if self.bare.as_ref().is_some_and(|fd| !fd.current()) {
+                self.bare = None;
+            }
+            // A moved shape, a failed reactor, or edges that keep coming while others
+            // take the events: let the executor run others, then choose again.
+            cx.waker().wake_by_ref();
+            Poll::Pending
         }
 
         fn drop_fd(&mut self) -> bool {
