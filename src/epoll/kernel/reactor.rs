@@ -80,7 +80,11 @@
 //! poll's waker" for "the place is pending". That drops, per wake, the boxed place (made,
 //! polled twice and unlinked under tokio's waiter lock, then freed) and the shared slot's
 //! look-up. When both registrations exist, each kernel event is an edge of both, and the
-//! reactor wakes the waiters of each.
+//! reactor wakes the waiters of each. A holder woken looks at that readiness before
+//! anything else: set, its harvest delivers what there is (kernel and memory alike, as any
+//! harvest) and the wait ends, without the checks only a wait that goes back to sleep
+//! needs — its runtime (a waker left in another runtime's reactor would not be woken), its
+//! waker kept in the bare slot, `memory` and the shape — which it makes otherwise.
 //!
 //! # LOCKING
 //!
@@ -135,6 +139,15 @@ impl Reactor {
         false
     }
 
+    fn bare_ready(
+        &mut self,
+        _ep: &Arc<EpInner>,
+        _out: &mut [Event],
+        _cx: &mut Context<'_>,
+    ) -> Option<usize> {
+        None
+    }
+
     fn bare_harvest(
         &mut self,
         _ep: &Arc<EpInner>,
@@ -184,6 +197,17 @@ impl KernelWake {
         cx: &mut Context<'_>,
         out: &mut [Event],
     ) -> Poll<usize> {
+        // The bare holder woken: its registration's readiness first. Set, its harvest
+        // delivers whatever is there (kernel and memory alike), whichever runtime polls
+        // and whatever else changed: only a wait that goes back to sleep needs the checks
+        // of `poll_bare` (its runtime's reactor, the waker in the bare slot, `memory`, the
+        // shape), which it then makes.
+        if self.bare {
+            if let Some(n) = self.reactor.bare_ready(ep, out, cx) {
+                ep.kernel.bare_task_leave(&mut self.bare);
+                return Poll::Ready(n);
+            }
+        }
         if !self.wait.is_registered() {
             if let Some(got) = self.poll_bare(ep, cx, out) {
                 return got;
@@ -476,6 +500,33 @@ mod via_tokio {
             }
             self.bare = ep.kernel.bare_reactor.get(rt, ep, &side);
             self.bare.is_some()
+        }
+
+        /// The bare holder's first look after a wake ("Bare"): if the bare registration's
+        /// readiness is set, the harvest (cleared as in [`bare_harvest`](Self::bare_harvest));
+        /// `Some(n)` if it delivered. `None` (not set, nothing delivered, or the reactor
+        /// gone): the caller takes the whole bare path. Not set leaves the waker in
+        /// tokio's slot, which the whole path's look leaves there too.
+        pub(super) fn bare_ready(
+            &mut self,
+            ep: &Arc<EpInner>,
+            out: &mut [Event],
+            cx: &mut Context<'_>,
+        ) -> Option<usize> {
+            let fd = self.bare.as_ref()?;
+            let got = fd.around(cx, |ready| {
+                if !ready {
+                    return (0, false);
+                }
+                // The one-eventfd shape's lean harvest where it applies (`fds`).
+                let (n, drained) = super::super::fds::harvest_one(ep, out, None)
+                    .unwrap_or_else(|| ep.harvest_drained(out));
+                (n, n == 0 || drained)
+            });
+            match got {
+                Ok(n) if n > 0 => Some(n),
+                _ => None,
+            }
         }
 
         /// The bare holder's look ("Bare"): the bare registration's readiness through
