@@ -417,6 +417,27 @@ mod via_tokio {
         }
     }
 
+    /// One look through `fd` ([`KernelReactor::around`]): its readiness taken, and if it
+    /// was set, the delivering harvest — the one-eventfd shape's lean one where it applies
+    /// (`fds`), else the general one — after which the readiness is cleared if the harvest
+    /// delivered nothing or left the kernel epoll drained (module docs). `Ok(None)`: not
+    /// set (nothing harvested); `Err`: the reactor is gone.
+    fn look(
+        fd: &KernelReactor,
+        ep: &Arc<EpInner>,
+        out: &mut [Event],
+        cx: &mut Context<'_>,
+    ) -> io::Result<Option<usize>> {
+        fd.around(cx, |taken| {
+            if !taken {
+                return (None, false);
+            }
+            let (n, drained) = super::super::fds::harvest_one(ep, out, None)
+                .unwrap_or_else(|| ep.harvest_drained(out));
+            (Some(n), n == 0 || drained)
+        })
+    }
+
     impl Reactor {
         /// Whether this poll hears kernel readiness through the current tokio runtime's
         /// reactor: the epoll holds kernel fds, a runtime is current and the kernel epoll
@@ -513,18 +534,8 @@ mod via_tokio {
             out: &mut [Event],
             cx: &mut Context<'_>,
         ) -> Option<usize> {
-            let fd = self.bare.as_ref()?;
-            let got = fd.around(cx, |ready| {
-                if !ready {
-                    return (0, false);
-                }
-                // The one-eventfd shape's lean harvest where it applies (`fds`).
-                let (n, drained) = super::super::fds::harvest_one(ep, out, None)
-                    .unwrap_or_else(|| ep.harvest_drained(out));
-                (n, n == 0 || drained)
-            });
-            match got {
-                Ok(n) if n > 0 => Some(n),
+            match look(self.bare.as_ref()?, ep, out, cx) {
+                Ok(Some(n)) if n > 0 => Some(n),
                 _ => None,
             }
         }
@@ -546,44 +557,25 @@ mod via_tokio {
                 return Poll::Pending;
             };
             let mut failed = false;
-            let mut got = None;
             for _ in 0..ROUNDS {
                 // The shape moved since this registration was made (after the waker went
                 // into the bare slot: the pair with `wake_shape`): choose again.
                 if !fd.current() {
                     break;
                 }
-                let n = match fd.around(cx, |ready| {
-                    if ready {
-                        // The one-eventfd shape's lean harvest where it applies (`fds`).
-                        let (n, drained) = super::super::fds::harvest_one(ep, out, None)
-                            .unwrap_or_else(|| ep.harvest_drained(out));
-                        (Some(n), n == 0 || drained)
-                    } else {
-                        (None, false)
+                match look(fd, ep, out, cx) {
+                    // Not ready: the waker is in tokio's slot.
+                    Ok(None) => {
+                        let n = ep.harvest_now_mem(out);
+                        return if n > 0 { Poll::Ready(n) } else { Poll::Pending };
                     }
-                }) {
-                    Ok(n) => n,
+                    Ok(Some(0)) => {}
+                    Ok(Some(n)) => return Poll::Ready(n),
                     Err(_) => {
                         failed = true;
                         break;
                     }
-                };
-                match n {
-                    // Not ready: the waker is in tokio's slot.
-                    None => {
-                        let n = ep.harvest_now_mem(out);
-                        return if n > 0 { Poll::Ready(n) } else { Poll::Pending };
-                    }
-                    Some(0) => {}
-                    Some(n) => {
-                        got = Some(n);
-                        break;
-                    }
                 }
-            }
-            if let Some(n) = got {
-                return Poll::Ready(n);
             }
             if failed {
                 // The reactor is gone (its runtime shut down): the next poll makes a new
@@ -678,16 +670,8 @@ mod via_tokio {
                 // it delivered stays ready: `fds`, "Drained"), clears it. Without it
                 // (another wait cleared it meanwhile): as above, memory only, nothing
                 // cleared.
-                let got = fd.around(cx, |taken| {
-                    if taken {
-                        // The one-eventfd shape's lean harvest where it applies (`fds`).
-                        let (n, drained) = super::super::fds::harvest_one(ep, out, None)
-                            .unwrap_or_else(|| ep.harvest_drained(out));
-                        (n, n == 0 || drained)
-                    } else {
-                        (ep.harvest_now_mem(out), false)
-                    }
-                });
+                let got = look(fd, ep, out, cx)
+                    .map(|taken| taken.unwrap_or_else(|| ep.harvest_now_mem(out)));
                 match got {
                     Ok(0) => {}
                     Ok(n) => return Some(n),
