@@ -35,6 +35,7 @@ pub(crate) mod thread {
 
 /// Lock a mutex, ignoring poisoning: no code of ours panics while holding one of our locks
 /// (foreign code never runs under them), so a poisoned lock still guards consistent data.
+#[inline(always)]
 pub(crate) fn lock<T>(m: &sync::Mutex<T>) -> sync::MutexGuard<'_, T> {
     #[cfg(not(evfd_loom))]
     {

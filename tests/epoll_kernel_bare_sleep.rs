@@ -158,3 +158,68 @@ fn bare_sleep_returns_at_its_deadline() {
         }
     );
 }
+
+/// More kernel events ready than one bare sleep takes at once (it takes up to 16 on its
+/// stack), with a 64-slot buffer: 40 AutoReset eventfds written before a blocking wait
+/// (its `epoll_wait` returns at once) and while one sleeps (the first write wakes it).
+/// The wait and the ones after it deliver each of the 40 exactly once, each eventfd reset
+/// by its delivery: none lost to the smaller take, none repeated.
+#[test]
+fn more_ready_kernel_fds_than_one_bare_take_are_each_delivered_once() {
+    const FDS: usize = 40;
+    let ep = Epoll::new();
+    let ks: Vec<KernelNotifier> = (0..FDS)
+        .map(|_| KernelNotifier::new(Mode::AutoReset).unwrap())
+        .collect();
+    for (i, k) in ks.iter().enumerate() {
+        ep.add(k, Events::IN, i as u64).unwrap();
+    }
+    for asleep in [false, true] {
+        let rx = if asleep {
+            let rx = blocked_wait(&ep, 64);
+            std::thread::sleep(Duration::from_millis(5));
+            for k in &ks {
+                k.write(3).unwrap();
+            }
+            rx
+        } else {
+            for k in &ks {
+                k.write(3).unwrap();
+            }
+            blocked_wait(&ep, 64)
+        };
+        let mut seen = vec![0u32; FDS];
+        let mut got = rx
+            .recv_timeout(WATCHDOG)
+            .expect("the blocked wait was not woken");
+        assert!(!got.is_empty());
+        loop {
+            for e in &got {
+                assert_eq!(e.events, Events::IN);
+                seen[e.data as usize] += 1;
+            }
+            let mut buf = [Event::default(); 64];
+            let n = ep.wait(&mut buf, Some(Duration::ZERO)).unwrap();
+            if n == 0 {
+                break;
+            }
+            got = buf[..n].to_vec();
+        }
+        assert_eq!(
+            seen,
+            vec![1; FDS],
+            "asleep {asleep}: each write delivered once"
+        );
+        for k in &ks {
+            assert_eq!(k.count().unwrap(), 0, "reset by its delivery");
+        }
+    }
+    // Nothing left: a timed wait times out.
+    let t = Instant::now();
+    let mut buf = [Event::default(); 64];
+    assert_eq!(
+        ep.wait(&mut buf, Some(Duration::from_millis(20))).unwrap(),
+        0
+    );
+    assert!(t.elapsed() >= Duration::from_millis(20));
+}

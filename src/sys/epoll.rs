@@ -91,6 +91,34 @@ pub(crate) fn wait(
     }
 }
 
+/// [`wait`] into a caller's array (the bare sleep's, on its stack: no heap or thread-local
+/// page to fault in after the sleep), at most `out.len()` (and 64) events: how many it
+/// took. `EINTR` and a timeout return 0.
+#[inline(always)]
+pub(crate) fn wait_into(
+    ep: BorrowedFd<'_>,
+    out: &mut [(Events, u64)],
+    deadline: Option<Instant>,
+) -> io::Result<usize> {
+    let mut buf = [MaybeUninit::<epoll::Event>::uninit(); 64];
+    let max = out.len().clamp(1, buf.len());
+    let timeout = match deadline {
+        None => None,
+        Some(d) => Timespec::try_from(d.saturating_duration_since(Instant::now())).ok(),
+    };
+    match epoll::wait(ep, &mut buf[..max], timeout.as_ref()) {
+        Ok((got, _)) => {
+            for (o, e) in out.iter_mut().zip(got.iter()) {
+                let (f, d) = (e.flags, e.data);
+                *o = (Events::from_bits_retain(f.bits()), d.u64());
+            }
+            Ok(got.len())
+        }
+        Err(rustix::io::Errno::INTR) => Ok(0),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// The `data` of every item a kernel epoll holds, from `/proc/self/fdinfo/<ep>` (its `tfd:`
 /// lines): what the kernel still holds after files were closed.
 pub(crate) fn fdinfo_data(ep: BorrowedFd<'_>) -> io::Result<Vec<u64>> {

@@ -115,10 +115,12 @@ pub(crate) fn nowait_probes() -> (bool, bool) {
 ///
 /// `preadv2(RWF_NOWAIT)`, one syscall, where the kernel honours it (Linux 5.12+); else the
 /// fallback of [`NowProbe`](super::NowProbe). Async-signal-safe.
+#[inline(always)]
 pub(crate) fn read_now(fd: BorrowedFd<'_>) -> io::Result<u64> {
     read_now_with(fd, Now::Probed)
 }
 
+#[inline(always)]
 pub(crate) fn read_now_with(fd: BorrowedFd<'_>, how: Now) -> io::Result<u64> {
     let mut buf = [0u8; 8];
     let n = super::read_now_raw(fd, &mut buf, &READ_PROBE, how)?;

@@ -188,6 +188,7 @@ impl Counters {
 }
 
 /// Run a syscall, retrying on `EINTR`; `count` is called once per attempt.
+#[inline(always)]
 pub(crate) fn retry<T>(
     mut count: impl FnMut(),
     mut f: impl FnMut() -> rustix::io::Result<T>,
@@ -296,6 +297,7 @@ fn poll_flags_now(fd: BorrowedFd<'_>, flags: PollFlags) -> rustix::io::Result<Po
 /// that takes the data between our `poll(2)` and our `read(2)` leaves that read waiting
 /// until the next write. It is reached only where the kernel refuses `RWF_NOWAIT` for
 /// the file (eventfds before Linux 5.12, non-Linux pipes).
+#[inline(always)]
 pub(crate) fn read_now_raw(
     fd: BorrowedFd<'_>,
     buf: &mut [u8],
@@ -364,6 +366,7 @@ pub(crate) fn write_now_raw(
 /// `may` (given the zero-timeout `poll(2)` of
 /// `flags`) whether the plain call `call(false)` cannot wait, and answers `EAGAIN` if not.
 /// `EINTR` is retried.
+#[inline(always)]
 fn call_now(
     fd: BorrowedFd<'_>,
     probe: &NowProbe,

@@ -587,7 +587,7 @@ fn collect(reg: &Fds, side: &Side, out: &mut [Event]) -> (usize, bool) {
 /// what it delivers, as `deliver`'s reset does). Returns `None` where it does not apply
 /// (nothing consumed: the caller runs the general harvest), else how many events it
 /// delivered (0 or 1) and whether the kernel epoll is drained (module docs, "Drained").
-#[inline]
+#[inline(always)]
 pub(crate) fn harvest_one(
     ep: &EpInner,
     out: &mut [Event],
@@ -634,6 +634,7 @@ fn requeue_cold(ep: &EpInner) -> WakeBatch {
 /// kernel epoll. Must be called with `registry` held (the owner is alive while it is
 /// registered: its `Drop` takes `registry` before it goes).
 #[cfg(any(target_os = "linux", target_os = "android"))]
+#[inline(always)]
 fn collect_one(one: &One, out: &mut [Event]) -> (usize, bool) {
     let Some(fd) = one.efd.upgrade() else {
         return (0, false);

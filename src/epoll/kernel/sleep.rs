@@ -125,6 +125,7 @@ fn put_seed(mut seed: Vec<(Events, u64)>) {
 /// Deliver `seed`, the kernel events a direct sleep took (and the in-memory events into
 /// the slots left): the one-eventfd shape's lean harvest where it applies, else
 /// `harvest_seeded`.
+#[inline(always)]
 fn deliver(
     side: &Arc<Side>,
     ep: &Arc<EpInner>,
@@ -165,6 +166,7 @@ impl Direct {
 
     /// Take the slot (SeqCst), making the bell first if need be: the bell, or `None` if the
     /// slot is held or there is no bell.
+    #[inline(always)]
     fn take(&self, kfd: &OwnedFd) -> Option<&Arc<DirectBell>> {
         let bell = self
             .bell
@@ -176,6 +178,7 @@ impl Direct {
             .then_some(bell)
     }
 
+    #[inline(always)]
     fn release(&self) {
         self.held.store(false, SeqCst);
     }
@@ -321,6 +324,10 @@ impl KernelSleep {
     }
 }
 
+/// The most kernel events one bare sleep takes (the rest stay queued in `kfd` for the next
+/// wait, as `epoll_wait` leaves what does not fit).
+const BARE_MAX: usize = 16;
+
 /// The bare sleep of a blocked [`Epoll::wait`](crate::Epoll::wait) on an epoll that never
 /// held an in-memory source (module docs, "Bare"): the direct slot taken, `epoll_wait` on
 /// `kfd`, the delivery of what it returned, and nothing else — no entry on `waiters`, no
@@ -329,6 +336,7 @@ impl KernelSleep {
 /// `Some(n)`: the events delivered (0 at the deadline); `None`: the caller takes the
 /// general path (the slot is held, the epoll gained an in-memory source, or `kfd` failed),
 /// with nothing consumed that it would not deliver.
+#[inline(never)]
 pub(crate) fn bare(
     side: &Arc<Side>,
     ep: &Arc<EpInner>,
@@ -338,7 +346,10 @@ pub(crate) fn bare(
 ) -> Option<usize> {
     side.direct.take(&side.poll.kfd)?;
     crate::loom::dekker_fence();
-    let mut seed = take_seed();
+    // On the stack: what the wake touches after the sleep is what it pays for (every
+    // page cold again, docs/handoff.md), and the stack's page is touched anyway.
+    let mut seed = [(Events::empty(), 0u64); BARE_MAX];
+    let max = out.len().min(BARE_MAX);
     let kfd = side.poll.kfd.as_fd();
     let n = loop {
         // The Dekker pair with the first in-memory `add` (`KernelSide::memory_added`): the
@@ -352,25 +363,25 @@ pub(crate) fn bare(
             break Some(0);
         }
         // EINTR and a timeout come back as nothing: looked at again above.
-        if crate::sys::epoll::wait(kfd, &mut seed, out.len(), deadline).is_err() {
+        let Ok(mut got) = crate::sys::epoll::wait_into(kfd, &mut seed[..max], deadline) else {
             break None;
-        }
-        if let Some(i) = seed.iter().position(|&(_, t)| t == BELL_TOKEN) {
+        };
+        if let Some(i) = seed[..got].iter().position(|&(_, t)| t == BELL_TOKEN) {
             // A ring: the first in-memory source (then the general path), or a stale one
             // (a collect's re-ring for an earlier holder, module docs).
-            seed.swap_remove(i);
+            got -= 1;
+            seed.swap(i, got);
         }
-        if seed.is_empty() {
+        if got == 0 {
             continue;
         }
-        let n = deliver(side, ep, out, &seed);
+        let n = deliver(side, ep, out, &seed[..got]);
         // None (another consumer reset the eventfd first): sleep again.
         if n > 0 {
             break Some(n);
         }
     };
     side.direct.release();
-    put_seed(seed);
     n
 }
 
