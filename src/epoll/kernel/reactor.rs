@@ -422,6 +422,7 @@ mod via_tokio {
     /// (`fds`), else the general one — after which the readiness is cleared if the harvest
     /// delivered nothing or left the kernel epoll drained (module docs). `Ok(None)`: not
     /// set (nothing harvested); `Err`: the reactor is gone.
+    #[inline(always)]
     fn look(
         fd: &KernelReactor,
         ep: &Arc<EpInner>,
@@ -528,6 +529,7 @@ mod via_tokio {
         /// `Some(n)` if it delivered. `None` (not set, nothing delivered, or the reactor
         /// gone): the caller takes the whole bare path. Not set leaves the waker in
         /// tokio's slot, which the whole path's look leaves there too.
+        #[inline(always)]
         pub(super) fn bare_ready(
             &mut self,
             ep: &Arc<EpInner>,
@@ -876,6 +878,7 @@ impl KernelReactor {
     /// does only if no edge came since it was taken (the tick), so an event that arrived
     /// after the harvest looked keeps it set. `Err` if the reactor is gone (its runtime
     /// shut down). Calls tokio with no lock held (the caller holds none).
+    #[inline(always)]
     pub(crate) fn around<R>(
         &self,
         cx: &mut std::task::Context<'_>,
