@@ -99,13 +99,7 @@ impl KItem {
 /// The one registration of a kernel epoll that a collect reads itself ("One eventfd").
 #[derive(Clone)]
 pub(crate) struct One {
-    /// Held strongly while it is the one (the item holds it weakly): the delivery reads it
-    /// with no upgrade, whose compare-and-swap would take the line of the `Arc` that the
-    /// notifier's writers read, and whose code is one more page to fault in after a sleep
-    /// (docs/handoff.md). An owner that goes away deregisters first (its `Drop` takes
-    /// `registry`), which drops this; only a `fork` child's copy of a parent's epoll, which
-    /// ignores that, keeps its copy of the fd open until the child drops the epoll too.
-    efd: Arc<OwnedFd>,
+    efd: Weak<OwnedFd>,
     /// Its token: a direct sleep's event for it is `(_, token)` ([`harvest_one`]).
     token: u64,
     /// (Read by the Linux collect: only a `KernelNotifier` makes a `One`.)
@@ -185,17 +179,15 @@ impl Fds {
     fn find_one(&mut self) {
         let mut it = self.items.iter();
         let one = match (it.next(), it.next()) {
-            (Some((&token, i)), None) if i.eventfd_in() => {
-                i.efd.as_ref().and_then(Weak::upgrade).map(|efd| One {
-                    efd,
-                    token,
-                    data: i.data,
-                })
-            }
+            (Some((&token, i)), None) if i.eventfd_in() => i.efd.clone().map(|efd| One {
+                efd,
+                token,
+                data: i.data,
+            }),
             _ => None,
         };
         let same = match (&self.one, &one) {
-            (Some(a), Some(b)) => Arc::ptr_eq(&a.efd, &b.efd),
+            (Some(a), Some(b)) => Weak::ptr_eq(&a.efd, &b.efd),
             (None, None) => true,
             _ => false,
         };
@@ -212,10 +204,7 @@ impl Fds {
         allow(dead_code)
     )]
     pub(super) fn shape(&self) -> (u64, Option<Weak<OwnedFd>>) {
-        (
-            self.shape,
-            self.one.as_ref().map(|o| Arc::downgrade(&o.efd)),
-        )
+        (self.shape, self.one.as_ref().map(|o| Weak::clone(&o.efd)))
     }
 
     /// The registration `modify`/`delete` of `num` refer to (module docs): the newest.
@@ -408,7 +397,7 @@ fn publish_shape(fds: &Fds, side: &Side) -> bool {
         .one
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) =
-        fds.one.as_ref().map(|o| Arc::downgrade(&o.efd));
+        fds.one.as_ref().map(|o| Weak::clone(&o.efd));
     side.poll.shape.swap(fds.shape, SeqCst) != fds.shape
 }
 
@@ -642,12 +631,15 @@ fn requeue_cold(ep: &EpInner) -> WakeBatch {
 }
 
 /// The collect of the one eventfd ("One eventfd"): its delivery's read, without the
-/// kernel epoll, through `one`'s own reference to the fd. Must be called with `registry`
-/// held (`one` is the registration's as long as it is registered).
+/// kernel epoll. Must be called with `registry` held (the owner is alive while it is
+/// registered: its `Drop` takes `registry` before it goes).
 #[cfg(any(target_os = "linux", target_os = "android"))]
 #[inline(always)]
 fn collect_one(one: &One, out: &mut [Event]) -> (usize, bool) {
-    match sys::eventfd::read_now(one.efd.as_fd()) {
+    let Some(fd) = one.efd.upgrade() else {
+        return (0, false);
+    };
+    match sys::eventfd::read_now(fd.as_fd()) {
         Ok(count) => {
             out[0] = Event {
                 // The kernel's poll of an eventfd: `ERR` at the count it cannot go past.
