@@ -155,17 +155,23 @@ pub(crate) fn translate(r: &Raw) -> Events {
     }
 }
 
-/// Append the events `raw` to `out` as epoll reports them: one entry per registration
-/// (token), its filters' bits or-ed, in the order each registration first appears.
-pub(crate) fn merge(raw: impl IntoIterator<Item = Raw>, out: &mut Vec<(Events, u64)>) {
-    let start = out.len();
+/// The events `raw` as epoll reports them, into `out` from its start: one entry per
+/// registration (token), its filters' bits or-ed, in the order each registration first
+/// appears. Returns how many entries it wrote; a registration that finds `out` full is left
+/// out (a kqueue returns at most as many raw events as it was given room for, so a buffer as
+/// long as the raw one always fits).
+pub(crate) fn merge_into(raw: impl IntoIterator<Item = Raw>, out: &mut [(Events, u64)]) -> usize {
+    let mut n = 0;
     for r in raw {
         let ev = translate(&r);
-        match out[start..].iter_mut().find(|(_, t)| *t == r.token) {
-            Some((e, _)) => *e |= ev,
-            None => out.push((ev, r.token)),
+        if let Some((e, _)) = out[..n].iter_mut().find(|(_, t)| *t == r.token) {
+            *e |= ev;
+        } else if n < out.len() {
+            out[n] = (ev, r.token);
+            n += 1;
         }
     }
+    n
 }
 
 /// A registration's data as a `udata` (pointer-sized: on a 32-bit target `u64::MAX`, the
@@ -202,7 +208,7 @@ mod os {
     use rustix::event::Timespec;
     use rustix::io::Errno;
 
-    use super::{add_answer, data_of, del_answer, merge, plan, udata_of, Filter, Raw, Want};
+    use super::{add_answer, data_of, del_answer, merge_into, plan, udata_of, Filter, Raw, Want};
     use crate::events::Events;
 
     /// `EV_DISPATCH` (rustix names no constant for it).
@@ -358,29 +364,39 @@ mod os {
         deadline: Option<Instant>,
     ) -> io::Result<()> {
         out.clear();
+        let mut buf = [(Events::empty(), 0u64); 64];
+        let n = wait_into(ep, &mut buf[..max.clamp(1, 64)], deadline)?;
+        out.extend_from_slice(&buf[..n]);
+        Ok(())
+    }
+
+    /// [`wait`] into a caller's array, at most `out.len()` (and 64) merged events: how many
+    /// it took. `EINTR` and a timeout return 0.
+    pub(crate) fn wait_into(
+        ep: BorrowedFd<'_>,
+        out: &mut [(Events, u64)],
+        deadline: Option<Instant>,
+    ) -> io::Result<usize> {
         let mut buf = [MaybeUninit::<Event>::uninit(); 64];
-        let max = max.clamp(1, buf.len());
+        let max = out.len().clamp(1, buf.len());
         let timeout = match deadline {
             None => None,
             Some(d) => Timespec::try_from(d.saturating_duration_since(Instant::now())).ok(),
         };
         match kevent(ep, &[], &mut buf[..max], timeout.as_ref()) {
-            Ok(got) => {
-                merge(
-                    got.iter().filter_map(|e| {
-                        Some(Raw {
-                            filter: filter_of(e)?,
-                            eof: e.flags().contains(EventFlags::EOF),
-                            error: e.flags().contains(EventFlags::ERROR),
-                            data: e.data(),
-                            token: data_of(e.udata() as usize),
-                        })
-                    }),
-                    out,
-                );
-                Ok(())
-            }
-            Err(Errno::INTR) => Ok(()),
+            Ok(got) => Ok(merge_into(
+                got.iter().filter_map(|e| {
+                    Some(Raw {
+                        filter: filter_of(e)?,
+                        eof: e.flags().contains(EventFlags::EOF),
+                        error: e.flags().contains(EventFlags::ERROR),
+                        data: e.data(),
+                        token: data_of(e.udata() as usize),
+                    })
+                }),
+                out,
+            )),
+            Err(Errno::INTR) => Ok(0),
             Err(e) => Err(e.into()),
         }
     }
@@ -562,24 +578,30 @@ mod tests {
 
     #[test]
     fn merge_one_entry_per_registration() {
-        let mut out = vec![(Events::IN, 99)];
-        merge(
-            [
-                raw(Filter::Read, false, 8, 7),
-                raw(Filter::Write, false, 1, 3),
-                raw(Filter::Write, false, 1, 7),
-                raw(Filter::Read, true, 0, 3),
-            ],
-            &mut out,
-        );
+        let events = [
+            raw(Filter::Read, false, 8, 7),
+            raw(Filter::Write, false, 1, 3),
+            raw(Filter::Write, false, 1, 7),
+            raw(Filter::Read, true, 0, 3),
+        ];
+        let mut out = [(Events::empty(), 99); 4];
+        let n = merge_into(events, &mut out);
         assert_eq!(
-            out,
-            vec![
-                (Events::IN, 99),
+            out[..n],
+            [
                 (Events::IN | Events::OUT, 7),
                 (Events::OUT | Events::HUP, 3)
             ]
         );
+        assert_eq!(
+            out[2],
+            (Events::empty(), 99),
+            "nothing written past what it returned"
+        );
+        // Room for one: the first registration, whole; the second is left out.
+        let mut one = [(Events::empty(), 0); 1];
+        assert_eq!(merge_into(events, &mut one), 1);
+        assert_eq!(one, [(Events::IN | Events::OUT, 7)]);
     }
 
     #[test]
