@@ -63,8 +63,9 @@ pub(crate) fn delete(ep: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> io::Result<()> {
     Ok(epoll::delete(ep, fd)?)
 }
 
-/// `epoll_wait` into `out` (at most `out.len()` events) until `deadline` (`None`: forever;
-/// a past deadline: don't block). `EINTR` returns 0 (the caller loops with its deadline).
+/// `epoll_wait` into `out` (at most `max`, and 64, events) until `deadline` (`None`:
+/// forever; a past deadline: don't block). `EINTR` returns nothing (the caller loops with
+/// its deadline).
 pub(crate) fn wait(
     ep: BorrowedFd<'_>,
     out: &mut Vec<(Events, u64)>,
@@ -72,23 +73,10 @@ pub(crate) fn wait(
     deadline: Option<Instant>,
 ) -> io::Result<()> {
     out.clear();
-    let mut buf = [MaybeUninit::<epoll::Event>::uninit(); 64];
-    let max = max.clamp(1, buf.len());
-    let timeout = match deadline {
-        None => None,
-        Some(d) => Timespec::try_from(d.saturating_duration_since(Instant::now())).ok(),
-    };
-    match epoll::wait(ep, &mut buf[..max], timeout.as_ref()) {
-        Ok((got, _)) => {
-            for e in got.iter() {
-                let (f, d) = (e.flags, e.data);
-                out.push((Events::from_bits_retain(f.bits()), d.u64()));
-            }
-            Ok(())
-        }
-        Err(rustix::io::Errno::INTR) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    let mut buf = [(Events::empty(), 0u64); 64];
+    let n = wait_into(ep, &mut buf[..max.clamp(1, 64)], deadline)?;
+    out.extend_from_slice(&buf[..n]);
+    Ok(())
 }
 
 /// [`wait`] into a caller's array (the bare sleep's, on its stack: no heap or thread-local
