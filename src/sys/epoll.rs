@@ -81,7 +81,7 @@ pub(crate) fn wait(
 
 /// [`wait`] into a caller's array (the bare sleep's, on its stack: no heap or thread-local
 /// page to fault in after the sleep), at most `out.len()` (and 64) events: how many it
-/// took. `EINTR` and a timeout return 0.
+/// took. `EINTR`, a timeout and an empty `out` return 0.
 #[inline(always)]
 pub(crate) fn wait_into(
     ep: BorrowedFd<'_>,
@@ -89,7 +89,11 @@ pub(crate) fn wait_into(
     deadline: Option<Instant>,
 ) -> io::Result<usize> {
     let mut buf = [MaybeUninit::<epoll::Event>::uninit(); 64];
-    let max = out.len().clamp(1, buf.len());
+    // No room: nothing taken (a kernel event taken without a slot would be lost).
+    if out.is_empty() {
+        return Ok(0);
+    }
+    let max = out.len().min(buf.len());
     let timeout = match deadline {
         None => None,
         Some(d) => Timespec::try_from(d.saturating_duration_since(Instant::now())).ok(),
@@ -128,6 +132,37 @@ fn parse_fdinfo_data(text: &str) -> Vec<u64> {
 
 #[cfg(test)]
 mod tests {
+    use std::os::fd::AsFd;
+    use std::time::Instant;
+
+    use crate::events::Events;
+
+    /// `wait_into` takes no more events than it has slots for, and with none takes nothing:
+    /// an edge-triggered event stays in the epoll for the next wait.
+    #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
+    fn wait_into_takes_what_fits_and_loses_nothing() {
+        let ep = super::create().unwrap();
+        let fds: Vec<_> = (0..3)
+            .map(|_| crate::sys::eventfd::create(1, false, true).unwrap())
+            .collect();
+        for (i, fd) in fds.iter().enumerate() {
+            super::add(ep.as_fd(), fd.as_fd(), Events::IN | Events::ET, i as u64).unwrap();
+        }
+        let now = Some(Instant::now());
+        let mut none: [(Events, u64); 0] = [];
+        assert_eq!(super::wait_into(ep.as_fd(), &mut none, now).unwrap(), 0);
+        let mut two = [(Events::empty(), 99); 2];
+        assert_eq!(super::wait_into(ep.as_fd(), &mut two, now).unwrap(), 2);
+        let mut all = [(Events::empty(), 99); 8];
+        assert_eq!(super::wait_into(ep.as_fd(), &mut all, now).unwrap(), 1);
+        let mut seen: Vec<u64> = two.iter().chain(&all[..1]).map(|&(_, t)| t).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, [0, 1, 2], "each edge taken once");
+        assert!(two.iter().chain(&all[..1]).all(|&(e, _)| e == Events::IN));
+        assert_eq!(super::wait_into(ep.as_fd(), &mut all, now).unwrap(), 0);
+    }
+
     #[test]
     fn parse_fdinfo_lines() {
         let text = "pos:\t0\nflags:\t02000002\nmnt_id:\t16\nino:\t2071\n\

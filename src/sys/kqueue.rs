@@ -371,14 +371,18 @@ mod os {
     }
 
     /// [`wait`] into a caller's array, at most `out.len()` (and 64) merged events: how many
-    /// it took. `EINTR` and a timeout return 0.
+    /// it took. `EINTR`, a timeout and an empty `out` return 0.
     pub(crate) fn wait_into(
         ep: BorrowedFd<'_>,
         out: &mut [(Events, u64)],
         deadline: Option<Instant>,
     ) -> io::Result<usize> {
         let mut buf = [MaybeUninit::<Event>::uninit(); 64];
-        let max = out.len().clamp(1, buf.len());
+        // No room: nothing taken (a kernel event taken without a slot would be lost).
+        if out.is_empty() {
+            return Ok(0);
+        }
+        let max = out.len().min(buf.len());
         let timeout = match deadline {
             None => None,
             Some(d) => Timespec::try_from(d.saturating_duration_since(Instant::now())).ok(),

@@ -336,6 +336,11 @@ const BARE_MAX: usize = 16;
 /// `Some(n)`: the events delivered (0 at the deadline); `None`: the caller takes the
 /// general path (the slot is held, the epoll gained an in-memory source, or `kfd` failed),
 /// with nothing consumed that it would not deliver.
+///
+/// Out of line, with its delivery inlined into it: after a sleep every page the wake
+/// touches is cold again, so the code that runs between the return of `epoll_wait` and the
+/// caller is kept to this function's pages (docs/handoff.md, "What the wake touches after
+/// the sleep").
 #[inline(never)]
 pub(crate) fn bare(
     side: &Arc<Side>,
