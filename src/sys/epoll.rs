@@ -63,21 +63,7 @@ pub(crate) fn delete(ep: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> io::Result<()> {
     Ok(epoll::delete(ep, fd)?)
 }
 
-/// `epoll_wait` into `out` (at most `max`, and 64, events) until `deadline` (`None`:
-/// forever; a past deadline: don't block). `EINTR` returns nothing (the caller loops with
-/// its deadline).
-pub(crate) fn wait(
-    ep: BorrowedFd<'_>,
-    out: &mut Vec<(Events, u64)>,
-    max: usize,
-    deadline: Option<Instant>,
-) -> io::Result<()> {
-    out.clear();
-    let mut buf = [(Events::empty(), 0u64); 64];
-    let n = wait_into(ep, &mut buf[..max.clamp(1, 64)], deadline)?;
-    out.extend_from_slice(&buf[..n]);
-    Ok(())
-}
+pub(crate) use super::wait_vec as wait;
 
 /// [`wait`] into a caller's array (the bare sleep's, on its stack: no heap or thread-local
 /// page to fault in after the sleep), at most `out.len()` (and 64) events: how many it

@@ -355,20 +355,8 @@ mod os {
         Ok(del_answer(apply(ep, &changes)?)?)
     }
 
-    /// `epoll_wait` on a kqueue: up to `max` merged events into `out` until `deadline`
-    /// (`None`: forever; past: don't block). `EINTR` returns nothing.
-    pub(crate) fn wait(
-        ep: BorrowedFd<'_>,
-        out: &mut Vec<(Events, u64)>,
-        max: usize,
-        deadline: Option<Instant>,
-    ) -> io::Result<()> {
-        out.clear();
-        let mut buf = [(Events::empty(), 0u64); 64];
-        let n = wait_into(ep, &mut buf[..max.clamp(1, 64)], deadline)?;
-        out.extend_from_slice(&buf[..n]);
-        Ok(())
-    }
+    /// `epoll_wait` on a kqueue into a `Vec` (`sys`: one copy for both backends).
+    pub(crate) use crate::sys::wait_vec as wait;
 
     /// [`wait`] into a caller's array, at most `out.len()` (and 64) merged events: how many
     /// it took. `EINTR`, a timeout and an empty `out` return 0.

@@ -40,6 +40,29 @@ pub(crate) mod kqueue;
 pub(crate) use self::kqueue as epoll;
 #[cfg(any(target_vendor = "apple", target_os = "freebsd"))]
 pub(crate) use self::kqueue::bell as eventfd;
+
+/// The backends' `wait` (`epoll_wait`, or its kqueue translation) into a `Vec`: at most
+/// `max` (and 64) events until `deadline` (`None`: forever; a past deadline: don't block).
+/// `EINTR` returns nothing (the caller loops with its deadline). Their `wait_into` on a
+/// stack array, copied out: one copy for both.
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd"
+))]
+pub(crate) fn wait_vec(
+    ep: BorrowedFd<'_>,
+    out: &mut Vec<(crate::events::Events, u64)>,
+    max: usize,
+    deadline: Option<std::time::Instant>,
+) -> io::Result<()> {
+    out.clear();
+    let mut buf = [(crate::events::Events::empty(), 0u64); 64];
+    let n = epoll::wait_into(ep, &mut buf[..max.clamp(1, 64)], deadline)?;
+    out.extend_from_slice(&buf[..n]);
+    Ok(())
+}
 pub(crate) mod fork;
 #[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
 pub(crate) mod futex;
