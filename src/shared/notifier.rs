@@ -23,6 +23,9 @@ use crate::sys::{self, eventfd, scm, shm};
 /// is told apart from ours before any fd is looked at.
 const MSG: [u8; 8] = *b"EVFDMSG1";
 
+// A region is one mapping (`shm::Mapping`, a page): the protocol's size is the mapping's.
+const _: () = assert!(REGION_SIZE == shm::Mapping::LEN);
+
 /// The syscalls a [`SharedNotifier`] made in this process (its clones included), counted.
 ///
 /// # Examples
@@ -188,7 +191,7 @@ impl SharedNotifierBuilder {
         let o = self.opts;
         o.check()?;
         let memfd = shm::create("evfd-shared", REGION_SIZE, o.cloexec)?;
-        let map = shm::Mapping::map(memfd.as_fd(), REGION_SIZE)?;
+        let map = shm::Mapping::map(memfd.as_fd())?;
         let bell = eventfd::create(0, false, o.cloexec)?;
         let proto = Protocol::init(Region(map), SysOs::new(bell), o.mode, o.initial);
         Ok(SharedNotifier::from_parts(
@@ -352,7 +355,7 @@ impl SharedNotifier {
         }
         // Everything checked: now map. (The memfd cannot change size any more.)
         eventfd::set_nonblocking(bell.as_fd())?;
-        let map = shm::Mapping::map(memfd.as_fd(), REGION_SIZE)?;
+        let map = shm::Mapping::map(memfd.as_fd())?;
         let proto = Protocol::attach(Region(map), SysOs::new(bell), mode);
         // The peer may have scribbled between our read and the mapping: look again.
         proto.check_header()?;

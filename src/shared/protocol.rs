@@ -703,8 +703,10 @@ impl<W: Words, O: Os> Protocol<W, O> {
     }
 
     /// A woken reader that succeeded and left units (Semaphore) passes the wake on.
+    /// Only Semaphore can leave units: a Counter or AutoReset read takes them all, and a
+    /// write after it is a 0 → positive edge, which wakes the sleepers itself.
     fn hand_on(&self, which: Futex) {
-        if which == Futex::Readers && self.count() > 0 {
+        if which == Futex::Readers && self.mode == Mode::Semaphore && self.count() > 0 {
             crate::loom::dekker_fence();
             if self.words.sleepers().load(SeqCst) & FIELD != 0 {
                 self.wake(Futex::Readers);

@@ -118,8 +118,8 @@ pub(crate) fn pread_exact(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io
 /// a torn or invalid value that Rust code could misread.
 #[derive(Debug)]
 pub(crate) struct Mapping {
+    /// [`Mapping::LEN`] bytes.
     ptr: NonNull<u8>,
-    len: usize,
     /// Whether `Drop` unmaps (false only for the heap-backed test mapping).
     unmap: bool,
 }
@@ -131,9 +131,15 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    /// Map all `len` bytes of `fd`, which [`check_sealed`] has accepted with this `len`
-    /// (the seals are what make later accesses `SIGBUS`-free).
-    pub(crate) fn map(fd: BorrowedFd<'_>, len: usize) -> io::Result<Mapping> {
+    /// The size of every mapping: one page. A constant, so that the bounds check of a view
+    /// at a constant offset ([`u64_at`](Self::u64_at)) is decided when compiling, and the
+    /// blocking hand-off, which looks at a dozen words, pays for none of them.
+    pub(crate) const LEN: usize = 4096;
+
+    /// Map all [`LEN`](Self::LEN) bytes of `fd`, which [`check_sealed`] must accept with
+    /// that size (the seals are what make later accesses `SIGBUS`-free).
+    pub(crate) fn map(fd: BorrowedFd<'_>) -> io::Result<Mapping> {
+        let len = Self::LEN;
         check_sealed(fd.as_fd(), len)?;
         // SAFETY: a fresh mapping at an address of the kernel's choice (null hint): it
         // replaces nothing. The fd is a memfd of exactly `len` bytes that cannot shrink
@@ -160,18 +166,15 @@ impl Mapping {
         })?;
         let ptr =
             NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
-        Ok(Mapping {
-            ptr,
-            len,
-            unmap: true,
-        })
+        Ok(Mapping { ptr, unmap: true })
     }
 
+    #[inline(always)]
     fn checked(&self, off: usize, size: usize) -> *mut u8 {
         assert!(
-            off % size == 0 && off.checked_add(size).is_some_and(|end| end <= self.len),
+            off % size == 0 && off.checked_add(size).is_some_and(|end| end <= Self::LEN),
             "region offset {off} (size {size}) outside a {}-byte mapping or misaligned",
-            self.len
+            Self::LEN
         );
         // SAFETY: in bounds, checked just above.
         unsafe { self.ptr.as_ptr().add(off) }
@@ -183,6 +186,7 @@ impl Mapping {
     ///
     /// On an offset outside the mapping or misaligned: offsets are constants of the region
     /// layout, so that is a bug in this crate, never bad input.
+    #[inline(always)]
     pub(crate) fn u64_at(&self, off: usize) -> &AtomicU64 {
         let p = self.checked(off, 8);
         // SAFETY: `p` is in bounds and 8-aligned (page-aligned base, `off % 8 == 0`), so
@@ -199,6 +203,7 @@ impl Mapping {
     /// # Panics
     ///
     /// As [`u64_at`](Self::u64_at).
+    #[inline(always)]
     pub(crate) fn u32_at(&self, off: usize) -> &AtomicU32 {
         let p = self.checked(off, 4);
         // SAFETY: as in `u64_at`, for a 4-aligned `u32`.
@@ -211,9 +216,9 @@ impl Drop for Mapping {
         if !self.unmap {
             return;
         }
-        // SAFETY: `ptr`/`len` are exactly what mmap returned, unmapped once (here); no
+        // SAFETY: `ptr`/`LEN` are exactly what mmap returned, unmapped once (here); no
         // reference into the mapping outlives `self` (views borrow `&self`).
-        let _ = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) };
+        let _ = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), Self::LEN) };
     }
 }
 
@@ -223,9 +228,9 @@ mod tests {
 
     /// A `Mapping` over heap memory (which outlives it), so that Miri checks the views.
     fn heap_mapping(words: &mut [u64]) -> Mapping {
+        assert_eq!(words.len() * 8, Mapping::LEN);
         Mapping {
             ptr: NonNull::new(words.as_mut_ptr().cast::<u8>()).unwrap(),
-            len: words.len() * 8,
             unmap: false,
         }
     }
@@ -268,8 +273,8 @@ mod tests {
     fn create_map_and_share() {
         let fd = create("evfd-test", 4096, true).unwrap();
         check_sealed(fd.as_fd(), 4096).unwrap();
-        let a = Mapping::map(fd.as_fd(), 4096).unwrap();
-        let b = Mapping::map(fd.as_fd(), 4096).unwrap();
+        let a = Mapping::map(fd.as_fd()).unwrap();
+        let b = Mapping::map(fd.as_fd()).unwrap();
         a.u64_at(64).store(7, std::sync::atomic::Ordering::SeqCst);
         assert_eq!(b.u64_at(64).load(std::sync::atomic::Ordering::SeqCst), 7);
         let mut buf = [0u8; 8];
@@ -305,7 +310,7 @@ mod tests {
             check_sealed(r.as_fd(), 4096).unwrap_err().kind(),
             io::ErrorKind::InvalidData
         );
-        assert!(Mapping::map(r.as_fd(), 4096).is_err());
+        assert!(Mapping::map(r.as_fd()).is_err());
     }
 
     #[test]
@@ -320,7 +325,7 @@ mod tests {
         .unwrap();
         for e in [
             check_sealed(ro.as_fd(), 4096).unwrap_err(),
-            Mapping::map(ro.as_fd(), 4096).unwrap_err(),
+            Mapping::map(ro.as_fd()).unwrap_err(),
         ] {
             assert_eq!(e.kind(), io::ErrorKind::InvalidData);
             assert!(e.to_string().contains("read-only"), "{e}");
