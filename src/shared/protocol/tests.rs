@@ -443,6 +443,27 @@ mod loom {
         });
     }
 
+    /// Two blocked Counter readers, two `write(1)`s each after the count was taken: a
+    /// Counter read takes everything, so a woken reader hands nothing on; the reader left
+    /// asleep is woken by the second write, itself a 0 → positive edge.
+    #[test]
+    fn shared_futex_counter_two_readers_two_edges() {
+        ::loom::model(|| {
+            let (a, b) = pair(Mode::Counter, 0);
+            let a = Arc::new(a);
+            let (a1, a2) = (Arc::clone(&a), Arc::clone(&a));
+            let r1 = thread::spawn(move || a1.read(None).unwrap());
+            let r2 = thread::spawn(move || a2.read(None).unwrap());
+            b.try_write(1).unwrap();
+            while b.count() != 0 {
+                thread::yield_now();
+            }
+            b.try_write(1).unwrap();
+            assert_eq!((r1.join().unwrap(), r2.join().unwrap()), (1, 1));
+            assert_eq!(a.sleepers(), (0, 0, 0));
+        });
+    }
+
     /// A reader that died registered (its count and `WAIT` left in the region) and a
     /// live reader taking two writes: the dead one's flag is cleared by the first wake,
     /// the live one sets its own before each sleep, so it is woken every time.
