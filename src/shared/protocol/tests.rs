@@ -412,16 +412,31 @@ mod loom {
         });
     }
 
+    /// A pair in `mode` starting at 0, with two threads reading (blocking) on its first
+    /// side: that side, the other, and the two readers.
+    fn two_readers(
+        mode: Mode,
+    ) -> (
+        Arc<HeapProtocol>,
+        HeapProtocol,
+        [thread::JoinHandle<u64>; 2],
+    ) {
+        let (a, b) = pair(mode, 0);
+        let a = Arc::new(a);
+        let read = |a: &Arc<HeapProtocol>| {
+            let a = Arc::clone(a);
+            thread::spawn(move || a.read(None).unwrap())
+        };
+        let readers = [read(&a), read(&a)];
+        (a, b, readers)
+    }
+
     /// Two blocked Semaphore readers, one `write(2)`: both are woken (one wake each, or a
     /// hand-on).
     #[test]
     fn shared_futex_semaphore_two_readers() {
         ::loom::model(|| {
-            let (a, b) = pair(Mode::Semaphore, 0);
-            let a = Arc::new(a);
-            let (a1, a2) = (Arc::clone(&a), Arc::clone(&a));
-            let r1 = thread::spawn(move || a1.read(None).unwrap());
-            let r2 = thread::spawn(move || a2.read(None).unwrap());
+            let (_a, b, [r1, r2]) = two_readers(Mode::Semaphore);
             b.try_write(2).unwrap();
             assert_eq!(r1.join().unwrap() + r2.join().unwrap(), 2);
         });
@@ -432,11 +447,7 @@ mod loom {
     #[test]
     fn shared_futex_semaphore_hand_on() {
         ::loom::model(|| {
-            let (a, b) = pair(Mode::Semaphore, 0);
-            let a = Arc::new(a);
-            let (a1, a2) = (Arc::clone(&a), Arc::clone(&a));
-            let r1 = thread::spawn(move || a1.read(None).unwrap());
-            let r2 = thread::spawn(move || a2.read(None).unwrap());
+            let (_a, b, [r1, r2]) = two_readers(Mode::Semaphore);
             b.try_write(1).unwrap();
             b.try_write(1).unwrap();
             assert_eq!(r1.join().unwrap() + r2.join().unwrap(), 2);
@@ -449,11 +460,7 @@ mod loom {
     #[test]
     fn shared_futex_counter_two_readers_two_edges() {
         ::loom::model(|| {
-            let (a, b) = pair(Mode::Counter, 0);
-            let a = Arc::new(a);
-            let (a1, a2) = (Arc::clone(&a), Arc::clone(&a));
-            let r1 = thread::spawn(move || a1.read(None).unwrap());
-            let r2 = thread::spawn(move || a2.read(None).unwrap());
+            let (a, b, [r1, r2]) = two_readers(Mode::Counter);
             b.try_write(1).unwrap();
             while b.count() != 0 {
                 thread::yield_now();
