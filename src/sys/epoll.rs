@@ -149,6 +149,22 @@ mod tests {
         assert_eq!(super::wait_into(ep.as_fd(), &mut all, now).unwrap(), 0);
     }
 
+    /// The `Vec` form holds exactly what was taken, and nothing after an error (the
+    /// watcher's loop reads an empty `Vec` as "nothing came").
+    #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
+    fn wait_vec_holds_what_was_taken_and_nothing_after_an_error() {
+        let ep = super::create().unwrap();
+        let fd = crate::sys::eventfd::create(1, false, true).unwrap();
+        super::add(ep.as_fd(), fd.as_fd(), Events::IN, 7).unwrap();
+        let mut got = vec![(Events::ERR, 99); 3];
+        super::wait(ep.as_fd(), &mut got, 4, Some(Instant::now())).unwrap();
+        assert_eq!(got, [(Events::IN, 7)]);
+        // An eventfd is not an epoll: EINVAL.
+        assert!(super::wait(fd.as_fd(), &mut got, 4, Some(Instant::now())).is_err());
+        assert!(got.is_empty());
+    }
+
     #[test]
     fn parse_fdinfo_lines() {
         let text = "pos:\t0\nflags:\t02000002\nmnt_id:\t16\nino:\t2071\n\

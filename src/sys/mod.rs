@@ -43,8 +43,8 @@ pub(crate) use self::kqueue::bell as eventfd;
 
 /// The backends' `wait` (`epoll_wait`, or its kqueue translation) into a `Vec`: at most
 /// `max` (and 64) events until `deadline` (`None`: forever; a past deadline: don't block).
-/// `EINTR` returns nothing (the caller loops with its deadline). Their `wait_into` on a
-/// stack array, copied out: one copy for both.
+/// `EINTR` and an error leave it empty (the caller loops with its deadline). Their
+/// `wait_into` on the `Vec`'s own slots: one copy for both.
 #[cfg(any(
     target_os = "linux",
     target_os = "android",
@@ -58,10 +58,10 @@ pub(crate) fn wait_vec(
     deadline: Option<std::time::Instant>,
 ) -> io::Result<()> {
     out.clear();
-    let mut buf = [(crate::events::Events::empty(), 0u64); 64];
-    let n = epoll::wait_into(ep, &mut buf[..max.clamp(1, 64)], deadline)?;
-    out.extend_from_slice(&buf[..n]);
-    Ok(())
+    out.resize(max.clamp(1, 64), (crate::events::Events::empty(), 0));
+    let got = epoll::wait_into(ep, out, deadline);
+    out.truncate(*got.as_ref().unwrap_or(&0));
+    got.map(drop)
 }
 pub(crate) mod fork;
 #[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
