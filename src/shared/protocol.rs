@@ -393,6 +393,13 @@ impl<W: Words, O: Os> Protocol<W, O> {
     /// Add `n` without waiting. `Ok(false)`: no room now.
     fn write_step(&self, n: u64) -> io::Result<bool> {
         self.check_header()?;
+        self.put(n)
+    }
+
+    /// [`write_step`](Self::write_step) without the header check: for [`block`](Self::block),
+    /// which checks once per round.
+    #[inline(always)]
+    fn put(&self, n: u64) -> io::Result<bool> {
         match self.update(|c| mode::write(c, n)) {
             Ok((old, new)) => {
                 self.after_write(old, new);
@@ -416,6 +423,13 @@ impl<W: Words, O: Os> Protocol<W, O> {
     /// Take from the count without waiting. `Ok(None)`: it is 0.
     fn read_step(&self) -> io::Result<Option<u64>> {
         self.check_header()?;
+        self.take()
+    }
+
+    /// [`read_step`](Self::read_step) without the header check: for [`block`](Self::block),
+    /// which checks once per round.
+    #[inline(always)]
+    fn take(&self) -> io::Result<Option<u64>> {
         let (old, new, got) = match self.mode {
             // One swap: no loop at all. A load first: a read that finds nothing writes
             // nothing, so it does not take the line from a writer (or a spinning peer)
@@ -490,13 +504,18 @@ impl<W: Words, O: Os> Protocol<W, O> {
 
     /// After a consumption took the count from `old` to `new`: wake sleeping writers, drain
     /// the doorbell on the positive → 0 edge.
-    #[inline]
+    #[inline(always)]
     fn after_consume(&self, old: u64, new: u64) {
         crate::loom::dekker_fence();
         let s = self.words.sleepers().load(SeqCst);
-        if s == 0 {
-            return;
+        if s != 0 {
+            self.after_consume_slow(s, old, new);
         }
+    }
+
+    /// [`after_consume`](Self::after_consume) when someone may sleep (`s`: `sleepers`).
+    #[inline(never)]
+    fn after_consume_slow(&self, s: u64, old: u64, new: u64) {
         if (s >> FIELD_BITS) & FIELD != 0 {
             // Every waiting writer, blocked (futex) or async (doorbell pulse): each needs
             // its own amount of room, so each must look.
@@ -599,7 +618,9 @@ impl<W: Words, O: Os> Protocol<W, O> {
 
     /// The blocking loop of `read`/`read_timeout` (`Futex::Readers`) and `write`
     /// (`Futex::Writers`). `step` is the non-blocking attempt: `Ok(None)` while it would
-    /// block.
+    /// block. `step` does not check the header: the loop does, before its first try and
+    /// again after every sleep, so an operation fails with `InvalidData` if the header was
+    /// overwritten before it began or while it slept.
     fn block<R>(
         &self,
         which: Futex,
@@ -615,6 +636,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
         // it as a spin that paid would clear the misses of the spins that did not (in a
         // ping-pong sharing one CPU, every other read finds the answer already there), and
         // the site would never stop spinning.
+        self.check_header()?;
         if let Some(r) = step()? {
             return Ok(r);
         }
@@ -644,6 +666,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
         let mut first = true;
         loop {
             if !std::mem::take(&mut first) {
+                self.check_header()?;
                 if let Some(r) = step()? {
                     if woken {
                         self.hand_on(which);
@@ -686,6 +709,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
             match r? {
                 Woke::TimedOut => {
                     self.spin.learn(WaitEnd::TimedOut);
+                    self.check_header()?;
                     return match step()? {
                         Some(r) => Ok(r),
                         None => Err(timed_out()),
@@ -705,6 +729,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
     /// A woken reader that succeeded and left units (Semaphore) passes the wake on.
     /// Only Semaphore can leave units: a Counter or AutoReset read takes them all, and a
     /// write after it is a 0 → positive edge, which wakes the sleepers itself.
+    #[inline(always)]
     fn hand_on(&self, which: Futex) {
         if which == Futex::Readers && self.mode == Mode::Semaphore && self.count() > 0 {
             crate::loom::dekker_fence();
@@ -716,13 +741,13 @@ impl<W: Words, O: Os> Protocol<W, O> {
 
     /// Blocking read until `deadline` (`None`: forever).
     pub(crate) fn read(&self, deadline: Option<Instant>) -> io::Result<u64> {
-        self.block(Futex::Readers, deadline, || self.read_step())
+        self.block(Futex::Readers, deadline, || self.take())
     }
 
     /// Blocking write until `deadline` (`None`: forever).
     pub(crate) fn write(&self, n: u64, deadline: Option<Instant>) -> io::Result<()> {
         self.block(Futex::Writers, deadline, || {
-            Ok(if self.write_step(n)? { Some(()) } else { None })
+            Ok(if self.put(n)? { Some(()) } else { None })
         })
     }
 

@@ -175,7 +175,26 @@ impl SpinGauge {
         self.count.load(Relaxed) & HERE == 0
     }
 
+    /// Teach the gauge how a wait ended (the rules in the type docs).
+    #[inline]
     pub(crate) fn learn(&self, end: WaitEnd) {
+        // The steady state of a pair that shares one CPU: the spin is off, the rest is
+        // over and the last parked wake came from the waiter's own CPU. Another such wake
+        // changes nothing (the rule below gives back the same two words), so it costs two
+        // loads here instead of the whole rule, on the path of every such hand-off.
+        if let WaitEnd::Parked { here: true, .. } = end {
+            if self.budget.load(Relaxed) == 0
+                && self.count.load(Relaxed) & (HERE | COUNT_MASK) == HERE
+            {
+                return;
+            }
+        }
+        self.learn_rule(end);
+    }
+
+    /// [`learn`](Self::learn)'s rule, out of line.
+    #[inline(never)]
+    fn learn_rule(&self, end: WaitEnd) {
         let b = self.budget.load(Relaxed);
         let c = self.count.load(Relaxed);
         let (n, level) = (c & COUNT_MASK, (c & !HERE) >> 16);
@@ -349,6 +368,7 @@ impl Spin {
 
     /// How a parked wait ended: `claimed` by a wake from CPU `from`, or not (timed out).
     /// A wait whose spin was preempted ends [`WaitEnd::Preempted`] either way.
+    #[inline]
     pub(crate) fn parked(&self, claimed: bool, from: u32) -> WaitEnd {
         if self.preempted {
             WaitEnd::Preempted

@@ -386,6 +386,47 @@ mod unit {
             io::ErrorKind::InvalidData
         );
         assert_eq!(a.read(None).unwrap_err().kind(), io::ErrorKind::InvalidData);
+        assert_eq!(
+            a.write(1, None).unwrap_err().kind(),
+            io::ErrorKind::InvalidData
+        );
+    }
+
+    /// The blocking loop checks the header before its first try and after every sleep, not
+    /// in each try: a header overwritten while a reader (or a writer) sleeps fails its call
+    /// with `InvalidData` when it wakes, and takes nothing, even with units there.
+    #[test]
+    fn header_overwritten_while_asleep_fails_the_sleeper() {
+        for blocked_writer in [false, true] {
+            let initial = if blocked_writer { LIMIT } else { 0 };
+            let (a, b) = pair(Mode::Counter, initial);
+            let a = Arc::new(a);
+            let a2 = Arc::clone(&a);
+            let t = std::thread::spawn(move || {
+                if blocked_writer {
+                    a2.write(1, None).map(|()| 0)
+                } else {
+                    a2.read(None)
+                }
+            });
+            while a.sleepers() == (0, 0, 0) {
+                std::thread::yield_now();
+            }
+            b.words.magic.store(0, SeqCst);
+            // The edge that wakes the sleeper (the checks of `b`'s own steps would refuse).
+            if blocked_writer {
+                b.words.count.store(0, SeqCst);
+                b.wake(Futex::Writers);
+            } else {
+                b.words.count.store(5, SeqCst);
+                b.wake(Futex::Readers);
+            }
+            let e = t.join().unwrap().unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{blocked_writer}");
+            let left = if blocked_writer { 0 } else { 5 };
+            assert_eq!(a.count(), left, "nothing taken or added");
+            assert_eq!(a.sleepers(), (0, 0, 0));
+        }
     }
 }
 
