@@ -46,6 +46,15 @@ use crate::wait_queue::spin::SpinGauge;
 use crate::wait_queue::thread::{self, QueueSleeper};
 use crate::wait_queue::{WaitFor, WaitQueue, WakeBatch};
 
+/// In [`Inner::gate`]: `NONBLOCK` (`read` and `write` are `try_read` and `try_write`).
+const GATE_NONBLOCK: u32 = 1 << 31;
+/// In [`Inner::gate`]: Semaphore mode (a read takes one unit, not the whole count).
+const GATE_SEMAPHORE: u32 = 1 << 30;
+const _: () = assert!(
+    (GATE_NONBLOCK | GATE_SEMAPHORE) & !crate::sys::fork::GATE_FLAGS == 0,
+    "the gate's flags are above every epoch"
+);
+
 /// The shared state behind every clone of a [`Notifier`]. Cache-line aligned (128: the
 /// adjacent-line prefetcher pairs lines) so that two notifiers used by two threads never
 /// share a line: the uncontended path must not contend with anyone.
@@ -62,6 +71,10 @@ pub(crate) struct Inner {
     pub(crate) id: u64,
     /// The fork epoch it was made in (`sys::fork`): in a child process it is refused.
     pub(crate) born: u32,
+    /// `born` with the flags that send `read` and `write` off their fast path:
+    /// [`GATE_NONBLOCK`] and [`GATE_SEMAPHORE`]. `sys::fork::open(gate)` is the fast path's
+    /// one test: made in this process, blocking, a mode whose read takes the whole count.
+    gate: u32,
     /// Everything that waits on this notifier.
     pub(crate) wq: WaitQueue,
     /// How long blocking calls spin before parking, learned from their recent waits.
@@ -199,6 +212,7 @@ impl NotifierBuilder {
     pub fn build(self) -> io::Result<Notifier> {
         let o = self.opts;
         o.check()?;
+        let born = crate::sys::fork::epoch();
         Ok(Notifier {
             inner: Arc::new(Handle {
                 core: Arc::new(Inner {
@@ -207,7 +221,14 @@ impl NotifierBuilder {
                     nonblock: o.nonblock,
                     cloexec: o.cloexec,
                     id: next_id(),
-                    born: crate::sys::fork::epoch(),
+                    born,
+                    gate: born
+                        | if o.nonblock { GATE_NONBLOCK } else { 0 }
+                        | if o.mode == Mode::Semaphore {
+                            GATE_SEMAPHORE
+                        } else {
+                            0
+                        },
                     wq: WaitQueue::new(),
                     spin: SpinGauge::new(),
                 }),
@@ -385,9 +406,12 @@ impl Notifier {
     /// assert_eq!(n.read().unwrap(), 5);
     /// ```
     pub fn write(&self, n: u64) -> io::Result<()> {
-        self.inner.check()?;
-        if self.inner.nonblock {
-            return self.try_write(n);
+        // The fast path's one test: not forked, blocking (`Inner::gate`).
+        if !crate::sys::fork::open(self.inner.gate) {
+            self.inner.check()?;
+            if self.inner.nonblock {
+                return self.try_write(n);
+            }
         }
         self.inner.block(Write(&self.inner, n), None)
     }
@@ -491,6 +515,14 @@ impl Notifier {
     /// assert_eq!(t.join().unwrap(), 2);
     /// ```
     pub fn read(&self) -> io::Result<u64> {
+        // The fast path's one test: not forked, blocking, and Counter or AutoReset, whose
+        // read takes the whole count (`Inner::gate`).
+        if crate::sys::fork::open(self.inner.gate) {
+            if let Some(got) = self.inner.take_all() {
+                return Ok(got);
+            }
+            return self.inner.wait(Read(&self.inner), None);
+        }
         self.inner.check()?;
         if self.inner.nonblock {
             return self.try_read();
@@ -655,16 +687,7 @@ impl Inner {
     #[inline]
     pub(crate) fn try_read(&self) -> Option<u64> {
         if self.mode != Mode::Semaphore {
-            // Take the whole count: one swap, no CAS loop and no load first (a swap never
-            // fails; swapping 0 for 0 changes nothing). A load before the swap would cost a
-            // wait on the line a write's CAS has just locked: ~7 ns per pair on a CPU whose
-            // locked operations are slow (docs/handoff.md, "The read's swap").
-            let got = self.count.swap(0, SeqCst);
-            if got == 0 {
-                return None;
-            }
-            self.wake_after_consume(0);
-            return Some(got);
+            return self.take_all();
         }
         let mut cur = self.count.load(SeqCst);
         let (got, left) = loop {
@@ -675,6 +698,22 @@ impl Inner {
             }
         };
         self.wake_after_consume(left);
+        Some(got)
+    }
+
+    /// The lock-free read of Counter and AutoReset: the whole count. `None` when it is 0.
+    #[inline(always)]
+    fn take_all(&self) -> Option<u64> {
+        debug_assert_ne!(self.mode, Mode::Semaphore);
+        // One swap, no CAS loop and no load first (a swap never fails; swapping 0 for 0
+        // changes nothing). A load before the swap would cost a wait on the line a write's
+        // CAS has just locked: ~7 ns per pair on a CPU whose locked operations are slow
+        // (docs/handoff.md, "The read's swap").
+        let got = self.count.swap(0, SeqCst);
+        if got == 0 {
+            return None;
+        }
+        self.wake_after_consume(0);
         Some(got)
     }
 
@@ -903,6 +942,46 @@ mod tests {
         assert_eq!(t.join().unwrap(), 9);
         assert_eq!(n.inner.wq.len(), 0);
         assert_eq!(n.inner.wq.interest(), Events::empty());
+    }
+
+    /// `read` and `write` take their fast path only when the gate is open (made in this
+    /// process, blocking, Counter or AutoReset); every other option still gets its own
+    /// meaning from them: a Semaphore read takes one unit, a non-blocking one answers
+    /// `WouldBlock` instead of waiting, at the limit as at 0.
+    #[test]
+    fn read_and_write_keep_each_options_meaning() {
+        for mode in [Mode::Counter, Mode::Semaphore, Mode::AutoReset] {
+            for nonblock in [false, true] {
+                let n = Notifier::builder()
+                    .mode(mode)
+                    .nonblocking(nonblock)
+                    .build()
+                    .unwrap();
+                let open = crate::sys::fork::open(n.inner.gate);
+                assert_eq!(
+                    open,
+                    !nonblock && mode != Mode::Semaphore,
+                    "{mode:?} {nonblock}"
+                );
+                n.write(3).unwrap();
+                let want = if mode == Mode::Semaphore { 1 } else { 3 };
+                assert_eq!(n.read().unwrap(), want, "{mode:?} {nonblock}");
+                assert_eq!(n.count(), 3 - want);
+                assert_eq!(
+                    n.write(u64::MAX).unwrap_err().kind(),
+                    io::ErrorKind::InvalidInput
+                );
+                if nonblock {
+                    while n.count() > 0 {
+                        n.read().unwrap();
+                    }
+                    assert_eq!(n.read().unwrap_err().kind(), io::ErrorKind::WouldBlock);
+                    n.write(LIMIT).unwrap();
+                    assert_eq!(n.write(1).unwrap_err().kind(), io::ErrorKind::WouldBlock);
+                    assert_eq!(n.count(), LIMIT);
+                }
+            }
+        }
     }
 
     #[test]

@@ -67,6 +67,13 @@ pub(crate) fn guard() -> RwLockReadGuard<'static, ()> {
 /// the handler, never part of a modelled protocol.
 static EPOCH: AtomicU32 = AtomicU32::new(0);
 
+/// An epoch's bits: it wraps within them (after 2^30 forks down one line of processes).
+const EPOCH_MASK: u32 = (1 << 30) - 1;
+/// The bits above an epoch, free for an object's own flags in its *gate* (the epoch it
+/// was made in, with flags that send its calls off the fast path): [`open`] holds only for
+/// a gate without flags, in the epoch it was made in.
+pub(crate) const GATE_FLAGS: u32 = !EPOCH_MASK;
+
 /// The `pthread_atfork` handlers (not under Miri or loom, which do not run them).
 #[cfg(not(any(miri, evfd_loom)))]
 mod handlers {
@@ -74,7 +81,7 @@ mod handlers {
     use std::sync::atomic::Ordering::Relaxed;
     use std::sync::{MutexGuard, RwLockWriteGuard};
 
-    use super::{EPOCH, FORK_GUARD, TOPOLOGY};
+    use super::{EPOCH, EPOCH_MASK, FORK_GUARD, TOPOLOGY};
 
     /// What the forking thread holds from `prepare` to `parent`/`child`: the topology
     /// lock and the fork guard (write), released in the reverse order.
@@ -106,7 +113,9 @@ mod handlers {
     }
 
     extern "C" fn child() {
-        EPOCH.fetch_add(1, Relaxed);
+        // The only thread of the child: a load and a store are the increment. Kept within
+        // `EPOCH_MASK`, so that objects can put flags above an epoch (`GATE_FLAGS`).
+        EPOCH.store(EPOCH.load(Relaxed).wrapping_add(1) & EPOCH_MASK, Relaxed);
         release();
     }
 
@@ -131,6 +140,15 @@ fn install() {
 pub(crate) fn epoch() -> u32 {
     install();
     EPOCH.load(Relaxed)
+}
+
+/// Whether `gate` (an [`epoch`] value, maybe with [`GATE_FLAGS`] bits) is the current epoch
+/// with no flag: the object was made in this process and takes its fast path. One relaxed
+/// load and a compare, what [`forked`] costs, for the fork check and the object's own flags
+/// at once.
+#[inline(always)]
+pub(crate) fn open(gate: u32) -> bool {
+    EPOCH.load(Relaxed) == gate
 }
 
 /// Whether this process forked since `born` (an [`epoch`] value): the object is the
