@@ -69,9 +69,8 @@ pub(crate) struct Inner {
     pub(crate) cloexec: bool,
     /// Identity for epoll interest sets (never reused).
     pub(crate) id: u64,
-    /// The fork epoch it was made in (`sys::fork`): in a child process it is refused.
-    pub(crate) born: u32,
-    /// `born` with the flags that send `read` and `write` off their fast path:
+    /// The fork epoch it was made in (`sys::fork`; in a child process it is refused), with
+    /// the flags that send `read` and `write` off their fast path above it:
     /// [`GATE_NONBLOCK`] and [`GATE_SEMAPHORE`]. `sys::fork::open(gate)` is the fast path's
     /// one test: made in this process, blocking, a mode whose read takes the whole count.
     gate: u32,
@@ -221,7 +220,6 @@ impl NotifierBuilder {
                     nonblock: o.nonblock,
                     cloexec: o.cloexec,
                     id: next_id(),
-                    born,
                     gate: born
                         | if o.nonblock { GATE_NONBLOCK } else { 0 }
                         | if o.mode == Mode::Semaphore {
@@ -616,13 +614,13 @@ impl Inner {
     /// Whether this is a child process's copy of a notifier made before a fork.
     #[inline]
     pub(crate) fn forked(&self) -> bool {
-        crate::sys::fork::forked(self.born)
+        crate::sys::fork::forked(self.gate & !crate::sys::fork::GATE_FLAGS)
     }
 
     /// The fork refusal (docs: "fork" on [`Notifier`]), or `Ok`.
     #[inline]
     pub(crate) fn check(&self) -> io::Result<()> {
-        crate::sys::fork::check(self.born, "Notifier")
+        crate::sys::fork::check(self.gate & !crate::sys::fork::GATE_FLAGS, "Notifier")
     }
 
     pub(crate) fn readiness(&self) -> Events {
