@@ -614,13 +614,13 @@ impl Inner {
     /// Whether this is a child process's copy of a notifier made before a fork.
     #[inline]
     pub(crate) fn forked(&self) -> bool {
-        crate::sys::fork::forked(self.gate & !crate::sys::fork::GATE_FLAGS)
+        crate::sys::fork::forked(crate::sys::fork::born(self.gate))
     }
 
     /// The fork refusal (docs: "fork" on [`Notifier`]), or `Ok`.
     #[inline]
     pub(crate) fn check(&self) -> io::Result<()> {
-        crate::sys::fork::check(self.gate & !crate::sys::fork::GATE_FLAGS, "Notifier")
+        crate::sys::fork::check(crate::sys::fork::born(self.gate), "Notifier")
     }
 
     pub(crate) fn readiness(&self) -> Events {

@@ -151,6 +151,12 @@ pub(crate) fn open(gate: u32) -> bool {
     EPOCH.load(Relaxed) == gate
 }
 
+/// The epoch a `gate` (see [`open`]) was made in: its flags masked off.
+#[inline]
+pub(crate) fn born(gate: u32) -> u32 {
+    gate & EPOCH_MASK
+}
+
 /// Whether this process forked since `born` (an [`epoch`] value): the object is the
 /// child's copy of a parent's object.
 #[inline]
