@@ -110,14 +110,13 @@ fn send_events(
         }
         // A run of items the inline path delivers, looked at in place (no move per item),
         // then requeued in one move; the item that ends it takes the general path.
-        let room = out.len() - n;
         let mut run = 0;
-        for item in it.rest.as_slice().iter().take(room) {
+        for (slot, item) in out[n..].iter_mut().zip(it.rest.as_slice()) {
             let r = lt_ready(item);
             if r.is_empty() {
                 break;
             }
-            out[n + run] = Event {
+            *slot = Event {
                 events: r,
                 data: item.data.load(Relaxed),
             };

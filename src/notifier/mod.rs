@@ -58,10 +58,21 @@ const _: () = assert!(
 /// The shared state behind every clone of a [`Notifier`]. Cache-line aligned (128: the
 /// adjacent-line prefetcher pairs lines) so that two notifiers used by two threads never
 /// share a line: the uncontended path must not contend with anyone.
-#[repr(align(128))]
+///
+/// Laid out in order (`repr(C)`): the first line holds what every `write` and `read` and
+/// every harvest of the notifier's epoll item look at — the count, the gate, the mode —
+/// and the wait queue starts the next line ([`WaitQueue`] is line-aligned), so a harvest
+/// fetches one line of the notifier, and the load of the queue's interest that follows a
+/// write's compare-and-swap is not on the line the swap holds.
+#[repr(C, align(128))]
 pub(crate) struct Inner {
     /// The counter. Lock-free; see the module LOCKING notes.
     pub(crate) count: AtomicU64,
+    /// The fork epoch it was made in (`sys::fork`; in a child process it is refused), with
+    /// the flags that send `read` and `write` off their fast path above it:
+    /// [`GATE_NONBLOCK`] and [`GATE_SEMAPHORE`]. `sys::fork::open(gate)` is the fast path's
+    /// one test: made in this process, blocking, a mode whose read takes the whole count.
+    gate: u32,
     pub(crate) mode: Mode,
     /// `EFD_NONBLOCK`: `read`/`write` behave as `try_read`/`try_write`.
     nonblock: bool,
@@ -69,16 +80,15 @@ pub(crate) struct Inner {
     pub(crate) cloexec: bool,
     /// Identity for epoll interest sets (never reused).
     pub(crate) id: u64,
-    /// The fork epoch it was made in (`sys::fork`; in a child process it is refused), with
-    /// the flags that send `read` and `write` off their fast path above it:
-    /// [`GATE_NONBLOCK`] and [`GATE_SEMAPHORE`]. `sys::fork::open(gate)` is the fast path's
-    /// one test: made in this process, blocking, a mode whose read takes the whole count.
-    gate: u32,
     /// Everything that waits on this notifier.
     pub(crate) wq: WaitQueue,
     /// How long blocking calls spin before parking, learned from their recent waits.
     pub(crate) spin: SpinGauge,
 }
+
+// The first line: the count and what the fast paths and the harvest check beside it.
+#[cfg(not(evfd_loom))]
+const _: () = assert!(std::mem::align_of::<WaitQueue>() == 64);
 
 /// What the user's handles share. Epoll items hold the [`Inner`] itself (to poll it
 /// without upgrading a `Weak` on every event); the notifier counts as closed when the last
@@ -638,18 +648,20 @@ impl Inner {
                 Err(seen) => cur = seen,
             }
         }
-        self.wake_readers(n);
+        // The mode only if someone waits: it shares the count's line, and a load of that
+        // line right behind a locked operation on it waits for the operation.
+        self.wq.wake_counted(Events::IN, || self.readers_to_wake(n));
         Ok(())
     }
 
-    /// After a successful write of `n`. Semaphore wakes one exclusive reader per unit.
+    /// How many readers a successful write of `n` wakes: Semaphore one exclusive reader
+    /// per unit, the other modes one.
     #[inline]
-    pub(crate) fn wake_readers(&self, n: u64) {
-        let nr = match self.mode {
+    fn readers_to_wake(&self, n: u64) -> usize {
+        match self.mode {
             Mode::Semaphore => usize::try_from(n).unwrap_or(usize::MAX).max(1),
             Mode::Counter | Mode::AutoReset => 1,
-        };
-        self.wq.wake(Events::IN, nr);
+        }
     }
 
     /// After a read or a delivery that changed the count: every waiting writer re-checks.

@@ -299,7 +299,13 @@ struct Entry {
 }
 
 /// The locked wait queue. See the module docs for the LOCKING rules.
+///
+/// Aligned to a cache line: a queue is written by whoever waits (its lock, `interest`), and
+/// the state it guards (a notifier's count) is written by whoever notifies; on one line the
+/// two would bounce it between them for nothing, and a load of `interest` right after a
+/// locked operation on that state would wait for the operation to finish.
 #[derive(Debug)]
+#[cfg_attr(not(evfd_loom), repr(align(64)))]
 pub(crate) struct WaitQueue {
     /// Union of every entry's mask (low 32 bits), written only with `list` locked (SeqCst),
     /// and the [`SETTLED`] bit (set with `list` locked, cleared by anyone; module docs).
@@ -487,6 +493,13 @@ impl WaitQueue {
     /// unlocking.
     #[inline]
     pub(crate) fn wake(&self, key: Events, nr_exclusive: usize) {
+        self.wake_counted(key, || nr_exclusive);
+    }
+
+    /// As [`wake`](Self::wake), with the exclusive budget worked out only if someone is to
+    /// be woken (a notifier's write looks at its mode for it: not on the fast path).
+    #[inline]
+    pub(crate) fn wake_counted(&self, key: Events, nr_exclusive: impl FnOnce() -> usize) {
         // Fast path: the SeqCst load pairs with the waiter's SeqCst store (module docs), and
         // with the clears of `SETTLED` ("Settled").
         crate::loom::dekker_fence();
@@ -494,7 +507,7 @@ impl WaitQueue {
         if i & u64::from(key.bits()) == 0 || (key == Events::IN && i & SETTLED != 0) {
             return;
         }
-        self.wake_slow(key, nr_exclusive);
+        self.wake_slow(key, nr_exclusive());
     }
 
     /// As [`wake`](Self::wake), but the foreign wakes go into `batch` (the caller runs it
