@@ -246,12 +246,12 @@ pub(crate) enum WriteRefused {
 
 /// The count after adding `n`, or why not. The kernel's admission test:
 /// the write fits iff `u64::MAX - count > n`.
+/// (`n == u64::MAX` never passes that test, so it is told from a full count only after.)
 pub(crate) const fn write(count: u64, n: u64) -> Result<u64, WriteRefused> {
-    if n == u64::MAX {
-        return Err(WriteRefused::Invalid);
-    }
     if u64::MAX - count > n {
         Ok(count + n)
+    } else if n == u64::MAX {
+        Err(WriteRefused::Invalid)
     } else {
         Err(WriteRefused::Full)
     }
