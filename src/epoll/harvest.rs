@@ -17,7 +17,6 @@ use super::source::{MemCore, SourceCore};
 use super::{EpInner, Registry};
 use crate::events::{Event, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::Ordering::{Relaxed, SeqCst};
-use crate::mode::Mode;
 use crate::wait_queue::spin::SpinGauge;
 use crate::wait_queue::{PostWake, WaitFor, WakeBatch};
 
@@ -189,11 +188,15 @@ fn lt_readiness(count: u64, ev: Events) -> Events {
 /// notifier and the item's interest; `None` for anything else.
 #[inline(always)]
 fn lt_notifier(item: &Item) -> Option<(&crate::notifier::Inner, Events)> {
+    // Alive and a Counter or Semaphore notifier, in one compare (`Item::is_inline`).
+    if !item.is_inline() {
+        return None;
+    }
     let SourceCore::Mem(MemCore::Notifier(nf)) = &item.src else {
         return None;
     };
     let ev = item.events();
-    if ev.intersects(Events::ONESHOT | Events::ET) || nf.mode == Mode::AutoReset || item.is_dead() {
+    if ev.intersects(Events::ONESHOT | Events::ET) {
         return None;
     }
     Some((nf, ev))

@@ -2,11 +2,11 @@
 
 use std::sync::{Arc, Weak};
 
-use super::source::SourceCore;
+use super::source::{MemCore, SourceCore};
 use super::EpInner;
 use crate::events::Events;
 use crate::loom::sync::atomic::{
-    AtomicBool, AtomicU32, AtomicU64,
+    AtomicBool, AtomicU32, AtomicU64, AtomicU8,
     Ordering::{Acquire, Relaxed, SeqCst},
 };
 use crate::wait_queue::{Callback, WakeBatch};
@@ -44,9 +44,19 @@ pub(crate) struct Item {
     pub(crate) linked: AtomicBool,
     /// Chained on the overflow list (`epi->next != EP_UNACTIVE_PTR`). Guarded by `ep.ready`.
     pub(crate) ovf: AtomicBool,
-    /// The source was closed or the item deleted: skip it wherever it is met.
-    pub(crate) dead: AtomicBool,
+    /// [`DEAD`] (the source was closed or the item deleted: skip it wherever it is met) and
+    /// [`INLINE`] (fixed when the item is made: the harvest's inline path may take it), in
+    /// one byte, so that the harvest asks both with one compare. Only [`Item::kill`]
+    /// changes it, adding `DEAD`.
+    pub(crate) state: AtomicU8,
 }
+
+/// [`Item::state`]: the item is dead.
+const DEAD: u8 = 1;
+/// [`Item::state`]: the source is an in-memory notifier whose harvest reports its count as
+/// it is, Counter or Semaphore (not AutoReset, whose delivery consumes): what the
+/// harvest's inline path handles (`harvest::lt_notifier`).
+const INLINE: u8 = 2;
 
 // One line: the fields a harvest reads never straddle two (see `Item`).
 #[cfg(not(evfd_loom))]
@@ -74,8 +84,28 @@ impl Item {
         self.ovf.store(on, Relaxed);
     }
 
+    /// The first [`Item::state`] of an item of `src`.
+    pub(crate) fn state_for(src: &SourceCore) -> AtomicU8 {
+        let inline = match src {
+            SourceCore::Mem(MemCore::Notifier(nf)) => nf.mode != crate::mode::Mode::AutoReset,
+            _ => false,
+        };
+        AtomicU8::new(if inline { INLINE } else { 0 })
+    }
+
     pub(crate) fn is_dead(&self) -> bool {
-        self.dead.load(SeqCst)
+        self.state.load(SeqCst) & DEAD != 0
+    }
+
+    /// Alive, and one the harvest's inline path may take (see [`INLINE`]).
+    #[inline(always)]
+    pub(crate) fn is_inline(&self) -> bool {
+        self.state.load(SeqCst) == INLINE
+    }
+
+    /// Mark it dead: skipped wherever it is met from now on.
+    pub(crate) fn kill(&self) {
+        self.state.fetch_or(DEAD, SeqCst);
     }
 
     /// Queued where a wake would queue it: on the overflow list while a scan runs, on the
@@ -197,7 +227,7 @@ impl Callback for Item {
 
     /// `POLLFREE`: the source was closed. Leave silently.
     fn detach(&self) {
-        self.dead.store(true, SeqCst);
+        self.kill();
         self.ep.graveyard.bury(self.src.id());
         // Off the ready list now (the kernel unlinks a closed file's items at close). No
         // lock is held here (see `WaitQueue::detach_all`), so `ready` may be taken.

@@ -510,15 +510,16 @@ impl Epoll {
             }
             let ev = events | Events::ERR | Events::HUP;
             let exclusive = ev.contains(Events::EXCLUSIVE);
+            let src = SourceCore::Mem(sc.clone());
             let item = Arc::new_cyclic(|me| Item {
                 me: me.clone(),
                 ep: Arc::clone(ep),
-                src: SourceCore::Mem(sc.clone()),
+                state: Item::state_for(&src),
+                src,
                 events: AtomicU32::new(ev.bits()),
                 data: AtomicU64::new(data),
                 linked: AtomicBool::new(false),
                 ovf: AtomicBool::new(false),
-                dead: AtomicBool::new(false),
             });
             // Non-exclusive entries at the head, exclusive ones at the tail (as the kernel).
             let key = sc.wait_queue().add(
@@ -661,7 +662,7 @@ impl Epoll {
             let Some(r) = reg.items.remove(&sc.id()) else {
                 return Err(crate::error::not_registered());
             };
-            r.item.dead.store(true, SeqCst);
+            r.item.kill();
             sc.wait_queue().remove(r.key);
             if let Some(child) = sc.as_epoll() {
                 topology::unlink(ep, child);
@@ -1037,7 +1038,7 @@ impl EpInner {
             let mut reg = crate::loom::lock(&self.registry);
             let regs: Vec<Reg> = reg.items.drain().map(|(_, r)| r).collect();
             for r in &regs {
-                r.item.dead.store(true, SeqCst);
+                r.item.kill();
                 // Every registration is an in-memory source's (the kernel item is never one).
                 if let Some(m) = r.item.src.mem() {
                     m.wait_queue().remove(r.key);

@@ -255,15 +255,16 @@ mod linux {
         /// The first kernel `add`: a new kernel epoll and kernel item for `ep`.
         pub(super) fn new_side(ep: &Arc<EpInner>) -> io::Result<Side> {
             let poll = Arc::new(KernelPoll::new()?);
+            let src = SourceCore::Kernel(Arc::clone(&poll));
             let item = Arc::new_cyclic(|me| Item {
                 me: me.clone(),
                 ep: Arc::clone(ep),
-                src: SourceCore::Kernel(Arc::clone(&poll)),
+                state: Item::state_for(&src),
+                src,
                 events: AtomicU32::new(Events::IN.bits()),
                 data: AtomicU64::new(0),
                 linked: AtomicBool::new(false),
                 ovf: AtomicBool::new(false),
-                dead: AtomicBool::new(false),
             });
             Ok(Side {
                 poll,
@@ -505,7 +506,7 @@ mod linux {
             self.present.store(false, SeqCst);
             let side = crate::loom::lock(&self.side).take();
             if let Some(side) = &side {
-                side.item.dead.store(true, SeqCst);
+                side.item.kill();
             }
             // After `present` is clear: a registration made meanwhile is not kept
             // (`Slot::get`).
