@@ -9,6 +9,7 @@
 //! polled between the two, with no `ready` held. Deferred wakes go into a `WakeBatch` that
 //! runs after `registry` is released (see `super`'s LOCKING block).
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use super::item::Item;
@@ -183,11 +184,36 @@ fn lt_readiness(count: u64, ev: Events) -> Events {
     ev & (Events::IN | Events::OUT)
 }
 
+// The notifier this thread's last one-item harvest delivered from a quiet item
+// (`Ready::quiet`): what `EpInner::nothing_new` may look at without the lock.
+#[cfg(not(evfd_loom))]
+thread_local! {
+    static LAST: RefCell<Option<Arc<crate::notifier::Inner>>> = const { RefCell::new(None) };
+}
+#[cfg(evfd_loom)]
+loom::thread_local! {
+    static LAST: RefCell<Option<Arc<crate::notifier::Inner>>> = RefCell::new(None);
+}
+
+/// Keep `nf` as this thread's [`LAST`] (a new reference only when it changes; the one
+/// it replaces is dropped after the borrow). Called with `ready` held: dropping a
+/// notifier's last reference runs no foreign code.
+#[inline]
+fn remember(nf: &Arc<crate::notifier::Inner>) {
+    let _ = LAST.try_with(|l| {
+        if l.borrow().as_ref().is_some_and(|o| o.id == nf.id) {
+            return;
+        }
+        let old = l.replace(Some(Arc::clone(nf)));
+        drop(old);
+    });
+}
+
 /// The items the inline paths ([`lt_ready`], `EpInner::harvest_single`) may take: a live,
 /// level-triggered (no `ET`, no `ONESHOT`) in-memory notifier that is not AutoReset. Its
 /// notifier and the item's interest; `None` for anything else.
 #[inline(always)]
-fn lt_notifier(item: &Item) -> Option<(&crate::notifier::Inner, Events)> {
+fn lt_notifier(item: &Item) -> Option<(&Arc<crate::notifier::Inner>, Events)> {
     // Alive and a Counter or Semaphore notifier, in one compare (`Item::is_inline`).
     if !item.is_inline() {
         return None;
@@ -335,7 +361,7 @@ impl WaitFor for Harvest<'_> {
     }
 
     fn probe(&self) -> bool {
-        self.ep.ready.hint()
+        self.ep.ready.hint() && !self.ep.nothing_new()
     }
 
     fn spin_gauge(&self) -> Option<&SpinGauge> {
@@ -435,6 +461,9 @@ impl EpInner {
                 events: r,
                 data: item.data.load(Relaxed),
             };
+            if self.ready.quiet() == nf.id {
+                remember(nf);
+            }
             // The LT cascade (`scan`): the item stays queued, so the next sleeper looks too.
             return Single::Delivered {
                 cascade: self.has_sleeper(),
@@ -450,6 +479,37 @@ impl EpInner {
             Ok(spare) => Single::Dropped(spare),
             Err(()) => Single::General,
         }
+    }
+
+    /// The look of a thread about to wait, and of its spin: nothing but the drop of a
+    /// quiet item would come of a harvest now. True when the ready list's only item (the
+    /// `quiet` mirror) is the notifier this thread's last one-item harvest delivered
+    /// ([`remember`]) and its count is 0 now — the one-item harvest would find it so and
+    /// drop it (`harvest_single`), delivering nothing. Leaving it queued instead keeps the
+    /// notifier's wait queue settled (see `wait_queue`, "Settled"), so the next write to
+    /// it skips the wake walk, and this wait skips the drop's locks: in a spinning
+    /// hand-off, the write's walk (two locks) and the drop (one) are gone.
+    ///
+    /// Only a hint for the first harvest of `Epoll::wait` and for the spin's probe: a wait
+    /// that goes on to sleep registers, and its re-check (`has_ready`, under the lock) sees
+    /// the item queued and harvests for real, which drops it before the thread sleeps. A
+    /// stale `true` (the list changed since) is one no later than the look itself (the
+    /// mirror is stored under the lock at every change), so the wait took place before
+    /// the change. Only on an epoll with no kernel side and nobody polling it, as
+    /// `harvest_single`.
+    #[inline]
+    pub(crate) fn nothing_new(&self) -> bool {
+        let id = self.ready.quiet();
+        id != 0
+            && !self.kernel.present()
+            && !self.kernel.below()
+            && !self.graveyard.pending()
+            && self.pollers.interest().is_empty()
+            && LAST.with(|l| {
+                l.borrow()
+                    .as_ref()
+                    .is_some_and(|nf| nf.id == id && nf.count.load(SeqCst) == 0)
+            })
     }
 
     /// The general harvest (`harvest_now` when `harvest_single` does not apply), and

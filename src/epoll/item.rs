@@ -103,6 +103,24 @@ impl Item {
         self.state.load(SeqCst) == INLINE
     }
 
+    /// For the ready list's `quiet` mirror: the notifier's id if this item is one the
+    /// one-item harvest drops when its count is 0 (alive, a Counter or Semaphore notifier,
+    /// level-triggered, watched for `IN` and not `OUT`), else 0.
+    pub(crate) fn quiet_id(&self) -> u64 {
+        if !self.is_inline() {
+            return 0;
+        }
+        let SourceCore::Mem(MemCore::Notifier(nf)) = &self.src else {
+            return 0;
+        };
+        let ev = self.events() & (Events::IN | Events::OUT | Events::ET | Events::ONESHOT);
+        if ev == Events::IN {
+            nf.id
+        } else {
+            0
+        }
+    }
+
     /// Mark it dead: skipped wherever it is met from now on.
     pub(crate) fn kill(&self) {
         self.state.fetch_or(DEAD, SeqCst);

@@ -613,9 +613,10 @@ impl Epoll {
             {
                 // Under `ready` too: the one-item harvest reads the pair with only `ready`
                 // held (`EpInner::harvest_single`).
-                let _rd = ep.ready.lock();
+                let rd = ep.ready.lock();
                 r.item.data.store(data, Relaxed);
                 r.item.events.store(ev.bits(), SeqCst);
+                rd.sync_quiet();
             }
             sc.wait_queue().set_mask(r.key, ev & !Events::PRIVATE);
             // The new mask (SeqCst stores of `events` and, in `set_mask`, of the queue's
@@ -725,7 +726,11 @@ impl Epoll {
         // holds events; `kernel::sleep`): one syscall fewer per wait that sleeps. A wait
         // that will return in-memory events harvests the kernel epoll too, as `epoll_wait`
         // returns every ready item.
-        let n = ep.harvest_before_wait(events, timeout == Some(Duration::ZERO));
+        let n = if ep.nothing_new() {
+            0
+        } else {
+            ep.harvest_before_wait(events, timeout == Some(Duration::ZERO))
+        };
         if n > 0 || timeout == Some(Duration::ZERO) {
             return Ok(n);
         }

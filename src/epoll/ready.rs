@@ -1,6 +1,8 @@
 //! The ready list and the overflow list (`rdllist`, `ovflist`), guarded by `EpInner::ready`,
-//! and the two lock-free mirrors of that state which [`Ready`] keeps in step inside its own
-//! methods: the ready hint ("the list may hold an item") and `scanning` ("a scan runs").
+//! and the lock-free mirrors of that state which [`Ready`] keeps in step inside its own
+//! methods: the ready hint ("the list may hold an item"), `scanning` ("a scan runs"),
+//! `parked` (the dropped item whose reference is kept) and `quiet` (which notifier the
+//! list's only item watches, for the spin's look: `EpInner::nothing_new`).
 //!
 //! # LOCKING
 //!
@@ -9,13 +11,14 @@
 //! Ready::hint    AtomicBool, written only with `list` held (by `ReadyGuard`), read without.
 //! Ready::scanning AtomicBool, written only with `list` held (by `ReadyGuard`), read without.
 //! Ready::parked  AtomicUsize, written only with `list` held (by `ReadyGuard`), read without.
+//! Ready::quiet   AtomicU64, written only with `list` held (by `ReadyGuard`), read without.
 //! ```
 
 use std::sync::Arc;
 
 use super::item::Item;
 use crate::loom::sync::atomic::{
-    AtomicBool, AtomicUsize,
+    AtomicBool, AtomicU64, AtomicUsize,
     Ordering::{Acquire, Relaxed, Release, SeqCst},
 };
 use crate::loom::sync::{Mutex, MutexGuard};
@@ -46,6 +49,13 @@ pub(crate) struct Ready {
     /// harvester then only read). Every lock-free look at `linked` asks this too
     /// ([`Ready::parked`]).
     parked: AtomicUsize,
+    /// The id of the notifier whose item is the ready list's only item, if it holds exactly
+    /// one, no scan runs, and the item is a live, level-triggered Counter or Semaphore
+    /// notifier watched for `IN` and not `OUT` (`Item::quiet_id`); 0 otherwise. Written
+    /// under the lock at every change of the list and of its item's mask, read without: a
+    /// hint for the spin's look (`EpInner::nothing_new`), never the last word before
+    /// sleeping.
+    quiet: AtomicU64,
     list: Mutex<ReadyState>,
 }
 
@@ -55,6 +65,7 @@ impl Ready {
             scanning: AtomicBool::new(false),
             hint: AtomicBool::new(false),
             parked: AtomicUsize::new(0),
+            quiet: AtomicU64::new(0),
             list: Mutex::new(ReadyState::default()),
         }
     }
@@ -72,6 +83,12 @@ impl Ready {
     #[inline]
     pub(crate) fn hint(&self) -> bool {
         self.hint.load(Relaxed)
+    }
+
+    /// The `quiet` mirror (lock-free; see [`Ready::quiet`](Self)).
+    #[inline]
+    pub(crate) fn quiet(&self) -> u64 {
+        self.quiet.load(Relaxed)
     }
 
     /// Whether a scan runs (SeqCst: the Dekker pair of `Item::wake`'s coalescing with the
@@ -136,6 +153,16 @@ impl ReadyGuard<'_> {
         }
     }
 
+    /// Bring the `quiet` mirror in step with the list (after a change of it, or of the
+    /// mask of an item on it).
+    #[inline]
+    pub(crate) fn sync_quiet(&self) {
+        let q = self.single().map_or(0, |it| it.quiet_id());
+        if self.mirrors.quiet.load(Relaxed) != q {
+            self.mirrors.quiet.store(q, Relaxed);
+        }
+    }
+
     /// Queue `item` (the callback's step 4): on the overflow list while a scan is active,
     /// else at the tail of the ready list, unless it is already there. Returns whether the
     /// item was newly put on the ready list (not the overflow list). Sets the ready hint,
@@ -146,6 +173,7 @@ impl ReadyGuard<'_> {
         let r = self.rd.queue(item);
         if r {
             self.sync_parked();
+            self.sync_quiet();
         }
         r
     }
@@ -167,6 +195,7 @@ impl ReadyGuard<'_> {
     pub(crate) fn forget(&mut self, item: &Item) -> Vec<Arc<Item>> {
         let gone = self.rd.forget(item);
         self.sync_parked();
+        self.sync_quiet();
         gone
     }
 
@@ -179,6 +208,7 @@ impl ReadyGuard<'_> {
         }
         self.mirrors.scanning.store(true, SeqCst);
         self.mirrors.hint.store(true, Relaxed);
+        self.mirrors.quiet.store(0, Relaxed);
         Some(self.rd.start_scan())
     }
 
@@ -193,6 +223,7 @@ impl ReadyGuard<'_> {
     ) {
         self.rd.done_scan(leftovers, any_leftovers, requeued);
         self.sync_parked();
+        self.sync_quiet();
         self.mirrors.hint.store(!self.rd.is_empty(), Relaxed);
         // After every `linked = false` of this scan. Release is enough here: a callback that
         // reads this `false` sees those stores (its `linked` load is Acquire), and one that
@@ -257,6 +288,7 @@ impl ReadyGuard<'_> {
                 Release,
             );
             self.mirrors.hint.store(false, Relaxed);
+            self.mirrors.quiet.store(0, Relaxed);
             Ok(std::mem::replace(&mut rd.kept, gone))
         };
         // After the `parked` store (Release, as `done_scan` after its `linked = false`).
@@ -277,6 +309,7 @@ impl ReadyGuard<'_> {
             k.set_linked(false);
         }
         self.mirrors.parked.store(0, Release);
+        self.mirrors.quiet.store(0, Relaxed);
         (
             rd.one.take(),
             std::mem::take(&mut rd.list),

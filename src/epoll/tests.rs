@@ -206,12 +206,13 @@ fn kept_reference_of_a_dropped_item_goes_with_the_item() {
         let reg = crate::loom::lock(&ep.inner.core.registry);
         Arc::downgrade(&reg.items.values().next().expect("one item").item)
     }
-    // A hand-off: delivered, read, dropped by the next harvest.
+    // A hand-off: delivered, read, dropped by the next harvest — on another thread: the
+    // thread it was delivered to leaves it queued (`quiet_item_stays_queued_for_its_reader`).
     fn hand_off(ep: &Epoll, n: &Notifier) {
         n.write(1).unwrap();
         assert_eq!(wait0(ep), vec![(Events::IN.bits(), 7)]);
         n.read().unwrap();
-        assert_eq!(wait0(ep), vec![]);
+        std::thread::scope(|s| assert_eq!(s.spawn(|| wait0(ep)).join().unwrap(), vec![]));
     }
     // delete
     let ep = Epoll::new();
@@ -249,4 +250,69 @@ fn kept_reference_of_a_dropped_item_goes_with_the_item() {
         0,
         "the epoll's close left the kept reference"
     );
+}
+
+/// The spin's look (`EpInner::nothing_new`): the thread a quiet item's event was delivered
+/// to, finding it at 0 again, leaves it queued (no harvest), so the notifier's queue stays
+/// settled and the next write takes no lock; any other change makes the look harvest.
+#[test]
+fn quiet_item_stays_queued_for_its_reader() {
+    let ep = Epoll::new();
+    let n = Notifier::new();
+    ep.add(&n, Events::IN, 7).unwrap();
+    n.write(1).unwrap();
+    assert_eq!(wait0(&ep), vec![(Events::IN.bits(), 7)]);
+    assert_eq!(n.inner.wq.slow_wakes.load(Relaxed), 1);
+    for _ in 0..50 {
+        n.read().unwrap();
+        assert_eq!(wait0(&ep), vec![]);
+        assert!(!ep.inner.core.ready.lock().is_empty(), "left queued");
+        n.write(1).unwrap();
+        assert_eq!(wait0(&ep), vec![(Events::IN.bits(), 7)]);
+    }
+    // One more lock: the write that settled the queue.
+    assert_eq!(n.inner.wq.slow_wakes.load(Relaxed), 2);
+    assert!(n.inner.wq.is_settled());
+    // A blocking wait with a timeout goes to sleep through a real harvest: the item is
+    // dropped, the mark cleared, and the next write wakes (takes the lock).
+    n.read().unwrap();
+    let mut buf = [Event::default(); 1];
+    assert_eq!(
+        ep.wait(&mut buf, Some(Duration::from_millis(5))).unwrap(),
+        0
+    );
+    assert!(
+        ep.inner.core.ready.lock().is_empty(),
+        "dropped before sleeping"
+    );
+    assert!(!n.inner.wq.is_settled());
+    n.write(1).unwrap();
+    assert_eq!(n.inner.wq.slow_wakes.load(Relaxed), 3);
+    assert_eq!(wait0(&ep), vec![(Events::IN.bits(), 7)]);
+    // Another notifier queued beside it: the look harvests (and delivers it).
+    n.read().unwrap();
+    let m = Notifier::new();
+    ep.add(&m, Events::IN, 8).unwrap();
+    m.write(1).unwrap();
+    assert_eq!(wait0(&ep), vec![(Events::IN.bits(), 8)]);
+    // A mask with OUT: never quiet (a count of 0 is ready for OUT).
+    m.read().unwrap();
+    assert_eq!(wait0(&ep), vec![]);
+    n.write(1).unwrap();
+    assert_eq!(wait0(&ep), vec![(Events::IN.bits(), 7)]);
+    n.read().unwrap();
+    ep.modify(&n, Events::IN | Events::OUT, 7).unwrap();
+    assert_eq!(wait0(&ep), vec![(Events::OUT.bits(), 7)]);
+    // Written from another thread while left queued: seen by the next look.
+    ep.modify(&n, Events::IN, 7).unwrap();
+    n.write(1).unwrap();
+    assert_eq!(wait0(&ep), vec![(Events::IN.bits(), 7)]);
+    n.read().unwrap();
+    assert_eq!(wait0(&ep), vec![]);
+    let n2 = n.clone();
+    std::thread::spawn(move || n2.write(3).unwrap())
+        .join()
+        .unwrap();
+    assert_eq!(wait0(&ep), vec![(Events::IN.bits(), 7)]);
+    assert_eq!(n.read().unwrap(), 3);
 }

@@ -527,3 +527,35 @@ fn parked_item_released_by_another_drop_vs_write() {
         assert_eq!(a_now, 1, "first {first:?} next {next:?}");
     });
 }
+
+/// The spin's look (`EpInner::nothing_new`): the thread a quiet item's event was delivered
+/// to leaves it queued (and its notifier's queue settled) while its count is 0, so a write
+/// may skip its wake. Whatever the order of that write and the waiter's looks, a blocking
+/// wait gets the event: its re-check sees the item queued and harvests for real.
+#[test]
+fn quiet_item_left_queued_vs_write() {
+    loom::model(|| {
+        let ep = Epoll::new();
+        let n = Notifier::new();
+        ep.add(&n, Events::IN, 5).unwrap();
+        n.write(1).unwrap(); // queued
+        n.write(1).unwrap(); // settled
+        assert_eq!(wait0(&ep).len(), 1); // delivered here: this thread's quiet item
+        assert_eq!(n.read().unwrap(), 2);
+        assert!(wait0(&ep).is_empty()); // left queued, settled
+        assert!(!ep.inner.core.ready.lock().is_empty() && n.inner.wq.is_settled());
+        let n2 = n.clone();
+        let w = thread::spawn(move || n2.write(1).unwrap()); // skips its wake, or not
+        let mut buf = [Event::default(); 2];
+        let k = ep.wait(&mut buf, None).unwrap();
+        w.join().unwrap();
+        assert_eq!(
+            buf[..k].to_vec(),
+            vec![Event {
+                events: Events::IN,
+                data: 5
+            }]
+        );
+        assert_eq!(n.read().unwrap(), 1);
+    });
+}
