@@ -217,6 +217,16 @@ impl PostWake for EpInner {
 }
 
 impl EpInner {
+    /// Whether a blocking `wait` would spin before it parks now ([`EpollSleeper`]'s plan:
+    /// the `set_spin` setting, else the learned budget, which kernel fds below turn off).
+    #[inline]
+    fn will_spin(&self) -> bool {
+        match self.spin_ns.load(Relaxed) {
+            SPIN_ADAPTIVE => !self.kernel.below() && self.spin_gauge.budget_ns() > 0,
+            ns => ns > 0,
+        }
+    }
+
     /// After an item was deleted or its source closed: if an fd view watches this epoll and
     /// no live item is queued any more, let it drain its doorbell. No lock may be held.
     pub(crate) fn wake_views_if_emptied(&self) {
@@ -726,10 +736,14 @@ impl Epoll {
         // holds events; `kernel::sleep`): one syscall fewer per wait that sleeps. A wait
         // that will return in-memory events harvests the kernel epoll too, as `epoll_wait`
         // returns every ready item.
-        let n = if ep.nothing_new() {
+        // A poll, or a wait that will spin, leaves a quiet item queued (`nothing_new`); a
+        // wait that will park at once harvests, so that it does not register only to find
+        // the item queued, unregister, drop it and register again.
+        let now = timeout == Some(Duration::ZERO);
+        let n = if (now || ep.will_spin()) && ep.nothing_new() {
             0
         } else {
-            ep.harvest_before_wait(events, timeout == Some(Duration::ZERO))
+            ep.harvest_before_wait(events, now)
         };
         if n > 0 || timeout == Some(Duration::ZERO) {
             return Ok(n);
