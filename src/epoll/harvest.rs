@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use super::item::Item;
 use super::ready::Tx;
-use super::source::{MemCore, SourceCore};
+use super::source::SourceCore;
 use super::{EpInner, Registry};
 use crate::events::{Event, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::Ordering::{Relaxed, SeqCst};
@@ -218,9 +218,7 @@ fn lt_notifier(item: &Item) -> Option<(&Arc<crate::notifier::Inner>, Events)> {
     if !item.is_inline() {
         return None;
     }
-    let SourceCore::Mem(MemCore::Notifier(nf)) = &item.src else {
-        return None;
-    };
+    let nf = item.src.notifier()?;
     let ev = item.events();
     if ev.intersects(Events::ONESHOT | Events::ET) {
         return None;
@@ -474,7 +472,9 @@ impl EpInner {
         }
         match rd.unlink_single_unless(|it| {
             it.src.unsettle();
-            !matches!(&it.src, SourceCore::Mem(MemCore::Notifier(nf)) if nf.count.load(SeqCst) == 0)
+            !it.src
+                .notifier()
+                .is_some_and(|nf| nf.count.load(SeqCst) == 0)
         }) {
             Ok(spare) => Single::Dropped(spare),
             Err(()) => Single::General,

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Weak};
 
-use super::source::{MemCore, SourceCore};
+use super::source::SourceCore;
 use super::EpInner;
 use crate::events::Events;
 use crate::loom::sync::atomic::{
@@ -86,10 +86,9 @@ impl Item {
 
     /// The first [`Item::state`] of an item of `src`.
     pub(crate) fn state_for(src: &SourceCore) -> AtomicU8 {
-        let inline = match src {
-            SourceCore::Mem(MemCore::Notifier(nf)) => nf.mode != crate::mode::Mode::AutoReset,
-            _ => false,
-        };
+        let inline = src
+            .notifier()
+            .is_some_and(|nf| nf.mode != crate::mode::Mode::AutoReset);
         AtomicU8::new(if inline { INLINE } else { 0 })
     }
 
@@ -110,7 +109,7 @@ impl Item {
         if !self.is_inline() {
             return 0;
         }
-        let SourceCore::Mem(MemCore::Notifier(nf)) = &self.src else {
+        let Some(nf) = self.src.notifier() else {
             return 0;
         };
         let ev = self.events() & (Events::IN | Events::OUT | Events::ET | Events::ONESHOT);

@@ -64,6 +64,15 @@ impl MemCore {
 }
 
 impl SourceCore {
+    /// The notifier, if the source is one.
+    #[inline(always)]
+    pub(crate) fn notifier(&self) -> Option<&Arc<notifier::Inner>> {
+        match self {
+            SourceCore::Mem(MemCore::Notifier(nf)) => Some(nf),
+            _ => None,
+        }
+    }
+
     pub(crate) fn id(&self) -> u64 {
         match self {
             SourceCore::Mem(m) => m.id(),
