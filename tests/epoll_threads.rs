@@ -768,3 +768,70 @@ fn nested_stress_with_churn() {
         assert_eq!(read.load(SeqCst), want);
     });
 }
+
+/// A spinning hand-off leaves its drained level-triggered item queued for the thread it
+/// was delivered to (the quiet item, docs/handoff.md), while a third thread's polls of the
+/// same epolls harvest it for real (dropping it at 0, delivering it otherwise) and the
+/// two sides keep bouncing one unit. Every round trip's unit arrives exactly once and no
+/// wait times out, whatever the spin setting.
+fn quiet_item_bounce(spin: Option<Duration>, rounds: u64) {
+    bounded(move || {
+        let (a, b) = (Notifier::new(), Notifier::new());
+        let (ea, eb) = (Epoll::new(), Epoll::new());
+        ea.add(&a, Events::IN, 1).unwrap();
+        eb.add(&b, Events::IN, 2).unwrap();
+        ea.set_spin(spin);
+        eb.set_spin(spin);
+        let stop = Arc::new(AtomicUsize::new(0));
+        let disturber = {
+            let (ea, eb, stop) = (ea.clone(), eb.clone(), stop.clone());
+            thread::spawn(move || {
+                let mut seen = 0u64;
+                while stop.load(SeqCst) == 0 {
+                    seen += wait_n(&ea, 1, Some(Duration::ZERO)).len() as u64;
+                    seen += wait_n(&eb, 1, Some(Duration::ZERO)).len() as u64;
+                    thread::yield_now();
+                }
+                seen
+            })
+        };
+        let echo = {
+            let (a, b, eb) = (a.clone(), b.clone(), eb.clone());
+            thread::spawn(move || {
+                for i in 0..rounds {
+                    let got = wait_n(&eb, 1, Some(Duration::from_secs(5)));
+                    assert_eq!(got.len(), 1, "echo: round {i} timed out");
+                    assert_eq!(got[0].data, 2);
+                    assert_eq!(b.read().unwrap(), 1, "echo: round {i}");
+                    a.write(1).unwrap();
+                }
+            })
+        };
+        for i in 0..rounds {
+            b.write(1).unwrap();
+            let got = wait_n(&ea, 1, Some(Duration::from_secs(5)));
+            assert_eq!(got.len(), 1, "main: round {i} timed out");
+            assert_eq!(got[0].data, 1);
+            assert_eq!(a.read().unwrap(), 1, "main: round {i}");
+        }
+        echo.join().unwrap();
+        stop.store(1, SeqCst);
+        disturber.join().unwrap();
+        assert_eq!((a.count(), b.count()), (0, 0), "a unit left behind");
+    });
+}
+
+#[test]
+fn quiet_item_bounce_spinning() {
+    quiet_item_bounce(Some(Duration::from_micros(100)), 20_000);
+}
+
+#[test]
+fn quiet_item_bounce_adaptive() {
+    quiet_item_bounce(None, 20_000);
+}
+
+#[test]
+fn quiet_item_bounce_parking() {
+    quiet_item_bounce(Some(Duration::ZERO), 5_000);
+}
