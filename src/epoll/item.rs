@@ -231,8 +231,10 @@ impl Callback for Item {
     /// mark: a harvest clears it before any poll after which it may unlink the item (after
     /// publishing `scanning`; `harvest::poll_to_unlink`), a new poller of the epoll after
     /// publishing its interest (`EpInner::unsettle_sources`), a `modify` or a delete through
-    /// the queue's own `set_mask`/`remove`. A sleeper registers only with the ready list
-    /// empty, hence after a harvest unlinked this item.
+    /// the queue's own `set_mask`/`remove`. A sleeper sleeps only with the ready list
+    /// empty: one that registers while this item is queued (a quiet item left for its
+    /// reader, `EpInner::nothing_new`) finds it in its re-check and harvests, and the
+    /// harvest that unlinks it clears the mark first.
     fn coalesces(&self) -> bool {
         let ev = self.events();
         ev.contains(Events::IN)
