@@ -11,7 +11,7 @@ saves each run with the commit and kernel it was measured on, then rewrites what
 `<!-- perf:begin -->` and `<!-- perf:end -->` in README.md from these runs and the runs saved
 from every other machine (`docs/data/<machine>/bench-run*.txt`, whose CPU differs from this
 one's; `--this-machine-only` leaves them out): each machine (CPU model and vCPUs, kernel,
-commit), the ratios to the floor first (they travel between machines), then the ratios to the
+commit), the ratios to the floor first (they travel between machines better), then the ratios to the
 kernel and peers; every row idle and contended (the `_contended` rows, measured with one
 CPU-bound co-tenant) side by side, with its ratio in each run of each machine, and every
 target marked met or missed (met only if every run on every machine meets it), and a tally
@@ -303,7 +303,8 @@ def section(machines, args=''):
           'evfd next to the least work any correct implementation must do, written with bare '
           'atomics (a futex token for `vs_floor_park`) and run in the same process '
           '(definitions: [docs/benchmarks.md](https://docs.rs/crate/evfd/latest/source/docs/benchmarks.md)). 1 = at the floor. These '
-          'ratios travel between machines: both sides pay the same atomics. (`harvest`\'s '
+          'ratios travel between machines better than the kernel\'s (both sides pay the same '
+          'atomics), but on a CPU whose atomics are cheap evfd\'s other work weighs more. (`harvest`\'s '
           'floor swaps each slot; evfd\'s harvest of a Counter item only loads it. '
           '`pingpong vs_token_spin`, untargeted: a bare token bounced through one atomic per '
           'side, less than the loop must do, for scale.)')
