@@ -168,7 +168,7 @@ struct Sent {
 /// then takes the general path ([`send_one`]).
 #[inline(always)]
 fn lt_ready(item: &Item) -> Events {
-    let Some((nf, ev)) = lt_notifier(item) else {
+    let Some((nf, ev)) = item.lt_notifier() else {
         return Events::empty();
     };
     lt_readiness(nf.count.load(SeqCst), ev)
@@ -201,29 +201,10 @@ loom::thread_local! {
 #[inline]
 fn remember(nf: &Arc<crate::notifier::Inner>) {
     let _ = LAST.try_with(|l| {
-        if l.borrow().as_ref().is_some_and(|o| o.id == nf.id) {
-            return;
+        if !l.borrow().as_ref().is_some_and(|o| o.id == nf.id) {
+            l.replace(Some(Arc::clone(nf)));
         }
-        let old = l.replace(Some(Arc::clone(nf)));
-        drop(old);
     });
-}
-
-/// The items the inline paths ([`lt_ready`], `EpInner::harvest_single`) may take: a live,
-/// level-triggered (no `ET`, no `ONESHOT`) in-memory notifier that is not AutoReset. Its
-/// notifier and the item's interest; `None` for anything else.
-#[inline(always)]
-fn lt_notifier(item: &Item) -> Option<(&Arc<crate::notifier::Inner>, Events)> {
-    // Alive and a Counter or Semaphore notifier, in one compare (`Item::is_inline`).
-    if !item.is_inline() {
-        return None;
-    }
-    let nf = item.src.notifier()?;
-    let ev = item.events();
-    if ev.intersects(Events::ONESHOT | Events::ET) {
-        return None;
-    }
-    Some((nf, ev))
 }
 
 /// One transfer-list item, by its kind's rules (`send_events`' general path), into the
@@ -445,7 +426,7 @@ impl EpInner {
         let Some(item) = rd.single() else {
             return Single::General;
         };
-        let Some((nf, ev)) = lt_notifier(item) else {
+        let Some((nf, ev)) = item.lt_notifier() else {
             return Single::General;
         };
         if !self.pollers.interest().is_empty() {

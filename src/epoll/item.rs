@@ -55,7 +55,7 @@ pub(crate) struct Item {
 const DEAD: u8 = 1;
 /// [`Item::state`]: the source is an in-memory notifier whose harvest reports its count as
 /// it is, Counter or Semaphore (not AutoReset, whose delivery consumes): what the
-/// harvest's inline path handles (`harvest::lt_notifier`).
+/// harvest's inline path handles ([`Item::lt_notifier`]).
 const INLINE: u8 = 2;
 
 // One line: the fields a harvest reads never straddle two (see `Item`).
@@ -102,21 +102,31 @@ impl Item {
         self.state.load(SeqCst) == INLINE
     }
 
-    /// For the ready list's `quiet` mirror: the notifier's id if this item is one the
-    /// one-item harvest drops when its count is 0 (alive, a Counter or Semaphore notifier,
-    /// level-triggered, watched for `IN` and not `OUT`), else 0.
-    pub(crate) fn quiet_id(&self) -> u64 {
+    /// The items the harvest's inline paths (`harvest::lt_ready`,
+    /// `EpInner::harvest_single`) may take: a live, level-triggered (no `ET`, no `ONESHOT`)
+    /// in-memory notifier that is not AutoReset. Its notifier and the item's interest;
+    /// `None` for anything else.
+    #[inline(always)]
+    pub(crate) fn lt_notifier(&self) -> Option<(&Arc<crate::notifier::Inner>, Events)> {
+        // Alive and a Counter or Semaphore notifier, in one compare (`is_inline`).
         if !self.is_inline() {
-            return 0;
+            return None;
         }
-        let Some(nf) = self.src.notifier() else {
-            return 0;
-        };
-        let ev = self.events() & (Events::IN | Events::OUT | Events::ET | Events::ONESHOT);
-        if ev == Events::IN {
-            nf.id
-        } else {
-            0
+        let nf = self.src.notifier()?;
+        let ev = self.events();
+        if ev.intersects(Events::ONESHOT | Events::ET) {
+            return None;
+        }
+        Some((nf, ev))
+    }
+
+    /// For the ready list's `quiet` mirror: the notifier's id if this item is one the
+    /// one-item harvest drops when its count is 0 (an [`lt_notifier`](Self::lt_notifier)
+    /// item watched for `IN` and not `OUT`), else 0.
+    pub(crate) fn quiet_id(&self) -> u64 {
+        match self.lt_notifier() {
+            Some((nf, ev)) if ev & (Events::IN | Events::OUT) == Events::IN => nf.id,
+            _ => 0,
         }
     }
 

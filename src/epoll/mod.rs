@@ -217,14 +217,24 @@ impl PostWake for EpInner {
 }
 
 impl EpInner {
-    /// Whether a blocking `wait` would spin before it parks now ([`EpollSleeper`]'s plan:
-    /// the `set_spin` setting, else the learned budget, which kernel fds below turn off).
+    /// The `set_spin` setting, else the learned budget. Not adaptive while kernel fds are
+    /// registered here or below: their readiness reaches the ready hint (the spin's probe)
+    /// only through the watcher's hop, so a kernel event must not wait for a spin.
+    #[inline]
+    fn spin_plan(&self) -> SpinPlan {
+        match self.spin_ns.load(Relaxed) {
+            SPIN_ADAPTIVE if self.kernel.below() => SpinPlan::Fixed(0),
+            SPIN_ADAPTIVE => SpinPlan::Adaptive(self.spin_gauge.budget_ns()),
+            ns => SpinPlan::Fixed(ns),
+        }
+    }
+
+    /// Whether a blocking `wait` would spin before it parks now (its [`spin_plan`]).
+    ///
+    /// [`spin_plan`]: Self::spin_plan
     #[inline]
     fn will_spin(&self) -> bool {
-        match self.spin_ns.load(Relaxed) {
-            SPIN_ADAPTIVE => !self.kernel.below() && self.spin_gauge.budget_ns() > 0,
-            ns => ns > 0,
-        }
+        !matches!(self.spin_plan(), SpinPlan::Adaptive(0) | SpinPlan::Fixed(0))
     }
 
     /// After an item was deleted or its source closed: if an fd view watches this epoll and
@@ -745,7 +755,7 @@ impl Epoll {
         } else {
             ep.harvest_before_wait(events, now)
         };
-        if n > 0 || timeout == Some(Duration::ZERO) {
+        if n > 0 || now {
             return Ok(n);
         }
         // An overflowing deadline means "forever".
@@ -900,16 +910,9 @@ impl Sleeper for EpollSleeper<'_> {
         }
     }
 
-    /// The `set_spin` setting, else the learned budget. Not adaptive while kernel fds are
-    /// registered here or below: their readiness reaches the ready hint (the spin's probe)
-    /// only through the watcher's hop, so a kernel event must not wait for a spin.
+    /// [`EpInner::spin_plan`].
     fn spin_plan(&self) -> SpinPlan {
-        let ep = self.harvest.ep;
-        match ep.spin_ns.load(Relaxed) {
-            SPIN_ADAPTIVE if ep.kernel.below() => SpinPlan::Fixed(0),
-            SPIN_ADAPTIVE => SpinPlan::Adaptive(ep.spin_gauge.budget_ns()),
-            ns => SpinPlan::Fixed(ns),
-        }
+        self.harvest.ep.spin_plan()
     }
 
     fn waker_cpu(&self) -> u32 {
