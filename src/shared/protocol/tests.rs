@@ -412,6 +412,9 @@ mod unit {
             while a.sleepers() == (0, 0, 0) {
                 std::thread::yield_now();
             }
+            // Registered is not yet asleep: its re-check after registering comes first. Give
+            // it time to reach the futex (under Miri's scheduler the window is wide).
+            std::thread::sleep(std::time::Duration::from_millis(50));
             b.words.magic.store(0, SeqCst);
             // The edge that wakes the sleeper (the checks of `b`'s own steps would refuse).
             if blocked_writer {
