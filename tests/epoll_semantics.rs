@@ -290,6 +290,41 @@ fn modify_of_a_still_ready_et_item_reports_again() {
     assert_eq!(wait(&ep, 8), vec![]);
 }
 
+/// `modify` switching a still-ready item between level-triggered, ET and ONESHOT changes
+/// how the next harvests report it, whether the item is the ready list's only one (the
+/// one-item harvest) or one of a run (the scan), and both ways: LT → ET → LT → ONESHOT → LT.
+#[test]
+fn modify_between_lt_et_and_oneshot_changes_the_harvest_of_a_ready_item() {
+    for others in [0usize, 3] {
+        let ep = Epoll::new();
+        let rest: Vec<Notifier> = (0..others).map(|_| notifier(Mode::Counter, 1)).collect();
+        for (i, r) in rest.iter().enumerate() {
+            ep.add(r, IN, 100 + i as u64).unwrap();
+        }
+        let mine = |v: Vec<(Events, u64)>| -> Vec<(Events, u64)> {
+            assert_eq!(v.len() - v.iter().filter(|e| e.1 < 100).count(), others);
+            v.into_iter().filter(|e| e.1 < 100).collect()
+        };
+        let n = notifier(Mode::Semaphore, 2);
+        ep.add(&n, IN, 1).unwrap();
+        assert_eq!(mine(wait(&ep, 8)), vec![(IN, 1)]);
+        assert_eq!(mine(wait(&ep, 8)), vec![(IN, 1)], "LT: again");
+        ep.modify(&n, IN | ET, 2).unwrap();
+        assert_eq!(mine(wait(&ep, 8)), vec![(IN, 2)]);
+        assert_eq!(mine(wait(&ep, 8)), vec![], "ET: once");
+        ep.modify(&n, IN, 3).unwrap();
+        assert_eq!(mine(wait(&ep, 8)), vec![(IN, 3)]);
+        assert_eq!(mine(wait(&ep, 8)), vec![(IN, 3)], "LT again: again");
+        ep.modify(&n, IN | OUT | ONESHOT, 4).unwrap();
+        assert_eq!(mine(wait(&ep, 8)), vec![(IN | OUT, 4)]);
+        assert_eq!(mine(wait(&ep, 8)), vec![], "ONESHOT: disarmed");
+        ep.modify(&n, IN, 5).unwrap();
+        assert_eq!(mine(wait(&ep, 8)), vec![(IN, 5)]);
+        assert_eq!(mine(wait(&ep, 8)), vec![(IN, 5)]);
+        assert_eq!(n.count(), 2, "nothing consumed");
+    }
+}
+
 #[test]
 fn modify_of_a_queued_item_keeps_its_place_and_delivers_the_new_data() {
     let ep = Epoll::new();

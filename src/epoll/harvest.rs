@@ -257,7 +257,7 @@ fn send_one(
     } else {
         item.set_linked(false);
         if ev.contains(Events::ONESHOT) {
-            item.events.store((ev & Events::PRIVATE).bits(), SeqCst);
+            item.set_events(ev & Events::PRIVATE);
         }
     }
     s

@@ -45,17 +45,20 @@ pub(crate) struct Item {
     /// Chained on the overflow list (`epi->next != EP_UNACTIVE_PTR`). Guarded by `ep.ready`.
     pub(crate) ovf: AtomicBool,
     /// [`DEAD`] (the source was closed or the item deleted: skip it wherever it is met) and
-    /// [`INLINE`] (fixed when the item is made: the harvest's inline path may take it), in
-    /// one byte, so that the harvest asks both with one compare. Only [`Item::kill`]
-    /// changes it, adding `DEAD`.
+    /// [`INLINE`] (the harvest's inline path may take it), in one byte, so that the harvest
+    /// asks both with one compare. [`Item::kill`] adds `DEAD`; [`Item::set_events`] keeps
+    /// `INLINE` in step with the mask.
     pub(crate) state: AtomicU8,
 }
 
 /// [`Item::state`]: the item is dead.
 const DEAD: u8 = 1;
 /// [`Item::state`]: the source is an in-memory notifier whose harvest reports its count as
-/// it is, Counter or Semaphore (not AutoReset, whose delivery consumes): what the
-/// harvest's inline path handles ([`Item::lt_notifier`]).
+/// it is, Counter or Semaphore (not AutoReset, whose delivery consumes), watched
+/// level-triggered (no `ET`, no `ONESHOT` in the mask): what the harvest's inline path
+/// handles ([`Item::lt_notifier`]). The kind is fixed when the item is made; the mask part
+/// changes with the mask, in the same critical section (`registry` and `ready` held), so
+/// that a reader holding either lock reads the bit and the mask of one `modify`.
 const INLINE: u8 = 2;
 
 // One line: the fields a harvest reads never straddle two (see `Item`).
@@ -84,12 +87,32 @@ impl Item {
         self.ovf.store(on, Relaxed);
     }
 
-    /// The first [`Item::state`] of an item of `src`.
-    pub(crate) fn state_for(src: &SourceCore) -> AtomicU8 {
-        let inline = src
-            .notifier()
-            .is_some_and(|nf| nf.mode != crate::mode::Mode::AutoReset);
-        AtomicU8::new(if inline { INLINE } else { 0 })
+    /// The first [`Item::state`] of an item of `src` watched with the mask `ev`.
+    pub(crate) fn state_for(src: &SourceCore, ev: Events) -> AtomicU8 {
+        AtomicU8::new(if Self::inline(src, ev) { INLINE } else { 0 })
+    }
+
+    /// Whether an item of `src` with the mask `ev` is one for the inline path ([`INLINE`]).
+    fn inline(src: &SourceCore, ev: Events) -> bool {
+        !ev.intersects(Events::ONESHOT | Events::ET)
+            && src
+                .notifier()
+                .is_some_and(|nf| nf.mode != crate::mode::Mode::AutoReset)
+    }
+
+    /// Store a new mask, and [`INLINE`] to match it. With `registry` held, and `ready` too
+    /// unless the item is on the caller's transfer list (a scan's ONESHOT disarm): the
+    /// one-item harvest reads the pair under `ready` alone, a scan under `registry`.
+    pub(crate) fn set_events(&self, ev: Events) {
+        self.events.store(ev.bits(), SeqCst);
+        let want = Self::inline(&self.src, ev);
+        if want != (self.state.load(Relaxed) & INLINE != 0) {
+            if want {
+                self.state.fetch_or(INLINE, SeqCst);
+            } else {
+                self.state.fetch_and(!INLINE, SeqCst);
+            }
+        }
     }
 
     pub(crate) fn is_dead(&self) -> bool {
@@ -105,19 +128,14 @@ impl Item {
     /// The items the harvest's inline paths (`harvest::lt_ready`,
     /// `EpInner::harvest_single`) may take: a live, level-triggered (no `ET`, no `ONESHOT`)
     /// in-memory notifier that is not AutoReset. Its notifier and the item's interest;
-    /// `None` for anything else.
+    /// `None` for anything else. With `registry` or `ready` held (see [`INLINE`]).
     #[inline(always)]
     pub(crate) fn lt_notifier(&self) -> Option<(&Arc<crate::notifier::Inner>, Events)> {
-        // Alive and a Counter or Semaphore notifier, in one compare (`is_inline`).
+        // Alive, a Counter or Semaphore notifier, level-triggered: one compare (`INLINE`).
         if !self.is_inline() {
             return None;
         }
-        let nf = self.src.notifier()?;
-        let ev = self.events();
-        if ev.intersects(Events::ONESHOT | Events::ET) {
-            return None;
-        }
-        Some((nf, ev))
+        Some((self.src.notifier()?, self.events()))
     }
 
     /// For the ready list's `quiet` mirror: the notifier's id if this item is one the

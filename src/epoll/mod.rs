@@ -530,11 +530,11 @@ impl Epoll {
             }
             let ev = events | Events::ERR | Events::HUP;
             let exclusive = ev.contains(Events::EXCLUSIVE);
-            let src = SourceCore::Mem(sc.clone());
+            let src = SourceCore::from(sc.clone());
             let item = Arc::new_cyclic(|me| Item {
                 me: me.clone(),
                 ep: Arc::clone(ep),
-                state: Item::state_for(&src),
+                state: Item::state_for(&src, ev),
                 src,
                 events: AtomicU32::new(ev.bits()),
                 data: AtomicU64::new(data),
@@ -635,7 +635,7 @@ impl Epoll {
                 // held (`EpInner::harvest_single`).
                 let rd = ep.ready.lock();
                 r.item.data.store(data, Relaxed);
-                r.item.events.store(ev.bits(), SeqCst);
+                r.item.set_events(ev);
                 rd.sync_quiet();
             }
             sc.wait_queue().set_mask(r.key, ev & !Events::PRIVATE);
@@ -1062,8 +1062,8 @@ impl EpInner {
             for r in &regs {
                 r.item.kill();
                 // Every registration is an in-memory source's (the kernel item is never one).
-                if let Some(m) = r.item.src.mem() {
-                    m.wait_queue().remove(r.key);
+                if let Some(q) = r.item.src.wait_queue() {
+                    q.remove(r.key);
                 }
             }
             reg.requeue.clear();

@@ -23,12 +23,23 @@ pub(crate) enum MemCore {
 
 /// What an epoll item polls: an in-memory source, or the epoll's own kernel epoll (the
 /// source of its kernel item, `super::kernel`), which is never registered in the interest
-/// set and hooks into no wait queue.
+/// set and hooks into no wait queue. One level ([`MemCore`]'s two kinds and the kernel
+/// item side by side), so that the harvest's "is it a notifier" is one compare of the tag.
 #[derive(Clone)]
 pub(crate) enum SourceCore {
-    Mem(MemCore),
+    Notifier(Arc<notifier::Inner>),
+    Epoll(Arc<EpInner>),
     #[cfg_attr(not(evfd_kernel_side), allow(dead_code))]
     Kernel(Arc<super::kernel::KernelPoll>),
+}
+
+impl From<MemCore> for SourceCore {
+    fn from(m: MemCore) -> SourceCore {
+        match m {
+            MemCore::Notifier(n) => SourceCore::Notifier(n),
+            MemCore::Epoll(e) => SourceCore::Epoll(e),
+        }
+    }
 }
 
 impl MemCore {
@@ -68,14 +79,15 @@ impl SourceCore {
     #[inline(always)]
     pub(crate) fn notifier(&self) -> Option<&Arc<notifier::Inner>> {
         match self {
-            SourceCore::Mem(MemCore::Notifier(nf)) => Some(nf),
+            SourceCore::Notifier(nf) => Some(nf),
             _ => None,
         }
     }
 
     pub(crate) fn id(&self) -> u64 {
         match self {
-            SourceCore::Mem(m) => m.id(),
+            SourceCore::Notifier(n) => n.id,
+            SourceCore::Epoll(e) => e.id,
             SourceCore::Kernel(k) => k.id,
         }
     }
@@ -93,14 +105,14 @@ impl SourceCore {
     #[inline]
     pub(crate) fn poll(&self, interest: Events, deliver: bool, batch: &mut WakeBatch) -> Events {
         match self {
-            SourceCore::Mem(MemCore::Notifier(n)) => {
+            SourceCore::Notifier(n) => {
                 if deliver {
                     n.deliver_into(interest, batch)
                 } else {
                     n.readiness()
                 }
             }
-            SourceCore::Mem(MemCore::Epoll(e)) => e.readiness_into(batch),
+            SourceCore::Epoll(e) => e.readiness_into(batch),
             // A readiness check (the harvest delivers the kernel item's events itself).
             SourceCore::Kernel(k) => k.readiness(),
         }
@@ -111,20 +123,24 @@ impl SourceCore {
     /// that a write which skipped its wake is seen by that poll. The kernel item hooks into
     /// no queue.
     pub(crate) fn unsettle(&self) {
-        if let SourceCore::Mem(m) = self {
-            m.wait_queue().unsettle();
+        if let Some(q) = self.wait_queue() {
+            q.unsettle();
         }
     }
 
     /// The nested epoll, if the source is one.
     pub(crate) fn as_epoll(&self) -> Option<&Arc<EpInner>> {
-        self.mem().and_then(MemCore::as_epoll)
+        match self {
+            SourceCore::Epoll(e) => Some(e),
+            _ => None,
+        }
     }
 
-    /// The in-memory source, `None` for the kernel item.
-    pub(crate) fn mem(&self) -> Option<&MemCore> {
+    /// The queue an item of this source hooks into, `None` for the kernel item.
+    pub(crate) fn wait_queue(&self) -> Option<&WaitQueue> {
         match self {
-            SourceCore::Mem(m) => Some(m),
+            SourceCore::Notifier(n) => Some(&n.wq),
+            SourceCore::Epoll(e) => Some(&e.pollers),
             SourceCore::Kernel(_) => None,
         }
     }

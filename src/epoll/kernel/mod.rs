@@ -259,7 +259,7 @@ mod linux {
             let item = Arc::new_cyclic(|me| Item {
                 me: me.clone(),
                 ep: Arc::clone(ep),
-                state: Item::state_for(&src),
+                state: Item::state_for(&src, Events::IN),
                 src,
                 events: AtomicU32::new(Events::IN.bits()),
                 data: AtomicU64::new(0),
