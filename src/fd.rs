@@ -609,8 +609,8 @@ impl Notifier {
     /// ```
     #[doc(alias = "eventfd")]
     pub fn fd_view(&self) -> io::Result<FdView> {
-        self.inner.check()?;
-        FdView::new(Arc::clone(&self.inner) as Arc<dyn ViewSource>)
+        self.core.check()?;
+        FdView::new(Arc::clone(&self.handle) as Arc<dyn ViewSource>)
     }
 }
 
@@ -693,20 +693,20 @@ mod tests {
         let n = Notifier::new();
         let v = n.fd_view().unwrap();
         let v2 = v.clone();
-        assert_eq!(n.inner.wq.len(), 1);
-        assert_eq!(n.inner.wq.interest(), VIEW_MASK);
+        assert_eq!(n.core.wq.len(), 1);
+        assert_eq!(n.core.wq.interest(), VIEW_MASK);
         drop(v);
-        assert_eq!(n.inner.wq.len(), 1);
+        assert_eq!(n.core.wq.len(), 1);
         drop(v2);
-        assert_eq!(n.inner.wq.len(), 0);
-        assert_eq!(n.inner.wq.interest(), Events::empty());
+        assert_eq!(n.core.wq.len(), 0);
+        assert_eq!(n.core.wq.interest(), Events::empty());
     }
 
     #[test]
     #[cfg_attr(miri, ignore = "syscalls")]
     fn view_keeps_the_source_alive() {
         let n = Notifier::new();
-        let weak = Arc::downgrade(&n.inner);
+        let weak = Arc::downgrade(&n.handle);
         let v = n.fd_view().unwrap();
         drop(n);
         assert!(weak.upgrade().is_some());
@@ -748,7 +748,7 @@ mod tests {
         let v = n.fd_view().unwrap();
         let n2 = n.clone();
         let t = std::thread::spawn(move || n2.read().unwrap());
-        while n.inner.wq.len() < 2 {
+        while n.core.wq.len() < 2 {
             std::thread::yield_now();
         }
         n.write(3).unwrap();

@@ -212,9 +212,7 @@ pub trait Source: sealed::Sealed {}
 
 impl sealed::Sealed for Notifier {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
-        sealed::SourceRef::Mem(sealed::MemRef(MemCore::Notifier(Arc::clone(
-            &self.inner.core,
-        ))))
+        sealed::SourceRef::Mem(sealed::MemRef(MemCore::Notifier(Arc::clone(&self.core))))
     }
 }
 impl Source for Notifier {}

@@ -25,23 +25,23 @@ fn unwanted_wakes_take_no_lock() {
         n.write(1).unwrap();
         n.read().unwrap();
     }
-    assert_eq!(n.inner.wq.slow_wakes.load(Relaxed), 0);
+    assert_eq!(n.core.wq.slow_wakes.load(Relaxed), 0);
     // IN: the first write queues the item (lock), the second finds it queued and settles
     // the queue (lock), the rest skip the lock; the reads' OUT wakes never take it.
     ep.modify(&n, Events::IN, 0).unwrap();
-    assert!(!n.inner.wq.is_settled());
+    assert!(!n.core.wq.is_settled());
     for _ in 0..100 {
         n.write(1).unwrap();
         n.read().unwrap();
     }
-    assert_eq!(n.inner.wq.slow_wakes.load(Relaxed), 2);
-    assert!(n.inner.wq.is_settled());
+    assert_eq!(n.core.wq.slow_wakes.load(Relaxed), 2);
+    assert!(n.core.wq.is_settled());
     // Drained by the reads: the stale entry is dropped. The harvest that dropped it
     // cleared the mark: the next write takes the lock again and is reported.
     assert_eq!(wait0(&ep), vec![]);
-    assert!(!n.inner.wq.is_settled());
+    assert!(!n.core.wq.is_settled());
     n.write(1).unwrap();
-    assert_eq!(n.inner.wq.slow_wakes.load(Relaxed), 3);
+    assert_eq!(n.core.wq.slow_wakes.load(Relaxed), 3);
     assert_eq!(wait0(&ep), vec![(1, 0)]);
 }
 
@@ -52,30 +52,30 @@ fn settled_mark_is_cleared_by_every_change() {
     let settle = |n: &Notifier| {
         n.write(1).unwrap();
         n.write(1).unwrap();
-        assert!(n.inner.wq.is_settled());
+        assert!(n.core.wq.is_settled());
     };
     let ep = Epoll::new();
     let n = Notifier::new();
     ep.add(&n, Events::IN, 0).unwrap();
     settle(&n);
     ep.modify(&n, Events::IN | Events::ET, 1).unwrap();
-    assert!(!n.inner.wq.is_settled(), "modify");
+    assert!(!n.core.wq.is_settled(), "modify");
     settle(&n);
     let other = Epoll::new();
     other.add(&n, Events::IN | Events::ET, 2).unwrap();
-    assert!(!n.inner.wq.is_settled(), "a second epoll's item");
+    assert!(!n.core.wq.is_settled(), "a second epoll's item");
     // Both items queued (the add found the count non-zero): the next write settles again.
     n.write(1).unwrap();
-    assert!(n.inner.wq.is_settled());
+    assert!(n.core.wq.is_settled());
     let outer = Epoll::new();
     outer.add(&ep, Events::IN | Events::ET, 3).unwrap();
     assert!(
-        !n.inner.wq.is_settled(),
+        !n.core.wq.is_settled(),
         "an outer epoll of the watching epoll"
     );
     // With a poller on `ep`, a write never settles (it must reach the outer item).
     n.write(1).unwrap();
-    assert!(!n.inner.wq.is_settled());
+    assert!(!n.core.wq.is_settled());
     drop(outer);
     assert_eq!(wait0(&other), vec![(1, 2)]);
     assert_eq!(wait0(&ep), vec![(1, 1)]);
@@ -108,7 +108,7 @@ fn lifetimes_items_nesting_drops() {
     assert_eq!(wait0(&outer), vec![]);
     assert_eq!(outer.len(), 0);
     b.notify().unwrap();
-    assert_eq!(b.inner.wq.len(), 0, "the dropped epoll unhooked its items");
+    assert_eq!(b.core.wq.len(), 0, "the dropped epoll unhooked its items");
 }
 
 #[test]
@@ -169,7 +169,7 @@ mod stored_mask {
     /// source raises `ERR`/`HUP`).
     fn stored(ep: &Epoll, n: &Notifier) -> Events {
         let reg = crate::loom::lock(&ep.inner.registry);
-        reg.items[&n.inner.core.id].item.events()
+        reg.items[&n.core.id].item.events()
     }
 
     #[test]
@@ -262,7 +262,7 @@ fn quiet_item_stays_queued_for_its_reader() {
     ep.add(&n, Events::IN, 7).unwrap();
     n.write(1).unwrap();
     assert_eq!(wait0(&ep), vec![(Events::IN.bits(), 7)]);
-    assert_eq!(n.inner.wq.slow_wakes.load(Relaxed), 1);
+    assert_eq!(n.core.wq.slow_wakes.load(Relaxed), 1);
     for _ in 0..50 {
         n.read().unwrap();
         assert_eq!(wait0(&ep), vec![]);
@@ -271,8 +271,8 @@ fn quiet_item_stays_queued_for_its_reader() {
         assert_eq!(wait0(&ep), vec![(Events::IN.bits(), 7)]);
     }
     // One more lock: the write that settled the queue.
-    assert_eq!(n.inner.wq.slow_wakes.load(Relaxed), 2);
-    assert!(n.inner.wq.is_settled());
+    assert_eq!(n.core.wq.slow_wakes.load(Relaxed), 2);
+    assert!(n.core.wq.is_settled());
     // A blocking wait with a timeout goes to sleep through a real harvest: the item is
     // dropped, the mark cleared, and the next write wakes (takes the lock).
     n.read().unwrap();
@@ -285,9 +285,9 @@ fn quiet_item_stays_queued_for_its_reader() {
         ep.inner.core.ready.lock().is_empty(),
         "dropped before sleeping"
     );
-    assert!(!n.inner.wq.is_settled());
+    assert!(!n.core.wq.is_settled());
     n.write(1).unwrap();
-    assert_eq!(n.inner.wq.slow_wakes.load(Relaxed), 3);
+    assert_eq!(n.core.wq.slow_wakes.load(Relaxed), 3);
     assert_eq!(wait0(&ep), vec![(Events::IN.bits(), 7)]);
     // Another notifier queued beside it: the look harvests (and delivers it).
     n.read().unwrap();

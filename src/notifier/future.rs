@@ -229,15 +229,15 @@ macro_rules! impl_future {
 
             fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
                 let this = self.get_mut();
-                this.op.poll(&this.notifier.inner, cx)
+                this.op.poll(&this.notifier.core, cx)
             }
         }
 
         impl Drop for $ty {
             fn drop(&mut self) {
                 // A child's copy of a pre-fork future: take no lock (see `sys::fork`).
-                if !self.notifier.inner.forked() {
-                    self.op.cancel(&self.notifier.inner);
+                if !self.notifier.core.forked() {
+                    self.op.cancel(&self.notifier.core);
                 }
             }
         }
@@ -446,10 +446,10 @@ mod tests {
     /// Poll `f` until it has an entry in `n`'s queue (its first poll may yield instead:
     /// "Yield once"); then forget the wakes seen so far.
     fn park<F: Future + Unpin>(n: &Notifier, f: &mut F, (c, w): &(Arc<Count>, Waker)) {
-        let before = n.inner.wq.len();
+        let before = n.core.wq.len();
         for _ in 0..2 {
             assert!(poll(f, w).is_pending());
-            if n.inner.wq.len() > before {
+            if n.core.wq.len() > before {
                 c.take();
                 return;
             }
@@ -479,7 +479,7 @@ mod tests {
         let (c, w) = waker();
         let mut f = pin!(n.read_async());
         assert_eq!(poll(&mut f, &w).map(|r| r.unwrap()), Poll::Ready(3));
-        assert_eq!(n.inner.wq.len(), 0);
+        assert_eq!(n.core.wq.len(), 0);
         assert_eq!(c.take(), 0);
         // Fused: a second poll is an error, and reads nothing.
         n.write(1).unwrap();
@@ -496,12 +496,12 @@ mod tests {
         let mut f = n.read_async();
         assert!(poll(&mut f, &w).is_pending());
         assert_eq!(
-            (c.take(), n.inner.wq.len()),
+            (c.take(), n.core.wq.len()),
             (1, 0),
             "yielded: woke itself, no entry"
         );
         assert!(poll(&mut f, &w).is_pending());
-        assert_eq!((c.take(), n.inner.wq.len()), (0, 1), "then registered");
+        assert_eq!((c.take(), n.core.wq.len()), (0, 1), "then registered");
         // A write while it yields is simply taken by the next poll.
         let mut g = n.read_async();
         let mut h = n.read_async();
@@ -514,7 +514,7 @@ mod tests {
         let mut k = n.read_async();
         park(&n, &mut k, &waker());
         assert!(poll(&mut h, &w2).is_pending());
-        assert_eq!(n.inner.wq.len(), 2);
+        assert_eq!(n.core.wq.len(), 2);
     }
 
     #[test]
@@ -528,12 +528,12 @@ mod tests {
             poll(&mut f, w).is_pending(),
             "spurious re-poll stays pending"
         );
-        assert_eq!(n.inner.wq.len(), 1);
+        assert_eq!(n.core.wq.len(), 1);
         n.write(7).unwrap();
         assert_eq!(c.take(), 1);
         assert_eq!(poll(&mut f, w).map(|r| r.unwrap()), Poll::Ready(7));
-        assert_eq!(n.inner.wq.len(), 0);
-        assert_eq!(n.inner.wq.interest(), Events::empty());
+        assert_eq!(n.core.wq.len(), 0);
+        assert_eq!(n.core.wq.interest(), Events::empty());
     }
 
     #[test]
@@ -545,7 +545,7 @@ mod tests {
             park(&n, &mut f, &cw);
             n.write(2).unwrap(); // wakes it; it is dropped without being polled
         }
-        assert_eq!(n.inner.wq.len(), 0);
+        assert_eq!(n.core.wq.len(), 0);
         assert_eq!(n.try_read().unwrap(), 2);
     }
 
@@ -573,7 +573,7 @@ mod tests {
             Poll::Ready(1)
         );
         assert_eq!(n.count(), 0);
-        assert_eq!(n.inner.wq.len(), 0);
+        assert_eq!(n.core.wq.len(), 0);
     }
 
     #[test]
@@ -584,7 +584,7 @@ mod tests {
         let mut f = pin!(n.read_async());
         park(&n, &mut f, &cw1);
         assert!(poll(&mut f, &w2).is_pending());
-        assert_eq!(n.inner.wq.len(), 1, "the entry is reused, not duplicated");
+        assert_eq!(n.core.wq.len(), 1, "the entry is reused, not duplicated");
         n.write(1).unwrap();
         assert_eq!((cw1.0.take(), c2.take()), (0, 1));
         assert!(poll(&mut f, &w2).is_ready());
@@ -603,7 +603,7 @@ mod tests {
         drop(a); // won the wake, never used it
         assert_eq!(cwb.0.take(), 1, "the wake went to b");
         assert_eq!(poll(&mut b, &cwb.1).map(|r| r.unwrap()), Poll::Ready(1));
-        assert_eq!(n.inner.wq.len(), 0);
+        assert_eq!(n.core.wq.len(), 0);
     }
 
     #[test]
@@ -668,7 +668,7 @@ mod tests {
             Poll::Ready(Err(e)) => assert_eq!(e.kind(), io::ErrorKind::InvalidInput),
             other => panic!("{other:?}"),
         }
-        assert_eq!(n.inner.wq.len(), 0);
+        assert_eq!(n.core.wq.len(), 0);
     }
 
     #[test]
@@ -682,7 +682,7 @@ mod tests {
             park(&n, &mut f, &waker());
         }
         assert_eq!(n.count(), crate::mode::LIMIT);
-        assert_eq!(n.inner.wq.len(), 0);
+        assert_eq!(n.core.wq.len(), 0);
     }
 
     #[test]

@@ -157,19 +157,24 @@ impl Drop for Handle {
 /// ```
 #[derive(Clone)]
 pub struct Notifier {
-    pub(crate) inner: Arc<Handle>,
+    /// The user's handle: its last clone's drop closes the notifier (`Handle`); what an fd
+    /// view holds to keep it open.
+    pub(crate) handle: Arc<Handle>,
+    /// The same `Inner` as `handle.core`, held directly: the fast paths reach the count
+    /// with one load from `self` instead of two.
+    pub(crate) core: Arc<Inner>,
 }
 
 impl fmt::Debug for Notifier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.inner.forked() {
+        if self.core.forked() {
             return f.write_str("Notifier { <created before fork> }");
         }
         f.debug_struct("Notifier")
-            .field("mode", &self.inner.mode)
-            .field("count", &self.inner.count.load(SeqCst))
-            .field("nonblocking", &self.inner.nonblock)
-            .field("waiters", &self.inner.wq.len())
+            .field("mode", &self.core.mode)
+            .field("count", &self.core.count.load(SeqCst))
+            .field("nonblocking", &self.core.nonblock)
+            .field("waiters", &self.core.wq.len())
             .finish()
     }
 }
@@ -222,25 +227,27 @@ impl NotifierBuilder {
         let o = self.opts;
         o.check()?;
         let born = crate::sys::fork::epoch();
+        let core = Arc::new(Inner {
+            count: AtomicU64::new(o.initial),
+            mode: o.mode,
+            nonblock: o.nonblock,
+            cloexec: o.cloexec,
+            id: next_id(),
+            gate: born
+                | if o.nonblock { GATE_NONBLOCK } else { 0 }
+                | if o.mode == Mode::Semaphore {
+                    GATE_SEMAPHORE
+                } else {
+                    0
+                },
+            wq: WaitQueue::new(),
+            spin: SpinGauge::new(),
+        });
         Ok(Notifier {
-            inner: Arc::new(Handle {
-                core: Arc::new(Inner {
-                    count: AtomicU64::new(o.initial),
-                    mode: o.mode,
-                    nonblock: o.nonblock,
-                    cloexec: o.cloexec,
-                    id: next_id(),
-                    gate: born
-                        | if o.nonblock { GATE_NONBLOCK } else { 0 }
-                        | if o.mode == Mode::Semaphore {
-                            GATE_SEMAPHORE
-                        } else {
-                            0
-                        },
-                    wq: WaitQueue::new(),
-                    spin: SpinGauge::new(),
-                }),
+            handle: Arc::new(Handle {
+                core: Arc::clone(&core),
             }),
+            core,
         })
     }
 }
@@ -314,7 +321,7 @@ impl Notifier {
     /// assert_eq!(evfd::Notifier::new().mode(), evfd::Mode::Counter);
     /// ```
     pub fn mode(&self) -> Mode {
-        self.inner.mode
+        self.core.mode
     }
 
     /// Whether `read`/`write` are non-blocking (`EFD_NONBLOCK`).
@@ -323,7 +330,7 @@ impl Notifier {
     /// assert!(!evfd::Notifier::new().is_nonblocking());
     /// ```
     pub fn is_nonblocking(&self) -> bool {
-        self.inner.nonblock
+        self.core.nonblock
     }
 
     /// Whether fds handed out by this notifier are close-on-exec (`EFD_CLOEXEC`).
@@ -333,7 +340,7 @@ impl Notifier {
     /// assert!(n.is_cloexec());
     /// ```
     pub fn is_cloexec(&self) -> bool {
-        self.inner.cloexec
+        self.core.cloexec
     }
 
     /// A snapshot of the count (what `/proc/self/fdinfo` shows as `eventfd-count`).
@@ -344,7 +351,7 @@ impl Notifier {
     /// assert_eq!(n.count(), 4);
     /// ```
     pub fn count(&self) -> u64 {
-        self.inner.count.load(SeqCst)
+        self.core.count.load(SeqCst)
     }
 
     /// Whether two handles are the same notifier.
@@ -355,7 +362,7 @@ impl Notifier {
     /// assert!(!a.ptr_eq(&evfd::Notifier::new()));
     /// ```
     pub fn ptr_eq(&self, other: &Notifier) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
+        Arc::ptr_eq(&self.core, &other.core)
     }
 
     /// Add `n` to the count without waiting.
@@ -383,8 +390,8 @@ impl Notifier {
     /// assert_eq!(n.count(), evfd::LIMIT);
     /// ```
     pub fn try_write(&self, n: u64) -> io::Result<()> {
-        self.inner.check()?;
-        match self.inner.try_write(n) {
+        self.core.check()?;
+        match self.core.try_write(n) {
             Ok(()) => Ok(()),
             Err(WriteRefused::Invalid) => Err(invalid_write()),
             Err(WriteRefused::Full) => Err(would_block()),
@@ -415,13 +422,13 @@ impl Notifier {
     /// ```
     pub fn write(&self, n: u64) -> io::Result<()> {
         // The fast path's one test: not forked, blocking (`Inner::gate`).
-        if !crate::sys::fork::open(self.inner.gate) {
-            self.inner.check()?;
-            if self.inner.nonblock {
+        if !crate::sys::fork::open(self.core.gate) {
+            self.core.check()?;
+            if self.core.nonblock {
                 return self.try_write(n);
             }
         }
-        self.inner.block(Write(&self.inner, n), None)
+        self.core.block(Write(&self.core, n), None)
     }
 
     /// As [`write`](Self::write), giving up after `timeout` if the count stays too close to
@@ -451,12 +458,12 @@ impl Notifier {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_timeout(&self, n: u64, timeout: Duration) -> io::Result<()> {
-        self.inner.check()?;
-        if self.inner.nonblock {
+        self.core.check()?;
+        if self.core.nonblock {
             return self.try_write(n);
         }
         let deadline = crate::sys::deadline(timeout);
-        self.inner.block(Write(&self.inner, n), deadline)
+        self.core.block(Write(&self.core, n), deadline)
     }
 
     /// `write(1)`: the doorbell.
@@ -498,8 +505,8 @@ impl Notifier {
     /// assert_eq!(n.try_read().unwrap_err().raw_os_error(), Some(libc::EAGAIN));
     /// ```
     pub fn try_read(&self) -> io::Result<u64> {
-        self.inner.check()?;
-        self.inner.try_read().ok_or_else(would_block)
+        self.core.check()?;
+        self.core.try_read().ok_or_else(would_block)
     }
 
     /// Take from the count, waiting while it is 0. With `NONBLOCK`, behaves as
@@ -525,17 +532,17 @@ impl Notifier {
     pub fn read(&self) -> io::Result<u64> {
         // The fast path's one test: not forked, blocking, and Counter or AutoReset, whose
         // read takes the whole count (`Inner::gate`).
-        if crate::sys::fork::open(self.inner.gate) {
-            if let Some(got) = self.inner.take_all() {
+        if crate::sys::fork::open(self.core.gate) {
+            if let Some(got) = self.core.take_all() {
                 return Ok(got);
             }
-            return self.inner.wait(Read(&self.inner), None);
+            return self.core.wait(Read(&self.core), None);
         }
-        self.inner.check()?;
-        if self.inner.nonblock {
+        self.core.check()?;
+        if self.core.nonblock {
             return self.try_read();
         }
-        self.inner.block(Read(&self.inner), None)
+        self.core.block(Read(&self.core), None)
     }
 
     /// As [`read`](Self::read), giving up after `timeout`.
@@ -556,12 +563,12 @@ impl Notifier {
     /// assert_eq!(n.read_timeout(Duration::from_millis(5)).unwrap(), 1);
     /// ```
     pub fn read_timeout(&self, timeout: Duration) -> io::Result<u64> {
-        self.inner.check()?;
-        if self.inner.nonblock {
+        self.core.check()?;
+        if self.core.nonblock {
             return self.try_read();
         }
         let deadline = crate::sys::deadline(timeout);
-        self.inner.block(Read(&self.inner), deadline)
+        self.core.block(Read(&self.core), deadline)
     }
 
     /// Readiness: the bits of `interest` that hold now, plus `ERR`/`HUP` if they hold
@@ -579,10 +586,10 @@ impl Notifier {
     /// assert_eq!(n.poll(Events::OUT), Events::empty());
     /// ```
     pub fn poll(&self, interest: Events) -> Events {
-        if self.inner.forked() {
+        if self.core.forked() {
             return Events::ERR | Events::HUP;
         }
-        self.inner.readiness() & (interest | Events::ERR | Events::HUP)
+        self.core.readiness() & (interest | Events::ERR | Events::HUP)
     }
 
     /// Deliver `IN` to this consumer, as an epoll harvest or a completed async read does:
@@ -612,11 +619,11 @@ impl Notifier {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn consume(&self) -> Events {
-        if self.inner.forked() {
+        if self.core.forked() {
             // A child's copy of a pre-fork notifier (see `# Fork`).
             return Events::ERR | Events::HUP;
         }
-        self.inner.core.deliver(Events::IN)
+        self.core.deliver(Events::IN)
     }
 }
 
@@ -917,17 +924,17 @@ mod tests {
             .initial(3)
             .build()
             .unwrap();
-        assert_eq!(n.inner.deliver(Events::OUT), Events::IN | Events::OUT);
+        assert_eq!(n.core.deliver(Events::OUT), Events::IN | Events::OUT);
         assert_eq!(n.count(), 3);
-        assert_eq!(n.inner.deliver(Events::IN), Events::IN | Events::OUT);
+        assert_eq!(n.core.deliver(Events::IN), Events::IN | Events::OUT);
         assert_eq!(n.count(), 0);
-        assert_eq!(n.inner.deliver(Events::IN), Events::OUT);
+        assert_eq!(n.core.deliver(Events::IN), Events::OUT);
     }
 
     #[test]
     fn counter_deliver_changes_nothing() {
         let n = Notifier::builder().initial(3).build().unwrap();
-        assert_eq!(n.inner.deliver(Events::IN), Events::IN | Events::OUT);
+        assert_eq!(n.core.deliver(Events::IN), Events::IN | Events::OUT);
         assert_eq!(n.count(), 3);
     }
 
@@ -945,13 +952,13 @@ mod tests {
         let n = Notifier::new();
         let n2 = n.clone();
         let t = std::thread::spawn(move || n2.read().unwrap());
-        while n.inner.wq.len() == 0 {
+        while n.core.wq.len() == 0 {
             std::thread::yield_now();
         }
         n.write(9).unwrap();
         assert_eq!(t.join().unwrap(), 9);
-        assert_eq!(n.inner.wq.len(), 0);
-        assert_eq!(n.inner.wq.interest(), Events::empty());
+        assert_eq!(n.core.wq.len(), 0);
+        assert_eq!(n.core.wq.interest(), Events::empty());
     }
 
     /// `read` and `write` take their fast path only when the gate is open (made in this
@@ -967,7 +974,7 @@ mod tests {
                     .nonblocking(nonblock)
                     .build()
                     .unwrap();
-                let open = crate::sys::fork::open(n.inner.gate);
+                let open = crate::sys::fork::open(n.core.gate);
                 assert_eq!(
                     open,
                     !nonblock && mode != Mode::Semaphore,
@@ -1001,6 +1008,6 @@ mod tests {
             n.read_timeout(Duration::from_millis(1)).unwrap_err().kind(),
             io::ErrorKind::TimedOut
         );
-        assert_eq!(n.inner.wq.len(), 0);
+        assert_eq!(n.core.wq.len(), 0);
     }
 }

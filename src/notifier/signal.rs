@@ -160,7 +160,7 @@ impl Notifier {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn signal_notifier(&self) -> io::Result<SignalNotifier> {
-        self.inner.check()?;
+        self.core.check()?;
         let relay = relay()?;
         let slot = Arc::new(Slot::new(self.clone()));
         lock(&relay.slots).push(Arc::clone(&slot));

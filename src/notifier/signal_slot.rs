@@ -43,7 +43,7 @@ impl Slot {
     /// wants `IN`, the record. Returns whether a wake was recorded (the caller rings the
     /// relay). Async-signal-safe.
     pub(crate) fn write(&self, n: u64) -> io::Result<bool> {
-        let inner = &self.notifier.inner;
+        let inner = &self.notifier.core;
         if inner.forked() {
             return Err(io::ErrorKind::Unsupported.into());
         }
@@ -77,7 +77,7 @@ impl Slot {
             return;
         }
         let units = self.units.swap(0, SeqCst);
-        let inner = &self.notifier.inner;
+        let inner = &self.notifier.core;
         if inner.forked() {
             return;
         }

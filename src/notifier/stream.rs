@@ -104,7 +104,7 @@ impl Stream for NotifierStream {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        let inner = &this.notifier.inner;
+        let inner = &this.notifier.core;
         if let Err(e) = inner.check() {
             return Poll::Ready(Some(Err(e)));
         }
@@ -124,7 +124,7 @@ impl FusedStream for NotifierStream {
 
 impl Drop for NotifierStream {
     fn drop(&mut self) {
-        let inner = &self.notifier.inner;
+        let inner = &self.notifier.core;
         if inner.forked() {
             // A child's copy of a pre-fork stream: take no lock (see `sys::fork`).
             return;

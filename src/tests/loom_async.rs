@@ -68,10 +68,10 @@ impl Task {
     /// Single-threaded set-up: poll until the future has an entry in `n`'s queue (its first
     /// poll may yield once instead of registering).
     fn park(&mut self, n: &Notifier) {
-        let before = n.inner.wq.len();
+        let before = n.core.wq.len();
         for _ in 0..2 {
             assert!(self.poll().is_pending());
-            if n.inner.wq.len() > before {
+            if n.core.wq.len() > before {
                 return;
             }
         }
@@ -141,7 +141,7 @@ fn loom_async_drop_vs_write_hands_on() {
         assert_eq!(run(std::slice::from_mut(&mut b)), 1);
         assert_eq!(b.got, Some(1));
         assert_eq!(n.count(), 0);
-        assert_eq!(n.inner.wq.len(), 0);
+        assert_eq!(n.core.wq.len(), 0);
     });
 }
 
@@ -159,12 +159,12 @@ fn loom_async_two_futures_one_unit() {
 
         assert_eq!(run(&mut tasks), 1, "one unit, one completion");
         assert_eq!(n.count(), 0);
-        assert_eq!(n.inner.wq.len(), 1, "the loser is still queued");
+        assert_eq!(n.core.wq.len(), 1, "the loser is still queued");
 
         n.write(1).unwrap();
         assert_eq!(run(&mut tasks), 2, "the second unit reaches the loser");
         assert_eq!(n.count(), 0);
-        assert_eq!(n.inner.wq.len(), 0);
+        assert_eq!(n.core.wq.len(), 0);
     });
 }
 
@@ -189,7 +189,7 @@ fn loom_async_two_futures_two_units() {
             "a unit was left behind a pending future"
         );
         assert_eq!(n.count(), 0);
-        assert_eq!(n.inner.wq.len(), 0);
+        assert_eq!(n.core.wq.len(), 0);
     });
 }
 
@@ -218,7 +218,7 @@ fn loom_async_repoll_new_waker_vs_write() {
         assert_eq!(t.got, Some(1));
         let _ = old;
         assert_eq!(n.count(), 0);
-        assert_eq!(n.inner.wq.len(), 0);
+        assert_eq!(n.core.wq.len(), 0);
     });
 }
 
@@ -247,7 +247,7 @@ fn loom_async_barging_reader() {
             Some(v) => unreachable!("semaphore read of {v}"),
         }
         assert_eq!(n.count(), 0);
-        assert_eq!(n.inner.wq.len(), 0);
+        assert_eq!(n.core.wq.len(), 0);
     });
 }
 
@@ -276,6 +276,6 @@ fn loom_async_write_waits_for_room() {
         }
         assert!(matches!(r, Poll::Ready(Ok(()))));
         assert_eq!(n.count(), 2);
-        assert_eq!(n.inner.wq.len(), 0);
+        assert_eq!(n.core.wq.len(), 0);
     });
 }

@@ -272,7 +272,7 @@ fn settled_skip_vs_harvest() {
         ep.add(&n, Events::IN | Events::ET, 9).unwrap();
         n.write(1).unwrap(); // queues the item
         n.write(1).unwrap(); // finds it queued: settles
-        assert!(n.inner.wq.is_settled());
+        assert!(n.core.wq.is_settled());
         let n2 = n.clone();
         let w = thread::spawn(move || n2.write(1).unwrap()); // skips, or not
         let first = wait0(&ep);
@@ -325,7 +325,7 @@ fn settled_vs_new_poller() {
         inner.add(&n, Events::IN, 1).unwrap();
         n.write(1).unwrap();
         n.write(1).unwrap(); // settled
-        assert!(n.inner.wq.is_settled());
+        assert!(n.core.wq.is_settled());
         let n2 = n.clone();
         let w = thread::spawn(move || n2.write(1).unwrap());
         outer.add(&inner, Events::IN | Events::ET, 2).unwrap();
@@ -350,7 +350,7 @@ fn settled_level_triggered_drop_vs_write() {
         ep.add(&n, Events::IN, 6).unwrap();
         n.write(1).unwrap(); // queued
         n.write(1).unwrap(); // settled
-        assert!(n.inner.wq.is_settled());
+        assert!(n.core.wq.is_settled());
         let n2 = n.clone();
         let w = thread::spawn(move || n2.write(1).unwrap()); // skips, or not
         let got = n.try_read().unwrap_or(0);
@@ -543,7 +543,7 @@ fn quiet_item_left_queued_vs_write() {
         assert_eq!(wait0(&ep).len(), 1); // delivered here: this thread's quiet item
         assert_eq!(n.read().unwrap(), 2);
         assert!(wait0(&ep).is_empty()); // left queued, settled
-        assert!(!ep.inner.core.ready.lock().is_empty() && n.inner.wq.is_settled());
+        assert!(!ep.inner.core.ready.lock().is_empty() && n.core.wq.is_settled());
         let n2 = n.clone();
         let w = thread::spawn(move || n2.write(1).unwrap()); // skips its wake, or not
         let mut buf = [Event::default(); 2];

@@ -175,8 +175,8 @@ fn view_dropped_during_write() {
         };
         drop(v);
         w.join().unwrap();
-        assert_eq!(n.inner.wq.len(), 0);
-        assert_eq!(n.inner.wq.interest(), Events::empty());
+        assert_eq!(n.core.wq.len(), 0);
+        assert_eq!(n.core.wq.interest(), Events::empty());
     });
 }
 

@@ -35,12 +35,8 @@ fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
 
 /// Nothing is left registered once every party is done.
 fn assert_quiet(n: &Notifier) {
-    assert_eq!(n.inner.wq.len(), 0, "a wait-queue entry was left behind");
-    assert_eq!(
-        n.inner.wq.interest(),
-        Events::empty(),
-        "stale interest bits"
-    );
+    assert_eq!(n.core.wq.len(), 0, "a wait-queue entry was left behind");
+    assert_eq!(n.core.wq.interest(), Events::empty(), "stale interest bits");
 }
 
 /// (a) A reader blocked in `read()` and a `write(1)`: the reader must be woken (no lost

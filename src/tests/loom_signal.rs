@@ -55,7 +55,7 @@ fn signal_write_vs_blocking_read() {
         assert_eq!(r.join().unwrap(), 1);
         assert_eq!(n.count(), 0);
         assert!(!slot.owes());
-        assert_eq!(n.inner.wq.len(), 0);
+        assert_eq!(n.core.wq.len(), 0);
     });
 }
 
@@ -79,6 +79,6 @@ fn signal_semaphore_write_two_readers() {
             assert_eq!(r.join().unwrap(), 1);
         }
         assert_eq!(n.count(), 0);
-        assert_eq!(n.inner.wq.len(), 0);
+        assert_eq!(n.core.wq.len(), 0);
     });
 }
