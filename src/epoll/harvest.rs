@@ -18,6 +18,7 @@ use super::source::SourceCore;
 use super::{EpInner, Registry};
 use crate::events::{Event, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::Ordering::{Relaxed, SeqCst};
+use crate::mode;
 use crate::wait_queue::spin::SpinGauge;
 use crate::wait_queue::{PostWake, WaitFor, WakeBatch};
 
@@ -141,8 +142,13 @@ fn send_events(
 
 /// What `EpInner::harvest_single` did.
 enum Single {
-    /// One event delivered, the item left queued; `cascade`: wake the next sleeper too.
-    Delivered { cascade: bool },
+    /// One event delivered, the item left queued; `cascade`: wake the next sleeper too;
+    /// `owed`: an AutoReset notifier whose reset owes a wake to its queue (blocked writers,
+    /// fd views), to run with no lock held.
+    Delivered {
+        cascade: bool,
+        owed: Option<Arc<crate::notifier::Inner>>,
+    },
     /// The item was not ready and left the ready list (its reference kept for its next
     /// queue); the reference kept before, if any, is to be dropped with no lock held.
     Dropped(Option<Arc<Item>>),
@@ -389,7 +395,10 @@ impl EpInner {
             && !out.is_empty()
         {
             match self.harvest_single(out) {
-                Single::Delivered { cascade } => {
+                Single::Delivered { cascade, owed } => {
+                    if let Some(nf) = owed {
+                        nf.wake_after_consume(0);
+                    }
                     if cascade {
                         self.wake_one_waiter();
                     }
@@ -407,8 +416,10 @@ impl EpInner {
 
     /// A hand-off's harvest, in one `ready` critical section and without `registry` (no
     /// scan, no transfer list): the ready list holds one live, level-triggered, in-memory
-    /// notifier that is not AutoReset, and nobody polls this epoll (no outer epoll, no fd
-    /// view: their wakes are the general path's). Found ready (`lt_ready`), its event is
+    /// notifier — a Counter or Semaphore one (`Item::lt_notifier`), or an AutoReset one
+    /// watched for `IN` alone (`Item::lt_autoreset`) — and nobody polls this epoll (no
+    /// outer epoll, no fd view: their wakes are the general path's). Found ready
+    /// (`lt_ready`; for AutoReset, the reset that is its delivery), its event is
     /// delivered and it stays where it is — what the general path's requeue of a one-item
     /// list leaves; found at 0 with an interest of `IN` alone, it is dropped as
     /// `poll_to_unlink` drops it (the settled mark cleared and the source polled with
@@ -426,7 +437,11 @@ impl EpInner {
         let Some(item) = rd.single() else {
             return Single::General;
         };
-        let Some((nf, ev)) = item.lt_notifier() else {
+        let (nf, ev, reset) = if let Some((nf, ev)) = item.lt_notifier() {
+            (nf, ev, false)
+        } else if let Some(nf) = item.lt_autoreset() {
+            (nf, item.events(), true)
+        } else {
             return Single::General;
         };
         if !self.pollers.interest().is_empty() {
@@ -434,21 +449,43 @@ impl EpInner {
         }
         // `lt_ready`, with the checks of `lt_notifier` made once, and the count loaded once.
         let count = nf.count.load(SeqCst);
-        let r = lt_readiness(count, ev);
+        let r = if !reset {
+            lt_readiness(count, ev)
+        } else if count == 0 {
+            Events::empty()
+        } else {
+            // AutoReset: the delivery is the reset, as `Inner::deliver_into` (a load, and
+            // the swap only if there is something to reset), made under `ready` as the
+            // general path makes it under `registry`; the item stays queued as there.
+            match nf.count.swap(0, SeqCst) {
+                0 => Events::empty(),
+                cur => (mode::readiness(cur) | mode::readiness(0)) & ev & !Events::PRIVATE,
+            }
+        };
         if !r.is_empty() {
             out[0] = Event {
                 events: r,
                 data: item.data.load(Relaxed),
             };
+            // The reset's wake (`wake_after_consume`): the queue's interest is looked at
+            // after the swap (both SeqCst: the Dekker pair with a writer that registers,
+            // then looks at the count), and the wake itself runs after `ready` is
+            // released (it takes the notifier's queue lock, which nests outside `ready`).
+            let owed = reset && {
+                crate::loom::dekker_fence();
+                nf.wq.interest().intersects(Events::OUT | KEY_EMPTIED)
+            };
+            let owed = owed.then(|| Arc::clone(nf));
             if self.ready.quiet() == nf.id {
                 remember(nf);
             }
             // The LT cascade (`scan`): the item stays queued, so the next sleeper looks too.
             return Single::Delivered {
                 cascade: self.has_sleeper(),
+                owed,
             };
         }
-        if ev & (Events::IN | Events::OUT) != Events::IN || count != 0 {
+        if ev & (Events::IN | Events::OUT) != Events::IN || (!reset && count != 0) {
             return Single::General;
         }
         match rd.unlink_single_unless(|it| {

@@ -138,13 +138,32 @@ impl Item {
         Some((self.src.notifier()?, self.events()))
     }
 
+    /// The items the one-item harvest delivers by resetting them (`EpInner::
+    /// harvest_single`): a live, level-triggered AutoReset notifier watched for `IN` and
+    /// not `OUT` (whose delivery is the reset, and whose readiness after it is `OUT`
+    /// alone, which the item does not want). Its notifier; `None` for anything else. With
+    /// `registry` or `ready` held (the mask and the state of one `modify`).
+    pub(crate) fn lt_autoreset(&self) -> Option<&Arc<crate::notifier::Inner>> {
+        if self.is_dead() {
+            return None;
+        }
+        let nf = self.src.notifier()?;
+        let ev = self.events();
+        (nf.mode == crate::mode::Mode::AutoReset
+            && !ev.intersects(Events::ONESHOT | Events::ET)
+            && ev & (Events::IN | Events::OUT) == Events::IN)
+            .then_some(nf)
+    }
+
     /// For the ready list's `quiet` mirror: the notifier's id if this item is one the
     /// one-item harvest drops when its count is 0 (an [`lt_notifier`](Self::lt_notifier)
-    /// item watched for `IN` and not `OUT`), else 0.
+    /// item watched for `IN` and not `OUT`, or an [`lt_autoreset`](Self::lt_autoreset)
+    /// item), else 0.
     pub(crate) fn quiet_id(&self) -> u64 {
         match self.lt_notifier() {
             Some((nf, ev)) if ev & (Events::IN | Events::OUT) == Events::IN => nf.id,
-            _ => 0,
+            Some(_) => 0,
+            None => self.lt_autoreset().map_or(0, |nf| nf.id),
         }
     }
 

@@ -559,3 +559,67 @@ fn quiet_item_left_queued_vs_write() {
         assert_eq!(n.read().unwrap(), 1);
     });
 }
+
+/// The quiet item, AutoReset: the one-item harvest's delivery is the reset (under `ready`),
+/// the item stays queued while its count is 0 and its notifier's queue settled, so the next
+/// write may skip its wake. Whatever the order of that write and the waiter's looks, a
+/// blocking wait gets the event, and its delivery resets the count.
+#[test]
+fn quiet_autoreset_item_left_queued_vs_write() {
+    loom::model(|| {
+        let ep = Epoll::new();
+        let n = Notifier::builder()
+            .mode(crate::Mode::AutoReset)
+            .build()
+            .unwrap();
+        ep.add(&n, Events::IN, 5).unwrap();
+        n.write(1).unwrap(); // queued
+        n.write(1).unwrap(); // settled
+        assert_eq!(wait0(&ep).len(), 1); // delivered (reset) here: this thread's quiet item
+        assert_eq!(n.count(), 0);
+        assert!(wait0(&ep).is_empty()); // left queued, settled
+        assert!(!ep.inner.core.ready.lock().is_empty() && n.core.wq.is_settled());
+        let n2 = n.clone();
+        let w = thread::spawn(move || n2.write(1).unwrap()); // skips its wake, or not
+        let mut buf = [Event::default(); 2];
+        let k = ep.wait(&mut buf, None).unwrap();
+        w.join().unwrap();
+        assert_eq!(
+            buf[..k].to_vec(),
+            vec![Event {
+                events: Events::IN,
+                data: 5
+            }]
+        );
+        assert_eq!(n.count(), 0, "the delivery reset it");
+    });
+}
+
+/// The one-item harvest's AutoReset delivery owes a wake to a writer blocked on the full
+/// count: the writer registers and looks at the count, the harvest swaps it and then looks
+/// at the queue's interest (the Dekker pair), and the wake runs after `ready` is released.
+/// Whatever the order, the writer's unit lands.
+#[test]
+fn autoreset_single_delivery_vs_blocked_writer() {
+    loom::model(|| {
+        let ep = Epoll::new();
+        let n = Notifier::builder()
+            .mode(crate::Mode::AutoReset)
+            .initial(crate::LIMIT)
+            .build()
+            .unwrap();
+        ep.add(&n, Events::IN, 7).unwrap(); // queued: the count is ready
+        let n2 = n.clone();
+        let w = thread::spawn(move || n2.write(1).unwrap()); // no room until the reset
+        let got = wait0(&ep);
+        assert_eq!(
+            got,
+            vec![Event {
+                events: Events::IN,
+                data: 7
+            }]
+        );
+        w.join().unwrap();
+        assert_eq!(n.count(), 1, "the blocked write landed after the reset");
+    });
+}
