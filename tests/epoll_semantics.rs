@@ -571,6 +571,44 @@ fn autoreset_is_not_reset_by_add_or_modify() {
     assert_eq!(wait(&ep, 8), vec![]);
 }
 
+/// The hand-off shape (one AutoReset item, watched for `IN` alone, delivered to the thread
+/// that waits): each delivery resets the count, the item stays quiet between kicks, and the
+/// reset's wakes reach whoever waits for them — the fd view's doorbell is drained (not
+/// readable at 0) and a writer blocked on a full count gets in.
+#[test]
+fn autoreset_hand_off_resets_drains_the_view_and_frees_a_blocked_writer() {
+    let readable = |v: &evfd::FdView| {
+        let mut fds = [rustix::event::PollFd::new(v, rustix::event::PollFlags::IN)];
+        rustix::event::poll(&mut fds, Some(&rustix::event::Timespec::default())).unwrap() == 1
+    };
+    let ep = Epoll::new();
+    let n = notifier(Mode::AutoReset, 0);
+    let view = n.fd_view().unwrap();
+    ep.add(&n, IN, 9).unwrap();
+    for kick in 1..=50u64 {
+        assert!(
+            !readable(&view),
+            "kick {kick}: drained by the last delivery"
+        );
+        n.write(kick).unwrap();
+        assert!(readable(&view));
+        assert_eq!(wait(&ep, 8), vec![(IN, 9)], "kick {kick}");
+        assert_eq!(n.count(), 0, "kick {kick}: the delivery reset it");
+        assert_eq!(wait(&ep, 8), vec![], "kick {kick}: nothing new");
+    }
+    assert!(!readable(&view));
+    // A writer blocked on the full count gets in once a delivery resets it.
+    n.write(evfd::LIMIT).unwrap();
+    let n2 = n.clone();
+    let w = std::thread::spawn(move || n2.write(2).unwrap());
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(n.count(), evfd::LIMIT, "the writer waits for room");
+    assert_eq!(wait(&ep, 8), vec![(IN, 9)]);
+    w.join().unwrap();
+    assert_eq!(n.count(), 2, "the blocked write landed after the reset");
+    assert!(readable(&view));
+}
+
 #[test]
 fn autoreset_is_not_reset_by_epoll_poll() {
     let ep = Epoll::new();
