@@ -531,17 +531,26 @@ fn parked_item_released_by_another_drop_vs_write() {
 /// The spin's look (`EpInner::nothing_new`): the thread a quiet item's event was delivered
 /// to leaves it queued (and its notifier's queue settled) while its count is 0, so a write
 /// may skip its wake. Whatever the order of that write and the waiter's looks, a blocking
-/// wait gets the event: its re-check sees the item queued and harvests for real.
-#[test]
-fn quiet_item_left_queued_vs_write() {
-    loom::model(|| {
+/// wait gets the event: its re-check sees the item queued and harvests for real. A Counter
+/// is emptied by its reader's `read`; an AutoReset one by the delivery itself (the
+/// one-item harvest's reset, under `ready`).
+fn quiet_item_vs_write(mode: crate::Mode) {
+    loom::model(move || {
         let ep = Epoll::new();
-        let n = Notifier::new();
+        let n = Notifier::builder().mode(mode).build().unwrap();
+        // The count is emptied; a Counter's reader takes `units`.
+        let empty = |n: &Notifier, units: u64| {
+            if mode == crate::Mode::AutoReset {
+                assert_eq!(n.count(), 0, "the delivery reset it");
+            } else {
+                assert_eq!(n.read().unwrap(), units);
+            }
+        };
         ep.add(&n, Events::IN, 5).unwrap();
         n.write(1).unwrap(); // queued
         n.write(1).unwrap(); // settled
         assert_eq!(wait0(&ep).len(), 1); // delivered here: this thread's quiet item
-        assert_eq!(n.read().unwrap(), 2);
+        empty(&n, 2);
         assert!(wait0(&ep).is_empty()); // left queued, settled
         assert!(!ep.inner.core.ready.lock().is_empty() && n.core.wq.is_settled());
         let n2 = n.clone();
@@ -556,43 +565,18 @@ fn quiet_item_left_queued_vs_write() {
                 data: 5
             }]
         );
-        assert_eq!(n.read().unwrap(), 1);
+        empty(&n, 1);
     });
 }
 
-/// The quiet item, AutoReset: the one-item harvest's delivery is the reset (under `ready`),
-/// the item stays queued while its count is 0 and its notifier's queue settled, so the next
-/// write may skip its wake. Whatever the order of that write and the waiter's looks, a
-/// blocking wait gets the event, and its delivery resets the count.
+#[test]
+fn quiet_item_left_queued_vs_write() {
+    quiet_item_vs_write(crate::Mode::Counter);
+}
+
 #[test]
 fn quiet_autoreset_item_left_queued_vs_write() {
-    loom::model(|| {
-        let ep = Epoll::new();
-        let n = Notifier::builder()
-            .mode(crate::Mode::AutoReset)
-            .build()
-            .unwrap();
-        ep.add(&n, Events::IN, 5).unwrap();
-        n.write(1).unwrap(); // queued
-        n.write(1).unwrap(); // settled
-        assert_eq!(wait0(&ep).len(), 1); // delivered (reset) here: this thread's quiet item
-        assert_eq!(n.count(), 0);
-        assert!(wait0(&ep).is_empty()); // left queued, settled
-        assert!(!ep.inner.core.ready.lock().is_empty() && n.core.wq.is_settled());
-        let n2 = n.clone();
-        let w = thread::spawn(move || n2.write(1).unwrap()); // skips its wake, or not
-        let mut buf = [Event::default(); 2];
-        let k = ep.wait(&mut buf, None).unwrap();
-        w.join().unwrap();
-        assert_eq!(
-            buf[..k].to_vec(),
-            vec![Event {
-                events: Events::IN,
-                data: 5
-            }]
-        );
-        assert_eq!(n.count(), 0, "the delivery reset it");
-    });
+    quiet_item_vs_write(crate::Mode::AutoReset);
 }
 
 /// The one-item harvest's AutoReset delivery owes a wake to a writer blocked on the full
