@@ -26,7 +26,10 @@ pub const CO_TENANT: &str = "while :; do :; done";
 
 /// One CPU-bound co-tenant process (`sh -c` [`CO_TENANT`]), unpinned (every CPU this
 /// process started with, whatever the spawning thread is pinned to) at this process's
-/// nice level, running from [`start`](Self::start) until dropped (`SIGKILL`, reaped).
+/// nice level, running from [`start`](Self::start) until dropped (`SIGKILL`, reaped), or
+/// until the thread that started it ends — with this process, if a signal or a `timeout`
+/// kills it mid-pass (`PR_SET_PDEATHSIG`): a busy loop left behind would load every later
+/// measurement on the machine.
 pub struct CoTenant {
     child: std::process::Child,
     t0: Instant,
@@ -35,12 +38,23 @@ pub struct CoTenant {
 impl CoTenant {
     /// Start the co-tenant and give it a moment to be running.
     pub fn start() -> std::io::Result<CoTenant> {
-        let child = std::process::Command::new("sh")
-            .args(["-c", CO_TENANT])
+        use std::os::unix::process::CommandExt;
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", CO_TENANT])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()?;
+            .stderr(std::process::Stdio::null());
+        // SAFETY: the closure runs in the forked child before `exec` and makes one
+        // async-signal-safe syscall (`prctl`), touching no memory of the parent's.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn()?;
         if let Some(all) = all_cpus() {
             let pid = rustix::thread::Pid::from_child(&child);
             let _ = rustix::thread::sched_setaffinity(Some(pid), all);
