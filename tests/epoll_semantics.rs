@@ -290,6 +290,41 @@ fn modify_of_a_still_ready_et_item_reports_again() {
     assert_eq!(wait(&ep, 8), vec![]);
 }
 
+/// A poll that finds an item drained drops it, as `epoll_wait` does: an item queued after
+/// that poll comes before it when its next write queues it again. (Found by the kernel
+/// differential test: a poll that left the drained item queued, for the sake of the next
+/// write's cost, kept its old place ahead of the later item.)
+#[test]
+fn a_drained_item_dropped_by_a_poll_queues_behind_later_items() {
+    let ep = Epoll::new();
+    let (a, b) = (Notifier::new(), Notifier::new());
+    ep.add(&a, IN, 1).unwrap();
+    ep.add(&b, IN, 2).unwrap();
+    a.write(1).unwrap();
+    assert_eq!(wait(&ep, 1), vec![(IN, 1)]);
+    a.read().unwrap();
+    assert_eq!(wait(&ep, 1), vec![], "drained: dropped");
+    b.write(1).unwrap();
+    a.write(1).unwrap();
+    assert_eq!(wait(&ep, 1), vec![(IN, 2)], "b was queued first");
+    assert_eq!(
+        wait(&ep, 2),
+        vec![(IN, 1), (IN, 2)],
+        "b, delivered, went behind a"
+    );
+    // The same with the only registration: a later `add` comes first.
+    let ep = Epoll::new();
+    let (a, b) = (Notifier::new(), notifier(Mode::Counter, 1));
+    ep.add(&a, IN, 1).unwrap();
+    a.write(1).unwrap();
+    assert_eq!(wait(&ep, 1), vec![(IN, 1)]);
+    a.read().unwrap();
+    assert_eq!(wait(&ep, 1), vec![]);
+    ep.add(&b, IN, 2).unwrap();
+    a.write(1).unwrap();
+    assert_eq!(wait(&ep, 1), vec![(IN, 2)]);
+}
+
 /// `modify` switching a still-ready item between level-triggered, ET and ONESHOT changes
 /// how the next harvests report it, whether the item is the ready list's only one (the
 /// one-item harvest) or one of a run (the scan), and both ways: LT → ET → LT → ONESHOT → LT.

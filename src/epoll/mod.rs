@@ -746,11 +746,16 @@ impl Epoll {
         // holds events; `kernel::sleep`): one syscall fewer per wait that sleeps. A wait
         // that will return in-memory events harvests the kernel epoll too, as `epoll_wait`
         // returns every ready item.
-        // A poll, or a wait that will spin, leaves a quiet item queued (`nothing_new`); a
-        // wait that will park at once harvests, so that it does not register only to find
-        // the item queued, unregister, drop it and register again.
+        // A wait that will spin leaves a quiet item queued (`nothing_new`): it returns only
+        // after a real harvest (the spin's probe finding news, or the re-check before it
+        // sleeps, or its last try), which drops the item if it is still at 0, so no
+        // later operation sees it where the kernel would have dropped it. A poll returns
+        // at once, so it harvests: left queued by a poll, the item would keep its place
+        // ahead of items queued after it, where the kernel's list has it only from the
+        // next write on. A wait that will park at once harvests too, so that it does not
+        // register only to find the item queued, unregister, drop it and register again.
         let now = timeout == Some(Duration::ZERO);
-        let n = if (now || ep.will_spin()) && ep.nothing_new() {
+        let n = if !now && ep.will_spin() && ep.nothing_new() {
             0
         } else {
             ep.harvest_before_wait(events, now)
