@@ -508,9 +508,11 @@ impl EpInner {
     /// it skips the wake walk, and this wait skips the drop's locks: in a spinning
     /// hand-off, the write's walk (two locks) and the drop (one) are gone.
     ///
-    /// Only a hint for the first harvest of `Epoll::wait` (a poll's, or a wait's that will
-    /// spin: one that parks at once harvests, rather than register only to find the item
-    /// queued and go round again) and for the spin's probe: a wait
+    /// Only a hint for the first harvest of `Epoll::wait` (a wait's that will spin: one
+    /// that parks at once harvests, rather than register only to find the item queued and
+    /// go round again; a poll harvests too, since it returns at once, and the item left
+    /// queued would keep its place ahead of items queued later, where `epoll_wait` drops
+    /// it) and for the spin's probe: a wait that returns has made a real harvest, and one
     /// that goes on to sleep registers, and its re-check (`has_ready`, under the lock) sees
     /// the item queued and harvests for real, which drops it before the thread sleeps. A
     /// stale `true` (the list changed since) is one no later than the look itself (the
