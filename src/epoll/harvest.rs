@@ -18,7 +18,6 @@ use super::source::SourceCore;
 use super::{EpInner, Registry};
 use crate::events::{Event, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::Ordering::{Relaxed, SeqCst};
-use crate::mode;
 use crate::wait_queue::spin::SpinGauge;
 use crate::wait_queue::{PostWake, WaitFor, WakeBatch};
 
@@ -454,13 +453,11 @@ impl EpInner {
         } else if count == 0 {
             Events::empty()
         } else {
-            // AutoReset: the delivery is the reset, as `Inner::deliver_into` (a load, and
-            // the swap only if there is something to reset), made under `ready` as the
-            // general path makes it under `registry`; the item stays queued as there.
-            match nf.count.swap(0, SeqCst) {
-                0 => Events::empty(),
-                cur => (mode::readiness(cur) | mode::readiness(0)) & ev & !Events::PRIVATE,
-            }
+            // AutoReset: the delivery is the reset (`Inner::reset`, `deliver_into`'s),
+            // made under `ready` as the general path makes it under `registry`; the item
+            // stays queued as there. Its wake is owed, below.
+            nf.reset()
+                .map_or(Events::empty(), |r| r & ev & !Events::PRIVATE)
         };
         if !r.is_empty() {
             out[0] = Event {

@@ -752,18 +752,32 @@ impl Inner {
             // The mode keeps the count at delivery (only AutoReset resets it to 0).
             return self.readiness();
         }
-        // AutoReset delivery resets the count (mode::deliver): a load, and one swap only if
-        // there is something to reset — what the `read` it replaces would cost, no more.
+        // AutoReset delivery resets the count (mode::deliver).
+        match self.reset() {
+            Some(r) => {
+                self.wake_after_consume_into(0, batch);
+                r
+            }
+            None => mode::readiness(0),
+        }
+    }
+
+    /// AutoReset's delivery of `IN`, without its wake: a load, and one swap only if there
+    /// is something to reset — what the `read` it replaces would cost, no more. The
+    /// readiness it reports (`IN`, and `ERR`, as seen before the reset, `OUT` as it is
+    /// now), or `None` if the count was 0 (nothing taken). A `Some` owes
+    /// [`wake_after_consume(0)`](Self::wake_after_consume) (or its `_into` form) to the
+    /// queue: [`deliver_into`](Self::deliver_into) makes it at once, the one-item harvest
+    /// once it has released the epoll's `ready` lock.
+    #[inline]
+    pub(crate) fn reset(&self) -> Option<Events> {
         if self.count.load(SeqCst) == 0 {
-            return mode::readiness(0);
+            return None;
         }
-        let cur = self.count.swap(0, SeqCst);
-        if cur == 0 {
-            return mode::readiness(0);
+        match self.count.swap(0, SeqCst) {
+            0 => None,
+            cur => Some(mode::readiness(cur) | mode::readiness(0)),
         }
-        self.wake_after_consume_into(0, batch);
-        // IN (and ERR) as seen before the reset, OUT as it is now.
-        mode::readiness(cur) | mode::readiness(0)
     }
 
     /// The blocking call shared by `read`, `read_timeout`, `write` and `write_timeout`: the wait queue's
