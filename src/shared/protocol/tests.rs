@@ -409,12 +409,21 @@ mod unit {
                     a2.read(None)
                 }
             });
-            while a.sleepers() == (0, 0, 0) {
+            // Registered is not yet asleep: its re-check after registering comes first, and
+            // that re-check would take the edge below without looking at the header. Its
+            // announcement (`WAIT_FLAG` on its futex word, set after the re-check failed)
+            // is the last step before the futex: an edge after it either finds the sleeper
+            // in the futex or changes the word under it, and either way the sleeper's next
+            // round checks the header first. (No timing: a sleep here failed on a slow
+            // machine whenever the thread had not reached the futex in time.)
+            let word = if blocked_writer {
+                &a.words.wseq
+            } else {
+                &a.words.rseq
+            };
+            while word.load(SeqCst) & WAIT_FLAG == 0 {
                 std::thread::yield_now();
             }
-            // Registered is not yet asleep: its re-check after registering comes first. Give
-            // it time to reach the futex (under Miri's scheduler the window is wide).
-            std::thread::sleep(std::time::Duration::from_millis(50));
             b.words.magic.store(0, SeqCst);
             // The edge that wakes the sleeper (the checks of `b`'s own steps would refuse).
             if blocked_writer {
