@@ -135,7 +135,9 @@ impl KernelNotifier {
     // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
     #[allow(clippy::manual_async_fn)]
     pub fn read_async(&self) -> impl Future<Output = io::Result<u64>> + Send + '_ {
-        until_ready(self.as_fd(), Events::IN, move || self.try_read())
+        until_ready(self.registrations().fd(), Events::IN, move || {
+            self.try_read()
+        })
     }
 
     /// Add `n` to the count, waiting for room while it would pass [`LIMIT`](crate::LIMIT),
@@ -171,9 +173,11 @@ impl KernelNotifier {
     // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
     #[allow(clippy::manual_async_fn)]
     pub fn write_async(&self, n: u64) -> impl Future<Output = io::Result<()>> + Send + '_ {
-        until_ready(self.as_fd(), Events::OUT | Events::ET, move || {
-            self.try_write(n)
-        })
+        until_ready(
+            self.registrations().fd(),
+            Events::OUT | Events::ET,
+            move || self.try_write(n),
+        )
     }
 }
 

@@ -266,9 +266,9 @@ impl Source for std::os::fd::BorrowedFd<'_> {}
 #[cfg(any(target_os = "linux", target_os = "android"))]
 impl sealed::Sealed for KernelNotifier {
     fn source_ref(&self) -> sealed::SourceRef<'_> {
-        use std::os::fd::AsFd;
         sealed::SourceRef::Kernel(sealed::KernelRef {
-            fd: self.as_fd(),
+            // The crate's own borrow, through the registrations: not a lend (`sys::fd`).
+            fd: self.registrations().fd(),
             autoreset: self.mode() == Mode::AutoReset,
             eventfd: self.mode() == Mode::AutoReset,
             owner: Some(self.registrations()),

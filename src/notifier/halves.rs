@@ -64,6 +64,7 @@ use crate::notifier::kernel::KernelNotifier;
 #[cfg(evfd_kernel_side)]
 use crate::notifier::registrations::{KernelDeliver, Registrations};
 use crate::sys;
+use crate::sys::fd::Fd;
 
 /// What the fd is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,7 +93,7 @@ struct Held {
 struct Core {
     /// The read end (or eventfd). Shared with the registrations for an eventfd, which is
     /// the registered fd then.
-    fd: Arc<OwnedFd>,
+    fd: Arc<Fd>,
     kind: Kind,
     mode: Mode,
     held: Mutex<Held>,
@@ -106,7 +107,7 @@ struct Core {
     /// scanned (`sys::kqueue`), so the epoll watching this consumer would otherwise go on
     /// seeing it readable after a delivery that took everything.
     #[cfg(any(target_vendor = "apple", target_os = "freebsd"))]
-    own: Option<Arc<OwnedFd>>,
+    own: Option<Arc<Fd>>,
 }
 
 /// The consumer half of a kick (or err, or exit) event: the read end of a pipe, or an eventfd.
@@ -143,7 +144,7 @@ pub struct ConsumerHalf {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct NotifierHalf {
-    fd: Arc<OwnedFd>,
+    fd: Arc<Fd>,
     kind: Kind,
     #[cfg(evfd_kernel_side)]
     regs: Registrations,
@@ -442,7 +443,8 @@ impl KernelDeliver for Core {
 
 impl ConsumerHalf {
     fn new(fd: OwnedFd, kind: Kind, mode: Mode) -> io::Result<ConsumerHalf> {
-        let fd = Arc::new(fd);
+        // A half is made to be handed to a peer (vhost-user, a VMM): shared from the start.
+        let fd = Arc::new(Fd::shared(fd));
         #[cfg(evfd_kernel_side)]
         {
             // A pipe is watched through its own kernel epoll: the read end and the held bell.
@@ -452,7 +454,7 @@ impl ConsumerHalf {
                     let pfd = sys::epoll::create()?;
                     sys::epoll::add(pfd.as_fd(), fd.as_fd(), Events::IN, 0)?;
                     sys::epoll::add(pfd.as_fd(), bell.as_fd(), Events::IN, 1)?;
-                    (Arc::new(pfd), Some(bell))
+                    (Arc::new(Fd::private(pfd)), Some(bell))
                 }
                 #[cfg(any(target_os = "linux", target_os = "android"))]
                 Kind::Eventfd => (Arc::clone(&fd), None),
@@ -659,7 +661,7 @@ impl ConsumerHalf {
 
 impl NotifierHalf {
     fn new(fd: OwnedFd, kind: Kind) -> NotifierHalf {
-        let fd = Arc::new(fd);
+        let fd = Arc::new(Fd::shared(fd));
         NotifierHalf {
             #[cfg(evfd_kernel_side)]
             regs: Registrations::new(
@@ -875,7 +877,7 @@ impl AsFd for ConsumerHalf {
 
 impl AsRawFd for ConsumerHalf {
     fn as_raw_fd(&self) -> RawFd {
-        self.core.fd.as_raw_fd()
+        self.core.fd.as_fd().as_raw_fd()
     }
 }
 
@@ -887,7 +889,7 @@ impl AsFd for NotifierHalf {
 
 impl AsRawFd for NotifierHalf {
     fn as_raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.fd.as_fd().as_raw_fd()
     }
 }
 
@@ -935,7 +937,7 @@ impl From<NotifierHalf> for OwnedFd {
 impl fmt::Debug for ConsumerHalf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ConsumerHalf")
-            .field("fd", &self.core.fd.as_raw_fd())
+            .field("fd", &self.core.fd.as_fd().as_raw_fd())
             .field("kind", &self.core.kind)
             .field("mode", &self.core.mode)
             .field("held", &self.core.held().units)
@@ -946,7 +948,7 @@ impl fmt::Debug for ConsumerHalf {
 impl fmt::Debug for NotifierHalf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NotifierHalf")
-            .field("fd", &self.fd.as_raw_fd())
+            .field("fd", &self.fd.as_fd().as_raw_fd())
             .field("kind", &self.kind)
             .finish()
     }

@@ -18,6 +18,7 @@ use crate::events::Events;
 use crate::mode::{self, invalid_write, Mode, Options};
 // The registrations are shared with the pipe halves, which exist off Linux too.
 pub(crate) use crate::notifier::registrations::{KernelDeliver, Registrations};
+use crate::sys::fd::Fd;
 use crate::sys::{self, eventfd};
 
 /// A notifier backed by a kernel eventfd: same [`Mode`]s and API as
@@ -60,6 +61,29 @@ use crate::sys::{self, eventfd};
 /// (docs/semantics.md §6.4). For a C peer that wants a blocking
 /// `read(2)`, hand the fd over with [`into_blocking_fd`](Self::into_blocking_fd).
 ///
+/// That guard costs a syscall's worth: a read is `preadv2(RWF_NOWAIT)` (~90 ns more than
+/// `read(2)` where measured) and a write that must not wait is `poll(2)` + `write(2)`. A
+/// notifier whose fd nobody else can reach skips it: made by [`new`](Self::new) or the
+/// builder (close-on-exec), never lent — no [`AsFd`]/[`AsRawFd`] borrow, no
+/// [`try_clone`](Self::try_clone) — and no `fork` since, its description is *private*, and
+/// its reads and writes (`try_read`, `try_write`, an [`Epoll`](crate::Epoll)'s AutoReset
+/// delivery) are one plain `read(2)` or `write(2)` on the `O_NONBLOCK` description evfd
+/// made. The first borrow (or clone, or fork) ends that for good; registering it in an
+/// `Epoll` or awaiting it does not.
+///
+/// ```
+/// use std::os::fd::AsFd;
+/// let k = evfd::KernelNotifier::new(evfd::Mode::Counter)?;
+/// k.try_write(2)?; // private: one write(2)
+/// let peer = rustix::io::dup(k.as_fd())?; // lent: from now on, per-call non-blocking
+/// let fl = rustix::fs::fcntl_getfl(&peer)?;
+/// rustix::fs::fcntl_setfl(&peer, fl - rustix::fs::OFlags::NONBLOCK)?; // what QEMU does
+/// assert_eq!(k.try_read()?, 2);
+/// let e = k.try_read().unwrap_err(); // count 0 on a blocking description: still at once
+/// assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+///
 /// The trait [`EventNotifier`](crate::EventNotifier) covers what this type shares with the
 /// in-memory [`Notifier`](crate::Notifier).
 ///
@@ -88,7 +112,7 @@ pub struct KernelNotifier {
     /// Shared with the registrations (`Registrations::fd`) and, weakly, with the epoll items
     /// that read it at delivery; closed when the last strong handle goes, which is after
     /// `regs` has left every epoll.
-    fd: Arc<OwnedFd>,
+    fd: Arc<Fd>,
     /// Where this notifier is registered; dropping it leaves every epoll.
     regs: Registrations,
     mode: Mode,
@@ -155,12 +179,20 @@ impl KernelNotifierBuilder {
         if rest != 0 {
             eventfd::write(fd.as_fd(), rest)?;
         }
+        // Close-on-exec and never lent yet: a private description (`sys::fd`), whose reads
+        // and writes need no guard against a peer's `O_NONBLOCK`. One that survives `exec`
+        // is meant for another program.
+        let fd = if o.cloexec {
+            Fd::private(fd)
+        } else {
+            Fd::shared(fd)
+        };
         Ok(KernelNotifier::wrap(fd, o.mode, o.nonblock))
     }
 }
 
 impl KernelNotifier {
-    fn wrap(fd: OwnedFd, mode: Mode, nonblock: bool) -> KernelNotifier {
+    fn wrap(fd: Fd, mode: Mode, nonblock: bool) -> KernelNotifier {
         let fd = Arc::new(fd);
         let reset = Arc::downgrade(&fd) as Weak<dyn KernelDeliver>;
         KernelNotifier {
@@ -276,7 +308,8 @@ impl KernelNotifier {
     /// ```
     pub fn from_owned_fd(fd: OwnedFd, mode: Mode) -> io::Result<KernelNotifier> {
         adopt_eventfd(fd.as_fd(), mode)?;
-        Ok(KernelNotifier::wrap(fd, mode, false))
+        // Whoever gave it may hold duplicates.
+        Ok(KernelNotifier::wrap(Fd::shared(fd), mode, false))
     }
 
     /// The mode.
@@ -334,7 +367,8 @@ impl KernelNotifier {
         }
     }
 
-    /// Add `n` to the count without waiting (one `write(2)`).
+    /// Add `n` to the count without waiting: one `write(2)` while the description is
+    /// private, `poll(2)` + `write(2)` once the fd was lent (the type docs).
     ///
     /// # Errors
     ///
@@ -353,7 +387,7 @@ impl KernelNotifier {
         if n == u64::MAX {
             return Err(invalid_write());
         }
-        eventfd::write_now(self.fd.as_fd(), n)
+        eventfd::write_fd(&self.fd, n)
     }
 
     /// Add `n` to the count, waiting for room if it would pass [`LIMIT`](crate::LIMIT). With `NONBLOCK`,
@@ -441,8 +475,9 @@ impl KernelNotifier {
         self.write(1)
     }
 
-    /// Take from the count without waiting (one `read(2)`): the whole count (Counter,
-    /// AutoReset) or 1 (Semaphore).
+    /// Take from the count without waiting: the whole count (Counter, AutoReset) or 1
+    /// (Semaphore). One `read(2)` while the description is private, one
+    /// `preadv2(RWF_NOWAIT)` once the fd was lent (the type docs).
     ///
     /// # Errors
     ///
@@ -458,7 +493,7 @@ impl KernelNotifier {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn try_read(&self) -> io::Result<u64> {
-        eventfd::read_now(self.fd.as_fd())
+        eventfd::read_fd(&self.fd)
     }
 
     /// Take from the count, waiting in `poll(2)` while it is 0. With `NONBLOCK`, behaves as
@@ -594,8 +629,13 @@ impl KernelNotifier {
     /// ```
     #[doc(alias = "dup")]
     pub fn try_clone(&self) -> io::Result<KernelNotifier> {
-        let fd = eventfd::dup(self.fd.as_fd(), self.is_cloexec())?;
-        Ok(KernelNotifier::wrap(fd, self.mode, self.nonblock))
+        // Two fds of one description: neither is private any more.
+        let fd = eventfd::dup(self.fd.lend(), self.is_cloexec())?;
+        Ok(KernelNotifier::wrap(
+            Fd::shared(fd),
+            self.mode,
+            self.nonblock,
+        ))
     }
 
     /// Give the eventfd away **blocking**: clears `O_NONBLOCK` and returns the fd, for a
@@ -642,15 +682,18 @@ impl KernelNotifier {
     }
 }
 
+/// The eventfd, lent: from the first borrow on, its description may be in a peer's hands,
+/// and every read and write of it guards against the peer's `O_NONBLOCK` (the type docs).
 impl AsFd for KernelNotifier {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
+        self.fd.lend()
     }
 }
 
+/// As [`AsFd`]: the number lent.
 impl AsRawFd for KernelNotifier {
     fn as_raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.fd.lend().as_raw_fd()
     }
 }
 
@@ -746,18 +789,78 @@ pub(crate) fn adopt_eventfd(fd: BorrowedFd<'_>, mode: Mode) -> io::Result<()> {
 
 /// A `KernelNotifier`'s eventfd: the reset is one `read(2)`; `EAGAIN` means another
 /// consumer reset it first.
-impl KernelDeliver for OwnedFd {
+impl KernelDeliver for Fd {
     fn deliver_in(&self) -> bool {
-        eventfd::read_now(self.as_fd()).is_ok()
+        eventfd::read_fd(self).is_ok()
     }
 }
 
 impl fmt::Debug for KernelNotifier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KernelNotifier")
-            .field("fd", &self.fd.as_raw_fd())
+            .field("fd", &self.fd.as_fd().as_raw_fd())
             .field("mode", &self.mode)
             .field("nonblocking", &self.nonblock)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mode::LIMIT;
+
+    /// Which descriptions a `KernelNotifier` treats as private (`sys::fd`): made here,
+    /// close-on-exec, never lent, no fork since. Everything that can put the description in
+    /// other hands ends it, for good.
+    #[test]
+    #[cfg(not(any(miri, evfd_loom)))] // syscalls and fork
+    fn a_description_is_private_until_it_can_be_in_other_hands() {
+        let k = KernelNotifier::new(Mode::Counter).unwrap();
+        assert!(k.fd.is_private(), "made here, close-on-exec");
+        k.write(2).unwrap();
+        assert_eq!(k.try_read().unwrap(), 2, "the private read takes the count");
+        k.try_write(LIMIT).unwrap();
+        let e = k.try_write(1).unwrap_err();
+        assert_eq!(
+            e.kind(),
+            io::ErrorKind::WouldBlock,
+            "the private write: no room"
+        );
+        assert_eq!(e.raw_os_error(), Some(libc::EAGAIN));
+        let e = k.try_write(u64::MAX).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(k.try_read().unwrap(), LIMIT);
+        assert_eq!(k.try_read().unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        assert!(k.fd.is_private(), "its own calls lend nothing");
+
+        let lent = KernelNotifier::new(Mode::Counter).unwrap();
+        let _ = lent.as_fd();
+        assert!(!lent.fd.is_private(), "AsFd lends");
+        let raw = KernelNotifier::new(Mode::Counter).unwrap();
+        let _ = raw.as_raw_fd();
+        assert!(!raw.fd.is_private(), "AsRawFd lends");
+        let a = KernelNotifier::new(Mode::Counter).unwrap();
+        let b = a.try_clone().unwrap();
+        assert!(
+            !a.fd.is_private() && !b.fd.is_private(),
+            "a clone shares it"
+        );
+        let inherit = KernelNotifier::builder().cloexec(false).build().unwrap();
+        assert!(!inherit.fd.is_private(), "an fd that survives exec");
+        let adopted =
+            KernelNotifier::from_owned_fd(eventfd::create(0, false, true).unwrap(), Mode::Counter)
+                .unwrap();
+        assert!(
+            !adopted.fd.is_private(),
+            "adopted: whoever gave it may hold dups"
+        );
+
+        let forked = KernelNotifier::new(Mode::AutoReset).unwrap();
+        assert!(forked.fd.is_private());
+        crate::sys::fork::fork_a_child_that_exits();
+        assert!(!forked.fd.is_private(), "the child holds it too");
+        let after = KernelNotifier::new(Mode::Counter).unwrap();
+        assert!(after.fd.is_private(), "made after the fork");
     }
 }

@@ -7,6 +7,8 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Weak};
 
+use crate::sys::fd::Fd;
+
 use crate::events::Events;
 use crate::loom::sync::Mutex;
 
@@ -23,7 +25,7 @@ use crate::loom::sync::Mutex;
 pub(crate) struct Registrations {
     /// The fork epoch it was made in (`sys::fork`): see `Drop`.
     born: u32,
-    fd: Arc<OwnedFd>,
+    fd: Arc<Fd>,
     reset: Weak<dyn KernelDeliver>,
     list: Mutex<Vec<(Weak<dyn KernelFdSet>, u64)>>,
 }
@@ -59,7 +61,7 @@ impl Registrations {
     /// For an object that owns the kernel fd `fd` it is registered by, and resets itself
     /// through `reset` when an AutoReset `IN` is delivered (a `KernelNotifier`: its
     /// eventfd's `read(2)`; another owner may reset in-memory state instead).
-    pub(crate) fn new(fd: Arc<OwnedFd>, reset: Weak<dyn KernelDeliver>) -> Registrations {
+    pub(crate) fn new(fd: Arc<Fd>, reset: Weak<dyn KernelDeliver>) -> Registrations {
         Registrations {
             born: crate::sys::fork::epoch(),
             fd,
@@ -75,7 +77,7 @@ impl Registrations {
 
     /// The kernel fd the owner is registered by, held weakly (an epoll's kernel side reads
     /// an AutoReset `KernelNotifier`'s eventfd through it: `epoll::kernel::fds`).
-    pub(crate) fn fd_weak(&self) -> Weak<OwnedFd> {
+    pub(crate) fn fd_weak(&self) -> Weak<Fd> {
         Arc::downgrade(&self.fd)
     }
 
@@ -87,7 +89,7 @@ impl Registrations {
     /// The owner gives its fd away (`From<_> for OwnedFd`): leave every epoll first (as a
     /// drop would), then take `fd` back, which nothing else holds strongly once the
     /// registrations are gone.
-    pub(crate) fn release(self, fd: Arc<OwnedFd>) -> OwnedFd {
+    pub(crate) fn release(self, fd: Arc<Fd>) -> OwnedFd {
         drop(self);
         crate::sys::unshare_fd(fd)
     }

@@ -45,7 +45,7 @@ impl Words for Region {
 pub(super) struct SysOs {
     /// Shared with the epoll registrations (`SharedCore::regs`), which must delete themselves
     /// while it is open.
-    pub(super) bell: Arc<OwnedFd>,
+    pub(super) bell: Arc<crate::sys::fd::Fd>,
     pub(super) futex_wakes: AtomicU64,
     pub(super) futex_waits: AtomicU64,
     pub(super) rings: AtomicU64,
@@ -104,7 +104,8 @@ impl Os for SysOs {
 impl SysOs {
     pub(super) fn new(bell: OwnedFd) -> SysOs {
         SysOs {
-            bell: Arc::new(bell),
+            // The peer process holds it by design.
+            bell: Arc::new(crate::sys::fd::Fd::shared(bell)),
             futex_wakes: AtomicU64::new(0),
             futex_waits: AtomicU64::new(0),
             rings: AtomicU64::new(0),

@@ -97,6 +97,29 @@ pub(crate) fn write(fd: BorrowedFd<'_>, n: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// One read of the count that never waits, on an eventfd the crate holds: a plain
+/// `read(2)` while its description is private (`super::fd`: the crate made it `O_NONBLOCK`
+/// and nobody else can reach it), else [`read_now`]. As [`read_now`] otherwise.
+#[inline]
+pub(crate) fn read_fd(fd: &super::fd::Fd) -> io::Result<u64> {
+    fd.guarded(|b, private| if private { read(b) } else { read_now(b) })
+}
+
+/// One write of `n` that never waits, on an eventfd the crate holds: a plain `write(2)`
+/// while its description is private (one syscall), else [`write_now`] (on a shared one, a
+/// `poll(2)` first: the kernel refuses `RWF_NOWAIT` for eventfd writes). As [`write_now`]
+/// otherwise.
+#[inline]
+pub(crate) fn write_fd(fd: &super::fd::Fd, n: u64) -> io::Result<()> {
+    fd.guarded(|b, private| {
+        if private {
+            write(b, n)
+        } else {
+            write_now(b, n)
+        }
+    })
+}
+
 /// The `RWF_NOWAIT` probes for eventfds, one per direction (the kernel's eventfd honours it
 /// for reads since Linux 5.12 and refuses it for writes, which have no `write_iter`).
 static READ_PROBE: NowProbe = NowProbe::new();

@@ -24,13 +24,22 @@
 //! `prepare` handler takes, so no such section is running when the process forks, and the
 //! child never inherits one of those locks held.
 //!
-//! LOCKING (the handlers' order): `prepare` takes `TOPOLOGY` and then `FORK_GUARD` (write).
+//! LOCKING (the handlers' order): `prepare` takes `TOPOLOGY` and then `FORK_GUARD` (write),
+//! then closes the private sections and waits for them (each is one syscall that does not
+//! wait and takes no lock, so the wait ends).
 //! A thread holding `TOPOLOGY` may enter a guarded section (an epoll add that drops the last
 //! handle of a nested epoll reaches the watcher); a guarded section never takes `TOPOLOGY`
 //! nor a second guard (a write-preferring `RwLock` would deadlock a nested read behind the
 //! waiting `prepare`), and never runs foreign code. So `prepare` waiting for `TOPOLOGY`
 //! blocks no reader, and once it holds `TOPOLOGY` it waits only for guarded sections,
 //! which end without it.
+//!
+//! A fork count ([`forks`]), moved by `prepare` and so seen moved by the parent and the
+//! child alike, tells an fd made before a fork that its open file description may be in
+//! another process since (`super::fd`). Its users look at it and make one syscall inside a
+//! [`private_section`]: a process-wide count of running sections, no lock. `prepare`
+//! closes them (a section that starts then is told to take the shared path) and waits for
+//! the running ones to end before it moves the count.
 //!
 //! `fork(2)` through libc (what `libc::fork`, `nix::unistd::fork` and `std::process::Command`
 //! call) runs the handlers; a raw `clone(2)` syscall does not, and is not detected.
@@ -63,6 +72,18 @@ pub(crate) fn guard() -> RwLockReadGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Bumped by the `prepare` handler before every fork, once no [`private_section`] runs:
+/// the parent and the child both see it moved. What [`forks`] reads: an fd made before a
+/// fork may have its open file description in another process since (`sys::fd`).
+static FORKS: AtomicU32 = AtomicU32::new(0);
+
+/// The private sections ([`private_section`]): how many run now, and [`FORKING`] while a
+/// fork is being prepared.
+static PRIVATE: AtomicU32 = AtomicU32::new(0);
+
+/// The bit of [`PRIVATE`] that `prepare` sets: a section that starts now is not private.
+const FORKING: u32 = 1 << 31;
+
 /// Bumped in every child by the atfork handler. Not the loom shim's atomic: written only by
 /// the handler, never part of a modelled protocol.
 static EPOCH: AtomicU32 = AtomicU32::new(0);
@@ -81,7 +102,8 @@ mod handlers {
     use std::sync::atomic::Ordering::Relaxed;
     use std::sync::{MutexGuard, RwLockWriteGuard};
 
-    use super::{EPOCH, EPOCH_MASK, FORK_GUARD, TOPOLOGY};
+    use super::{EPOCH, EPOCH_MASK, FORKING, FORKS, FORK_GUARD, PRIVATE, TOPOLOGY};
+    use std::sync::atomic::Ordering::SeqCst;
 
     /// What the forking thread holds from `prepare` to `parent`/`child`: the topology
     /// lock and the fork guard (write), released in the reverse order.
@@ -98,6 +120,15 @@ mod handlers {
         let f = FORK_GUARD
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Close the private sections (`private_section`): one that starts from now on is
+        // told it is not private; wait for the ones running (each is one syscall that does
+        // not wait). Then move the count, which every later section sees, here and in the
+        // child.
+        PRIVATE.fetch_or(FORKING, SeqCst);
+        while PRIVATE.load(SeqCst) & !FORKING != 0 {
+            std::thread::yield_now();
+        }
+        FORKS.fetch_add(1, Relaxed);
         HELD.with(|h| *h.borrow_mut() = Some((t, f)));
     }
 
@@ -109,6 +140,7 @@ mod handlers {
     }
 
     extern "C" fn parent() {
+        PRIVATE.fetch_and(!FORKING, SeqCst);
         release();
     }
 
@@ -116,6 +148,9 @@ mod handlers {
         // The only thread of the child: a load and a store are the increment. Kept within
         // `EPOCH_MASK`, so that objects can put flags above an epoch (`GATE_FLAGS`).
         EPOCH.store(EPOCH.load(Relaxed).wrapping_add(1) & EPOCH_MASK, Relaxed);
+        // Sections counted by threads that do not exist here (they saw `FORKING` and were
+        // about to leave) would never end.
+        PRIVATE.store(0, SeqCst);
         release();
     }
 
@@ -142,6 +177,45 @@ pub(crate) fn epoch() -> u32 {
     EPOCH.load(Relaxed)
 }
 
+/// How many forks this process (and, in a child, its ancestors) made: moved by every
+/// `fork` through libc, in the parent and in the child, while no [`guard`]ed section runs.
+/// Installs the handlers on first use. Read inside a guard, it cannot move until the guard
+/// is dropped.
+pub(crate) fn forks() -> u32 {
+    install();
+    FORKS.load(Relaxed)
+}
+
+/// Run `f`, told whether it may rely on a description being private as far as forks go:
+/// `false` while a fork is being prepared. A fork waits for the sections that were told
+/// `true` to end before it moves [`forks`], so such a section's look at [`forked_since`]
+/// and its syscall both come before the fork (the Dekker pair on [`PRIVATE`]: this
+/// section's increment and `prepare`'s `FORKING` are two RMWs of one word, so one sees the
+/// other). Atomics only: async-signal-safe, and a handler that interrupts a section is
+/// told `false` instead of waiting for it. `f` must not fork.
+#[inline]
+pub(crate) fn private_section<R>(f: impl FnOnce(bool) -> R) -> R {
+    /// Ends the section however `f` leaves.
+    struct End;
+    impl Drop for End {
+        fn drop(&mut self) {
+            PRIVATE.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    let s = PRIVATE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let _end = End;
+    f(s & FORKING == 0)
+}
+
+/// Whether a fork came since `born` (a [`forks`] value). Exact inside a
+/// [`private_section`] told `true`: the count moves only once no such section runs, and
+/// the section's increment reads the value `parent` left (after the move).
+#[inline]
+#[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+pub(crate) fn forked_since(born: u32) -> bool {
+    FORKS.load(Relaxed) != born
+}
+
 /// Whether `gate` (an [`epoch`] value, maybe with [`GATE_FLAGS`] bits) is the current epoch
 /// with no flag: the object was made in this process and takes its fast path. One relaxed
 /// load and a compare, what [`forked`] costs, for the fork check and the object's own flags
@@ -162,6 +236,25 @@ pub(crate) fn born(gate: u32) -> u32 {
 #[inline]
 pub(crate) fn forked(born: u32) -> bool {
     EPOCH.load(Relaxed) != born
+}
+
+/// Tests: fork a child that exits at once (running nothing of the parent's), and reap it.
+/// The handlers run in both processes, as for any fork through libc.
+#[cfg(all(test, not(any(miri, evfd_loom))))]
+pub(crate) fn fork_a_child_that_exits() {
+    install();
+    // SAFETY: the child only calls `_exit`, which is async-signal-safe: nothing it could
+    // find locked by a thread that does not exist in it.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        // SAFETY: ends the child at once, without destructors or atexit handlers.
+        unsafe { libc::_exit(0) };
+    }
+    let mut status = 0;
+    // SAFETY: `pid` is this process's child; `status` is a valid out-pointer.
+    let reaped = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(reaped, pid, "waitpid: {}", std::io::Error::last_os_error());
 }
 
 /// `Ok`, or the fork refusal for a `what` made in epoch `born` (see [`forked`]).

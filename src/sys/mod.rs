@@ -63,6 +63,7 @@ pub(crate) fn wait_vec(
     out.truncate(*got.as_ref().unwrap_or(&0));
     got.map(drop)
 }
+pub(crate) mod fd;
 pub(crate) mod fork;
 #[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
 pub(crate) mod futex;
@@ -516,9 +517,16 @@ pub(crate) fn read_until<T>(
 /// An fd shared through an `Arc` taken back by its last holder (an owner giving its fd
 /// away): unwrapped, or in the case nobody expects (another strong holder), a `dup(2)` of
 /// it, which is still the same open file.
-pub(crate) fn unshare_fd(fd: std::sync::Arc<std::os::fd::OwnedFd>) -> std::os::fd::OwnedFd {
-    std::sync::Arc::try_unwrap(fd)
-        .unwrap_or_else(|shared| shared.try_clone().expect("dup of a fd being handed off"))
+pub(crate) fn unshare_fd(fd: std::sync::Arc<fd::Fd>) -> std::os::fd::OwnedFd {
+    std::sync::Arc::try_unwrap(fd).map_or_else(
+        |shared| {
+            shared
+                .lend()
+                .try_clone_to_owned()
+                .expect("dup of a fd being handed off")
+        },
+        fd::Fd::into_owned,
+    )
 }
 
 /// The blocking write of every kernel-fd kind (a `KernelNotifier`, a notifier half):

@@ -57,7 +57,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::{Arc, Weak};
 
 use super::{KernelSide, Side};
@@ -68,6 +68,7 @@ use crate::events::{Event, Events};
 use crate::loom::sync::atomic::Ordering::SeqCst;
 use crate::notifier::registrations::{KernelDeliver, KernelFdSet};
 use crate::sys;
+use crate::sys::fd::Fd;
 use crate::wait_queue::{PostWake, WakeBatch};
 
 /// A registered kernel fd.
@@ -78,7 +79,7 @@ struct KItem {
     /// eventfd read, a pipe consumer's drain): every event of this item goes through it.
     reset: Option<Weak<dyn KernelDeliver>>,
     /// An AutoReset `KernelNotifier`'s eventfd ("One eventfd"), held weakly as `reset` is.
-    efd: Option<Weak<OwnedFd>>,
+    efd: Option<Weak<Fd>>,
     /// The registered events (`add`, `modify`).
     events: Events,
 }
@@ -99,7 +100,7 @@ impl KItem {
 /// The one registration of a kernel epoll that a collect reads itself ("One eventfd").
 #[derive(Clone)]
 pub(crate) struct One {
-    efd: Weak<OwnedFd>,
+    efd: Weak<Fd>,
     /// Its token: a direct sleep's event for it is `(_, token)` ([`harvest_one`]).
     token: u64,
     /// (Read by the Linux collect: only a `KernelNotifier` makes a `One`.)
@@ -203,7 +204,7 @@ impl Fds {
         not(all(feature = "tokio", any(target_os = "linux", target_os = "android"))),
         allow(dead_code)
     )]
-    pub(super) fn shape(&self) -> (u64, Option<Weak<OwnedFd>>) {
+    pub(super) fn shape(&self) -> (u64, Option<Weak<Fd>>) {
         (self.shape, self.one.as_ref().map(|o| Weak::clone(&o.efd)))
     }
 
@@ -639,7 +640,7 @@ fn collect_one(one: &One, out: &mut [Event]) -> (usize, bool) {
     let Some(fd) = one.efd.upgrade() else {
         return (0, false);
     };
-    match sys::eventfd::read_now(fd.as_fd()) {
+    match sys::eventfd::read_fd(&fd) {
         Ok(count) => {
             out[0] = Event {
                 // The kernel's poll of an eventfd: `ERR` at the count it cannot go past.

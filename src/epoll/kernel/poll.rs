@@ -35,7 +35,7 @@ pub(crate) struct KernelPoll {
     /// shape (`fds`), whose readiness is then `kfd`'s ([`readiness`](Self::readiness)).
     /// Written under `registry` with the shape (`fds::publish_shape`). Leaf (std), held
     /// only to clone the `Weak`.
-    pub(super) one: Mutex<Option<Weak<OwnedFd>>>,
+    pub(super) one: Mutex<Option<Weak<crate::sys::fd::Fd>>>,
 }
 
 impl KernelPoll {
