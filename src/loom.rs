@@ -19,7 +19,7 @@ pub(crate) mod sync {
 
 #[cfg(not(evfd_loom))]
 pub(crate) mod thread {
-    pub(crate) use std::thread::{current, park, park_timeout, Thread};
+    pub(crate) use std::thread::{current, park, park_timeout, yield_now, Thread};
 }
 
 #[cfg(evfd_loom)]

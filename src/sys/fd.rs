@@ -20,23 +20,28 @@
 //! - the process has not forked since (`fork::forked_since`):
 //!   the child holds the description too, and may lend its copy.
 //!
-//! The first two are a flag, set once and never cleared; the fork count moves only once no
-//! private section runs (`super::fork::private_section`). The calls that use privacy (an
-//! eventfd's `eventfd::read_fd` and `write_fd`) look at both and make their syscall inside
-//! such a section ([`Fd::guarded`]), so a fork cannot come between the look and the
-//! syscall: the child of a later fork exists only after the syscall returned. The section
-//! is two atomic RMWs on one process-wide word, and no lock: the calls stay
-//! async-signal-safe.
+//! The first two are a bit, set once and never cleared; the fork count moves only once no
+//! private section runs (`super::fork::private_section`). A call that uses privacy (an
+//! eventfd's `eventfd::read_fd` and `write_fd`, through [`Fd::guarded`]) makes its look
+//! and its syscall inside two sections, so that neither a fork nor a lend can come between
+//! the two:
 //!
-//! The flag's ordering: a caller lends (the flag's `Release` store) before it passes the
-//! borrow on, and a peer clears `O_NONBLOCK` only with that borrow, so after the store.
-//! A private call that runs after the peer's `fcntl` loads the flag after it too (the
-//! syscalls of both are full barriers on every platform the crate runs on), and sees it.
-//! A private call whose load came before the lend raced with the lend itself: its syscall
-//! may then run on the non-blocking description, which is what it saw.
+//! - the process-wide one (`fork::private_section`), which a fork closes and waits for
+//!   before it moves the fork count: the child exists only after the syscall returned;
+//! - this fd's own: its state word counts the private calls running on it, next to the
+//!   lent bit. The first [`Fd::lend`] sets the bit and then waits for the calls counted
+//!   before it (each is one syscall that does not wait: the description is still
+//!   `O_NONBLOCK`, since the borrow that could change that has not been handed out), so
+//!   the borrow goes out only once no call that saw the description private is still on
+//!   its way to the kernel. A call counted after the bit sees it. Both are one word's RMWs:
+//!   one sees the other.
+//!
+//! Four atomic RMWs per private call, no lock: the calls stay async-signal-safe. The first
+//! lend is not (it may wait for a call on another thread, or — in a signal handler — for
+//! the very call it interrupted): take a borrow before installing a handler that uses it.
 
+use crate::loom::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::fork;
 
@@ -45,19 +50,23 @@ use super::fork;
 #[derive(Debug)]
 pub(crate) struct Fd {
     fd: OwnedFd,
-    /// Set once by [`Fd::lend`] (or at birth, [`Fd::shared`]); never cleared.
-    lent: AtomicBool,
+    /// [`LENT`], set once by [`Fd::lend`] (or at birth, [`Fd::shared`]) and never cleared,
+    /// and the number of private calls running on this fd ([`Fd::guarded`]).
+    state: AtomicU32,
     /// [`fork::forks`] when made.
     #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
     born: u32,
 }
+
+/// The bit of [`Fd::state`] that says the description may be shared.
+const LENT: u32 = 1 << 31;
 
 impl Fd {
     /// A description the crate just made, close-on-exec: private until lent or forked.
     pub(crate) fn private(fd: OwnedFd) -> Fd {
         Fd {
             fd,
-            lent: AtomicBool::new(false),
+            state: AtomicU32::new(0),
             born: fork::forks(),
         }
     }
@@ -67,38 +76,61 @@ impl Fd {
     pub(crate) fn shared(fd: OwnedFd) -> Fd {
         Fd {
             fd,
-            lent: AtomicBool::new(true),
+            state: AtomicU32::new(LENT),
             born: fork::forks(),
         }
     }
 
     /// The borrow handed to the caller (or to code the crate does not control): from now on
-    /// the description may be shared.
+    /// the description may be shared. The first one waits for the private calls running
+    /// on this fd (module docs); after a fork there are none that count (the fork waited
+    /// for them, and a child's copy of the count is the parent's).
     pub(crate) fn lend(&self) -> BorrowedFd<'_> {
-        self.lent.store(true, Ordering::Release);
+        if self.state.fetch_or(LENT, SeqCst) & LENT == 0 {
+            while self.state.load(SeqCst) & !LENT != 0 && !fork::forked_since(self.born) {
+                crate::loom::thread::yield_now();
+            }
+        }
         self.fd.as_fd()
     }
 
-    /// Whether the description is private now (module docs). Exact only inside a fork
-    /// guard; a hint elsewhere. (Only eventfds use it: Linux.)
-    #[inline]
-    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+    /// Whether the description is private now (module docs): a hint (exact only inside
+    /// [`Fd::guarded`]). (Only eventfds use privacy: Linux.)
+    #[cfg(test)]
     pub(crate) fn is_private(&self) -> bool {
-        !self.lent.load(Ordering::Acquire) && !fork::forked_since(self.born)
+        self.state.load(SeqCst) & LENT == 0 && !fork::forked_since(self.born)
     }
 
-    /// Give the fd away (the owner's `Into<OwnedFd>`): lent, for whatever still holds this.
+    /// Give the fd away (the owner's `Into<OwnedFd>`): nothing else holds it.
     pub(crate) fn into_owned(self) -> OwnedFd {
-        self.lent.store(true, Ordering::Release);
         self.fd
     }
 
-    /// `call(fd, private)` inside a private section (`fork::private_section`): a fork
-    /// cannot come between the look at privacy and the syscall `call` makes.
+    /// `call(fd, private)`, told whether the description is private, with the look and
+    /// `call`'s one syscall inside the two sections of the module docs: neither a fork nor
+    /// a first lend comes between them. A lent fd costs one load.
     #[inline]
     #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
     pub(crate) fn guarded<R>(&self, call: impl FnOnce(BorrowedFd<'_>, bool) -> R) -> R {
-        fork::private_section(|unforked| call(self.fd.as_fd(), unforked && self.is_private()))
+        let fd = self.fd.as_fd();
+        if self.state.load(SeqCst) & LENT != 0 {
+            return call(fd, false);
+        }
+        fork::private_section(|unforked| {
+            if !unforked || fork::forked_since(self.born) {
+                return call(fd, false);
+            }
+            /// Ends this fd's section however `call` leaves.
+            struct End<'a>(&'a AtomicU32);
+            impl Drop for End<'_> {
+                fn drop(&mut self) {
+                    self.0.fetch_sub(1, SeqCst);
+                }
+            }
+            let seen = self.state.fetch_add(1, SeqCst);
+            let _end = End(&self.state);
+            call(fd, seen & LENT == 0)
+        })
     }
 }
 
@@ -133,5 +165,53 @@ mod tests {
         assert!(!f.is_private());
         assert!(!Fd::shared(efd()).is_private());
         assert!(f.guarded(|_, private| !private));
+    }
+
+    /// The first lend waits for a private call running on another thread: the borrow goes
+    /// out only once no call that saw the description private is still on its way.
+    #[test]
+    #[cfg_attr(miri, ignore = "syscalls")]
+    fn the_first_lend_waits_for_the_private_calls_running() {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::{mpsc, Arc};
+        let f = Arc::new(Fd::private(efd()));
+        let (inside, in_call) = mpsc::channel();
+        let (go, leave) = mpsc::channel::<()>();
+        let caller = {
+            let f = Arc::clone(&f);
+            std::thread::spawn(move || {
+                f.guarded(|_, private| {
+                    inside.send(private).unwrap();
+                    leave.recv().unwrap();
+                })
+            })
+        };
+        assert!(
+            in_call.recv().unwrap(),
+            "the call sees the description private"
+        );
+        let lent = Arc::new(AtomicBool::new(false));
+        let lender = {
+            let (f, lent) = (Arc::clone(&f), Arc::clone(&lent));
+            std::thread::spawn(move || {
+                let _ = f.lend();
+                lent.store(true, SeqCst);
+            })
+        };
+        // A lend that did not wait would be done long before this.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!lent.load(SeqCst), "the lend waited for the running call");
+        go.send(()).unwrap();
+        caller.join().unwrap();
+        lender.join().unwrap();
+        assert!(lent.load(SeqCst));
+        assert!(
+            f.guarded(|_, private| !private),
+            "a later call sees it lent"
+        );
+        // Later lends do not wait: a call may run during them.
+        f.guarded(|_, _| {
+            let _ = f.lend();
+        });
     }
 }

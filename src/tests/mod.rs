@@ -15,5 +15,6 @@ mod loom_kernel_direct;
 mod loom_kernel_item;
 mod loom_kernel_reactor;
 mod loom_kernel_sleep;
+mod loom_lend;
 mod loom_notifier;
 mod loom_signal;
