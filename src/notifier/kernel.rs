@@ -684,6 +684,16 @@ impl KernelNotifier {
 
 /// The eventfd, lent: from the first borrow on, its description may be in a peer's hands,
 /// and every read and write of it guards against the peer's `O_NONBLOCK` (the type docs).
+/// The first borrow waits for this notifier's reads and writes running on other threads
+/// (each one syscall that does not wait), so that none of them reaches the kernel after
+/// the borrow is out; take it before a signal handler that uses it is installed.
+///
+/// ```
+/// use std::os::fd::{AsFd, AsRawFd};
+/// let k = evfd::KernelNotifier::new(evfd::Mode::Counter)?;
+/// assert_eq!(k.as_fd().as_raw_fd(), k.as_raw_fd());
+/// # Ok::<(), std::io::Error>(())
+/// ```
 impl AsFd for KernelNotifier {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.lend()
