@@ -116,7 +116,7 @@ impl Fd {
         if self.state.load(SeqCst) & LENT != 0 {
             return call(fd, false);
         }
-        fork::private_section(|unforked| {
+        fork::private_section(self as *const Fd as usize, |unforked| {
             if !unforked || fork::forked_since(self.born) {
                 return call(fd, false);
             }

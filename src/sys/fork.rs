@@ -77,9 +77,24 @@ pub(crate) fn guard() -> RwLockReadGuard<'static, ()> {
 /// fork may have its open file description in another process since (`sys::fd`).
 static FORKS: AtomicU32 = AtomicU32::new(0);
 
-/// The private sections ([`private_section`]): how many run now, and [`FORKING`] while a
-/// fork is being prepared.
-static PRIVATE: AtomicU32 = AtomicU32::new(0);
+/// The private sections ([`private_section`]), in shards on lines of their own (a section
+/// counts on the shard its key picks, so that threads working on different fds do not
+/// pass one line between them): how many run now, and [`FORKING`] while a fork is being
+/// prepared.
+static PRIVATE: [Shard; SHARDS] = [UNUSED; SHARDS];
+
+/// A shard with no section and no fork (the initialiser of each of [`PRIVATE`]'s: an array
+/// repeat of a non-`Copy` value needs a constant, and an inline `const` block needs a newer
+/// Rust than the crate's minimum).
+#[allow(clippy::declare_interior_mutable_const)]
+const UNUSED: Shard = Shard(AtomicU32::new(0));
+
+/// The number of [`PRIVATE`] shards.
+const SHARDS: usize = 16;
+
+/// One shard of [`PRIVATE`].
+#[repr(align(64))]
+struct Shard(AtomicU32);
 
 /// The bit of [`PRIVATE`] that `prepare` sets: a section that starts now is not private.
 const FORKING: u32 = 1 << 31;
@@ -124,9 +139,13 @@ mod handlers {
         // told it is not private; wait for the ones running (each is one syscall that does
         // not wait). Then move the count, which every later section sees, here and in the
         // child.
-        PRIVATE.fetch_or(FORKING, SeqCst);
-        while PRIVATE.load(SeqCst) & !FORKING != 0 {
-            std::thread::yield_now();
+        for s in &PRIVATE {
+            s.0.fetch_or(FORKING, SeqCst);
+        }
+        for s in &PRIVATE {
+            while s.0.load(SeqCst) & !FORKING != 0 {
+                std::thread::yield_now();
+            }
         }
         FORKS.fetch_add(1, Relaxed);
         HELD.with(|h| *h.borrow_mut() = Some((t, f)));
@@ -140,7 +159,9 @@ mod handlers {
     }
 
     extern "C" fn parent() {
-        PRIVATE.fetch_and(!FORKING, SeqCst);
+        for s in &PRIVATE {
+            s.0.fetch_and(!FORKING, SeqCst);
+        }
         release();
     }
 
@@ -150,7 +171,9 @@ mod handlers {
         EPOCH.store(EPOCH.load(Relaxed).wrapping_add(1) & EPOCH_MASK, Relaxed);
         // Sections counted by threads that do not exist here (they saw `FORKING` and were
         // about to leave) would never end.
-        PRIVATE.store(0, SeqCst);
+        for s in &PRIVATE {
+            s.0.store(0, SeqCst);
+        }
         release();
     }
 
@@ -187,23 +210,25 @@ pub(crate) fn forks() -> u32 {
 }
 
 /// Run `f`, told whether it may rely on a description being private as far as forks go:
-/// `false` while a fork is being prepared. A fork waits for the sections that were told
+/// `false` while a fork is being prepared. `key` picks the shard (the fd's address: the
+/// calls on one fd share its line anyway). A fork waits for the sections that were told
 /// `true` to end before it moves [`forks`], so such a section's look at [`forked_since`]
 /// and its syscall both come before the fork (the Dekker pair on [`PRIVATE`]: this
-/// section's increment and `prepare`'s `FORKING` are two RMWs of one word, so one sees the
-/// other). Atomics only: async-signal-safe, and a handler that interrupts a section is
+/// section's increment and `prepare`'s `FORKING` are two RMWs of one word, the shard's,
+/// so one sees the other; `prepare` closes every shard before it waits for any). Atomics only: async-signal-safe, and a handler that interrupts a section is
 /// told `false` instead of waiting for it. `f` must not fork.
 #[inline]
-pub(crate) fn private_section<R>(f: impl FnOnce(bool) -> R) -> R {
+pub(crate) fn private_section<R>(key: usize, f: impl FnOnce(bool) -> R) -> R {
     /// Ends the section however `f` leaves.
-    struct End;
+    struct End(&'static AtomicU32);
     impl Drop for End {
         fn drop(&mut self) {
-            PRIVATE.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         }
     }
-    let s = PRIVATE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    let _end = End;
+    let shard = &PRIVATE[(key >> 6) % SHARDS].0;
+    let s = shard.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let _end = End(shard);
     f(s & FORKING == 0)
 }
 
