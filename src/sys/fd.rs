@@ -86,7 +86,9 @@ impl Fd {
     /// on this fd (module docs); after a fork there are none that count (the fork waited
     /// for them, and a child's copy of the count is the parent's).
     pub(crate) fn lend(&self) -> BorrowedFd<'_> {
-        if self.state.fetch_or(LENT, SeqCst) & LENT == 0 {
+        // Lent already (every borrow after the first): a load, no RMW on the line the
+        // private calls and the `Arc` share.
+        if self.state.load(SeqCst) & LENT == 0 && self.state.fetch_or(LENT, SeqCst) & LENT == 0 {
             while self.state.load(SeqCst) & !LENT != 0 && !fork::forked_since(self.born) {
                 crate::loom::thread::yield_now();
             }
