@@ -39,7 +39,8 @@
 //! another process since (`super::fd`). Its users look at it and make one syscall inside a
 //! [`private_section`]: a process-wide count of running sections, no lock. `prepare`
 //! closes them (a section that starts then is told to take the shared path) and waits for
-//! the running ones to end before it moves the count.
+//! the running ones to end before it moves the count (loom: `tests::loom_fork`, which runs
+//! `prepare`'s and `parent`'s halves against a section).
 //!
 //! `fork(2)` through libc (what `libc::fork`, `nix::unistd::fork` and `std::process::Command`
 //! call) runs the handlers; a raw `clone(2)` syscall does not, and is not detected.
@@ -49,7 +50,10 @@
 //! - [pthread_atfork(3)](https://man7.org/linux/man-pages/man3/pthread_atfork.3.html)
 #![allow(unsafe_code)]
 
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use crate::loom::sync::atomic::{
+    AtomicU32,
+    Ordering::{Relaxed, SeqCst},
+};
 #[cfg(not(any(miri, evfd_loom)))]
 use std::sync::Once;
 use std::sync::{Mutex, RwLock, RwLockReadGuard};
@@ -75,22 +79,36 @@ pub(crate) fn guard() -> RwLockReadGuard<'static, ()> {
 /// Bumped by the `prepare` handler before every fork, once no [`private_section`] runs:
 /// the parent and the child both see it moved. What [`forks`] reads: an fd made before a
 /// fork may have its open file description in another process since (`sys::fd`).
+#[cfg(not(evfd_loom))]
 static FORKS: AtomicU32 = AtomicU32::new(0);
 
 /// The private sections ([`private_section`]), in shards on lines of their own (a section
 /// counts on the shard its key picks, so that threads working on different fds do not
 /// pass one line between them): how many run now, and [`FORKING`] while a fork is being
 /// prepared.
+#[cfg(not(evfd_loom))]
 static PRIVATE: [Shard; SHARDS] = [UNUSED; SHARDS];
+
+// Under loom the two are the model's atomics, made afresh for each execution
+// (`tests::loom_fork`).
+#[cfg(evfd_loom)]
+loom::lazy_static! {
+    static ref FORKS: AtomicU32 = AtomicU32::new(0);
+    static ref PRIVATE: [Shard; SHARDS] = [Shard(AtomicU32::new(0)), Shard(AtomicU32::new(0))];
+}
 
 /// A shard with no section and no fork (the initialiser of each of [`PRIVATE`]'s: an array
 /// repeat of a non-`Copy` value needs a constant, and an inline `const` block needs a newer
 /// Rust than the crate's minimum).
+#[cfg(not(evfd_loom))]
 #[allow(clippy::declare_interior_mutable_const)]
 const UNUSED: Shard = Shard(AtomicU32::new(0));
 
-/// The number of [`PRIVATE`] shards.
+/// The number of [`PRIVATE`] shards (two under loom: enough for two keys to differ).
+#[cfg(not(evfd_loom))]
 const SHARDS: usize = 16;
+#[cfg(evfd_loom)]
+const SHARDS: usize = 2;
 
 /// One shard of [`PRIVATE`].
 #[repr(align(64))]
@@ -99,9 +117,47 @@ struct Shard(AtomicU32);
 /// The bit of [`PRIVATE`] that `prepare` sets: a section that starts now is not private.
 const FORKING: u32 = 1 << 31;
 
+/// `prepare`'s half of the private sections: close them (a section that starts from now on
+/// is told it is not private), wait for the ones running (each is one syscall that does
+/// not wait), then move the fork count, which every later section sees, here and in the
+/// child. [`open_private_sections`] (the parent) or a reset (the child) follows.
+fn close_private_sections() {
+    for s in PRIVATE.iter() {
+        s.0.fetch_or(FORKING, SeqCst);
+    }
+    for s in PRIVATE.iter() {
+        while s.0.load(SeqCst) & !FORKING != 0 {
+            crate::loom::thread::yield_now();
+        }
+    }
+    FORKS.fetch_add(1, Relaxed);
+}
+
+/// The parent's half after a fork: the sections are private again (for fds made since).
+fn open_private_sections() {
+    for s in PRIVATE.iter() {
+        s.0.fetch_and(!FORKING, SeqCst);
+    }
+}
+
+/// Stand-ins for a fork through libc, for the loom model (`tests::loom_fork`), which cannot
+/// fork: `prepare`'s and `parent`'s halves of the private sections.
+#[cfg(evfd_loom)]
+pub(crate) mod model {
+    /// `prepare`'s half.
+    pub(crate) fn prepare() {
+        super::close_private_sections();
+    }
+
+    /// `parent`'s half.
+    pub(crate) fn parent() {
+        super::open_private_sections();
+    }
+}
+
 /// Bumped in every child by the atfork handler. Not the loom shim's atomic: written only by
 /// the handler, never part of a modelled protocol.
-static EPOCH: AtomicU32 = AtomicU32::new(0);
+static EPOCH: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// An epoch's bits: it wraps within them (after 2^30 forks down one line of processes).
 const EPOCH_MASK: u32 = (1 << 30) - 1;
@@ -117,7 +173,7 @@ mod handlers {
     use std::sync::atomic::Ordering::Relaxed;
     use std::sync::{MutexGuard, RwLockWriteGuard};
 
-    use super::{EPOCH, EPOCH_MASK, FORKING, FORKS, FORK_GUARD, PRIVATE, TOPOLOGY};
+    use super::{EPOCH, EPOCH_MASK, FORK_GUARD, PRIVATE, TOPOLOGY};
     use std::sync::atomic::Ordering::SeqCst;
 
     /// What the forking thread holds from `prepare` to `parent`/`child`: the topology
@@ -135,19 +191,7 @@ mod handlers {
         let f = FORK_GUARD
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Close the private sections (`private_section`): one that starts from now on is
-        // told it is not private; wait for the ones running (each is one syscall that does
-        // not wait). Then move the count, which every later section sees, here and in the
-        // child.
-        for s in &PRIVATE {
-            s.0.fetch_or(FORKING, SeqCst);
-        }
-        for s in &PRIVATE {
-            while s.0.load(SeqCst) & !FORKING != 0 {
-                std::thread::yield_now();
-            }
-        }
-        FORKS.fetch_add(1, Relaxed);
+        super::close_private_sections();
         HELD.with(|h| *h.borrow_mut() = Some((t, f)));
     }
 
@@ -159,9 +203,7 @@ mod handlers {
     }
 
     extern "C" fn parent() {
-        for s in &PRIVATE {
-            s.0.fetch_and(!FORKING, SeqCst);
-        }
+        super::open_private_sections();
         release();
     }
 
@@ -223,11 +265,11 @@ pub(crate) fn private_section<R>(key: usize, f: impl FnOnce(bool) -> R) -> R {
     struct End(&'static AtomicU32);
     impl Drop for End {
         fn drop(&mut self) {
-            self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            self.0.fetch_sub(1, SeqCst);
         }
     }
     let shard = &PRIVATE[(key >> 6) % SHARDS].0;
-    let s = shard.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let s = shard.fetch_add(1, SeqCst);
     let _end = End(shard);
     f(s & FORKING == 0)
 }

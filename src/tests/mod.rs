@@ -11,6 +11,7 @@
 mod loom_async;
 mod loom_epoll;
 mod loom_fd;
+mod loom_fork;
 mod loom_kernel_direct;
 mod loom_kernel_item;
 mod loom_kernel_reactor;

@@ -1,0 +1,53 @@
+//! loom model of the fork half of the private sections (`sys::fork`): a call told that its
+//! description is private (`fork::private_section`, then `forked_since`) makes its syscall
+//! before the fork — the child exists only after it returned — and a call after the fork
+//! is told the description is not private. One scenario: a private call racing a fork's
+//! `prepare` and `parent` handlers (`fork::model`), the fork itself a flag set between the
+//! two.
+
+use std::sync::Arc;
+
+use loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use loom::thread;
+
+use crate::sys::fork;
+
+/// A key whose shard is not the first one's: the forker closes every shard, in order.
+const KEY: usize = 64;
+
+#[test]
+fn a_call_told_private_ends_before_the_fork() {
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(3);
+    }
+    b.check(|| {
+        // The description's birth, before any fork.
+        let born = fork::forks();
+        // Set while the child exists (from the fork on): a private syscall must not see it.
+        let forked = Arc::new(AtomicBool::new(false));
+        let caller = {
+            let forked = Arc::clone(&forked);
+            thread::spawn(move || {
+                fork::private_section(KEY, |unforked| {
+                    let private = unforked && !fork::forked_since(born);
+                    if private {
+                        // The call's plain syscall, which relies on nobody else holding
+                        // the description.
+                        assert!(
+                            !forked.load(SeqCst),
+                            "a call told private ran while the child existed"
+                        );
+                    }
+                    private
+                })
+            })
+        };
+        fork::model::prepare();
+        forked.store(true, SeqCst);
+        fork::model::parent();
+        caller.join().unwrap();
+        // Afterwards, in the parent, the description is shared with the child.
+        assert!(!fork::private_section(KEY, |unforked| unforked && !fork::forked_since(born)));
+    });
+}
