@@ -42,10 +42,24 @@ fn any_interest(interests: Interest) -> io::Result<Interest> {
     Ok(interests)
 }
 
-/// `impl Source` for a type with a stable fd (`AsRawFd` returns the same open fd for the
+/// The fd a view registers: its doorbell's.
+fn view_fd<V: AsRawFd>(v: &V) -> std::os::fd::RawFd {
+    v.as_raw_fd()
+}
+
+/// The fd a `KernelNotifier` registers: the crate's own borrow, not a lend. A registration
+/// in mio's epoll puts the fd in nobody's hands (`epoll_ctl` cannot change the open file
+/// description's flags), so a private notifier stays private: its reads and writes stay
+/// one plain syscall each (docs/semantics.md §6.4, "Private descriptions").
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn kernel_fd(k: &KernelNotifier) -> std::os::fd::RawFd {
+    k.registrations().fd().as_raw_fd()
+}
+
+/// `impl Source` for a type with a stable fd (`$fd` returns the same open fd for the
 /// value's whole life), through mio's `SourceFd`; `$check` vets the interest.
 macro_rules! source_via_fd {
-    ($(#[$doc:meta])* $ty:ty, $check:path) => {
+    ($(#[$doc:meta])* $ty:ty, $check:path, $fd:path) => {
         $(#[$doc])*
         #[cfg_attr(docsrs, doc(cfg(feature = "mio")))]
         impl Source for $ty {
@@ -55,7 +69,7 @@ macro_rules! source_via_fd {
                 token: Token,
                 interests: Interest,
             ) -> io::Result<()> {
-                SourceFd(&self.as_raw_fd()).register(registry, token, $check(interests)?)
+                SourceFd(&$fd(self)).register(registry, token, $check(interests)?)
             }
 
             fn reregister(
@@ -64,11 +78,11 @@ macro_rules! source_via_fd {
                 token: Token,
                 interests: Interest,
             ) -> io::Result<()> {
-                SourceFd(&self.as_raw_fd()).reregister(registry, token, $check(interests)?)
+                SourceFd(&$fd(self)).reregister(registry, token, $check(interests)?)
             }
 
             fn deregister(&mut self, registry: &Registry) -> io::Result<()> {
-                SourceFd(&self.as_raw_fd()).deregister(registry)
+                SourceFd(&$fd(self)).deregister(registry)
             }
         }
     };
@@ -104,7 +118,8 @@ source_via_fd! {
 /// # Ok::<(), std::io::Error>(())
 /// ```
     FdView,
-    view_interest
+    view_interest,
+    view_fd
 }
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -114,6 +129,10 @@ source_via_fd! {
 ///
 /// Unlike a view, a kernel eventfd re-arms an edge-triggered registration on every write,
 /// even while already readable; draining until `WouldBlock` is still what mio requires.
+///
+/// Registering lends nothing: a notifier whose fd was never lent keeps its *private*
+/// description (one plain `read(2)`/`write(2)` per `try_read`/`try_write`; see
+/// [`KernelNotifier`]'s docs).
 ///
 /// # Errors
 ///
@@ -137,7 +156,8 @@ source_via_fd! {
 /// # Ok::<(), std::io::Error>(())
 /// ```
     KernelNotifier,
-    any_interest
+    any_interest,
+    kernel_fd
 }
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -168,5 +188,6 @@ source_via_fd! {
 /// # Ok::<(), std::io::Error>(())
 /// ```
     SharedFdView,
-    view_interest
+    view_interest,
+    view_fd
 }

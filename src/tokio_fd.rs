@@ -28,12 +28,16 @@ enum AsyncSource {
     Kernel(KernelNotifier),
 }
 
+/// What tokio's reactor registers (`epoll_ctl`, which cannot change the open file
+/// description's flags): for a `KernelNotifier`, the crate's own borrow, not a lend, so a
+/// private notifier stays private (docs/semantics.md §6.4). No user code reaches it: the
+/// `AsyncFd` is private to [`AsyncNotifierFd`], whose own `AsFd`/`AsRawFd` lend.
 impl AsRawFd for AsyncSource {
     fn as_raw_fd(&self) -> RawFd {
         match self {
             AsyncSource::View { view, .. } => view.as_raw_fd(),
             #[cfg(any(target_os = "linux", target_os = "android"))]
-            AsyncSource::Kernel(k) => k.as_raw_fd(),
+            AsyncSource::Kernel(k) => k.registrations().fd().as_raw_fd(),
         }
     }
 }
@@ -379,6 +383,7 @@ impl AsFd for AsyncNotifierFd {
 
 impl AsRawFd for AsyncNotifierFd {
     fn as_raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        // The public borrow: a `KernelNotifier`'s is a lend (not the reactor's borrow).
+        self.as_fd().as_raw_fd()
     }
 }

@@ -69,7 +69,10 @@ use crate::sys::{self, eventfd};
 /// its reads and writes (`try_read`, `try_write`, an [`Epoll`](crate::Epoll)'s AutoReset
 /// delivery) are one plain `read(2)` or `write(2)` on the `O_NONBLOCK` description evfd
 /// made. The first borrow (or clone, or fork) ends that for good; registering it in an
-/// `Epoll` or awaiting it does not.
+/// `Epoll`, with mio (`feature = "mio"`) or in an `AsyncNotifierFd` (`feature = "tokio"`),
+/// or awaiting it does not: those registrations put the fd in a kernel epoll, not in
+/// anyone's hands. ([`into_async_fd`](Self::into_async_fd) does lend: tokio's `AsyncFd`
+/// borrows it through [`AsRawFd`] and hands the notifier out with `get_ref`.)
 ///
 /// ```
 /// use std::os::fd::AsFd;
@@ -865,6 +868,48 @@ mod tests {
             !adopted.fd.is_private(),
             "adopted: whoever gave it may hold dups"
         );
+
+        // Registered with a kernel epoll of someone else's (mio's, tokio's reactor): the
+        // registration puts the fd in nobody's hands; the public borrows still lend.
+        #[cfg(feature = "mio")]
+        {
+            let mut m = KernelNotifier::new(Mode::Counter).unwrap();
+            let poll = mio::Poll::new().unwrap();
+            poll.registry()
+                .register(&mut m, mio::Token(0), mio::Interest::READABLE)
+                .unwrap();
+            assert!(m.fd.is_private(), "a mio registration lends nothing");
+            m.write(1).unwrap();
+            assert_eq!(m.try_read().unwrap(), 1);
+            poll.registry().deregister(&mut m).unwrap();
+            assert!(m.fd.is_private());
+        }
+        #[cfg(feature = "tokio")]
+        {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let a = crate::tokio_fd::AsyncNotifierFd::from_kernel(
+                    KernelNotifier::new(Mode::Counter).unwrap(),
+                )
+                .unwrap();
+                let k = a.kernel().unwrap();
+                assert!(k.fd.is_private(), "tokio's registration lends nothing");
+                a.write(2).await.unwrap();
+                assert_eq!(a.read().await.unwrap(), 2);
+                assert!(k.fd.is_private(), "nor do its reads and writes");
+                let _ = a.as_raw_fd();
+                assert!(!k.fd.is_private(), "AsyncNotifierFd's AsRawFd lends");
+                let b = crate::tokio_fd::AsyncNotifierFd::from_kernel(
+                    KernelNotifier::new(Mode::Counter).unwrap(),
+                )
+                .unwrap();
+                let _ = b.as_fd();
+                assert!(!b.kernel().unwrap().fd.is_private(), "and its AsFd");
+            });
+        }
 
         let forked = KernelNotifier::new(Mode::AutoReset).unwrap();
         assert!(forked.fd.is_private());
