@@ -121,6 +121,7 @@ const FORKING: u32 = 1 << 31;
 /// is told it is not private), wait for the ones running (each is one syscall that does
 /// not wait), then move the fork count, which every later section sees, here and in the
 /// child. [`open_private_sections`] (the parent) or a reset (the child) follows.
+#[cfg_attr(miri, allow(dead_code))] // no handlers under Miri
 fn close_private_sections() {
     for s in PRIVATE.iter() {
         s.0.fetch_or(FORKING, SeqCst);
@@ -134,6 +135,7 @@ fn close_private_sections() {
 }
 
 /// The parent's half after a fork: the sections are private again (for fds made since).
+#[cfg_attr(miri, allow(dead_code))]
 fn open_private_sections() {
     for s in PRIVATE.iter() {
         s.0.fetch_and(!FORKING, SeqCst);
