@@ -104,6 +104,10 @@ impl KernelNotifier {
     /// [`AsyncNotifierFd::from_kernel`](crate::tokio::AsyncNotifierFd::from_kernel) wraps the same
     /// with `read`/`write`/`consume` futures.
     ///
+    /// The registration lends nothing: a notifier whose fd was never lent stays *private*
+    /// (its reads and writes one plain syscall each; see [`KernelNotifier`]) until a borrow
+    /// is taken through the `AsyncFd` (its `AsRawFd`, or `get_ref().as_fd()`).
+    ///
     /// # Errors
     ///
     /// The reactor's error (`epoll_ctl`).
@@ -133,7 +137,12 @@ impl KernelNotifier {
         doc(cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android"))))
     )]
     pub fn into_async_fd(self) -> io::Result<AsyncFd<KernelNotifier>> {
-        register_stable(self, Interest::READABLE | Interest::WRITABLE)
+        // tokio takes the fd through `AsRawFd` to register it: not a lend (a private
+        // notifier stays private until a borrow through the `AsyncFd`).
+        let fd = std::sync::Arc::clone(self.registrations().fd_arc());
+        crate::sys::fd::register_unlent(&fd, || {
+            register_stable(self, Interest::READABLE | Interest::WRITABLE)
+        })
     }
 }
 

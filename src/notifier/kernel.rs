@@ -69,10 +69,10 @@ use crate::sys::{self, eventfd};
 /// its reads and writes (`try_read`, `try_write`, an [`Epoll`](crate::Epoll)'s AutoReset
 /// delivery) are one plain `read(2)` or `write(2)` on the `O_NONBLOCK` description evfd
 /// made. The first borrow (or clone, or fork) ends that for good; registering it in an
-/// `Epoll`, with mio (`feature = "mio"`) or in an `AsyncNotifierFd` (`feature = "tokio"`),
-/// or awaiting it does not: those registrations put the fd in a kernel epoll, not in
-/// anyone's hands. ([`into_async_fd`](Self::into_async_fd) does lend: tokio's `AsyncFd`
-/// borrows it through [`AsRawFd`] and hands the notifier out with `get_ref`.)
+/// `Epoll`, with mio (`feature = "mio"`), with tokio's reactor (`into_async_fd`,
+/// `AsyncNotifierFd`; `feature = "tokio"`), or awaiting it does not: those registrations
+/// put the fd in a kernel epoll, not in anyone's hands (a borrow taken later through the
+/// wrapper lends, as any other).
 ///
 /// ```
 /// use std::os::fd::AsFd;
@@ -908,6 +908,21 @@ mod tests {
                 .unwrap();
                 let _ = b.as_fd();
                 assert!(!b.kernel().unwrap().fd.is_private(), "and its AsFd");
+                let c = KernelNotifier::new(Mode::Counter)
+                    .unwrap()
+                    .into_async_fd()
+                    .unwrap();
+                assert!(c.get_ref().fd.is_private(), "into_async_fd lends nothing");
+                c.get_ref().write(1).unwrap();
+                let mut g = c.readable().await.unwrap();
+                assert_eq!(g.try_io(|k| k.get_ref().try_read()).unwrap().unwrap(), 1);
+                drop(g);
+                assert!(c.get_ref().fd.is_private());
+                let _ = c.as_raw_fd();
+                assert!(
+                    !c.get_ref().fd.is_private(),
+                    "a borrow through the AsyncFd lends"
+                );
             });
         }
 

@@ -16,7 +16,10 @@
 //!   survives `exec` reaches the new program);
 //! - no borrow of it was handed to the caller ([`Fd::lend`]: the public `AsFd`/`AsRawFd`,
 //!   a clone, an fd given away): Rust's I/O safety makes a lent borrow the only way other
-//!   code can operate on it;
+//!   code can operate on it. The crate's own registrations with a kernel epoll (an
+//!   `Epoll`'s, mio's, tokio's reactor) lend nothing: `epoll_ctl` cannot change the
+//!   description's flags; where the registering code can only take the public borrow
+//!   (tokio's `AsyncFd`), [`register_unlent`] keeps that one borrow from counting;
 //! - the process has not forked since (`fork::forked_since`):
 //!   the child holds the description too, and may lend its copy.
 //!
@@ -88,7 +91,10 @@ impl Fd {
     pub(crate) fn lend(&self) -> BorrowedFd<'_> {
         // Lent already (every borrow after the first): a load, no RMW on the line the
         // private calls and the `Arc` share.
-        if self.state.load(SeqCst) & LENT == 0 && self.state.fetch_or(LENT, SeqCst) & LENT == 0 {
+        if self.state.load(SeqCst) & LENT == 0
+            && !registering(self)
+            && self.state.fetch_or(LENT, SeqCst) & LENT == 0
+        {
             while self.state.load(SeqCst) & !LENT != 0 && !fork::forked_since(self.born) {
                 crate::loom::thread::yield_now();
             }
@@ -134,6 +140,40 @@ impl Fd {
             call(fd, seen & LENT == 0)
         })
     }
+}
+
+std::thread_local! {
+    /// The [`Fd`] (its address) whose public borrows on this thread are a registration's
+    /// ([`register_unlent`]), or 0.
+    static REGISTERING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether `fd`'s public borrow is taken, on this thread, by a registration that
+/// [`register_unlent`] runs.
+fn registering(fd: &Fd) -> bool {
+    REGISTERING.with(|r| r.get() == fd as *const Fd as usize)
+}
+
+/// Run `register`, a registration of `fd` with a kernel epoll by code that takes the fd
+/// through its owner's public `AsRawFd` (tokio's `AsyncFd` does, and has no other way in),
+/// with that borrow not counted as a lend: the registration hands the fd to `epoll_ctl`,
+/// which cannot change the description's flags, and to nobody else. Borrows after it, on
+/// any thread, lend as usual.
+#[cfg_attr(
+    not(all(feature = "tokio", any(target_os = "linux", target_os = "android"))),
+    allow(dead_code)
+)]
+pub(crate) fn register_unlent<R>(fd: &Fd, register: impl FnOnce() -> R) -> R {
+    /// Clears the mark however `register` leaves.
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            REGISTERING.with(|r| r.set(0));
+        }
+    }
+    REGISTERING.with(|r| r.set(fd as *const Fd as usize));
+    let _clear = Clear;
+    register()
 }
 
 /// The crate's own borrow (registrations, polls, the shared calls): not a lend.
