@@ -164,15 +164,14 @@ fn registering(fd: &Fd) -> bool {
     allow(dead_code)
 )]
 pub(crate) fn register_unlent<R>(fd: &Fd, register: impl FnOnce() -> R) -> R {
-    /// Clears the mark however `register` leaves.
-    struct Clear;
-    impl Drop for Clear {
+    /// Puts back the mark it replaced, however `register` leaves.
+    struct Restore(usize);
+    impl Drop for Restore {
         fn drop(&mut self) {
-            REGISTERING.with(|r| r.set(0));
+            REGISTERING.with(|r| r.set(self.0));
         }
     }
-    REGISTERING.with(|r| r.set(fd as *const Fd as usize));
-    let _clear = Clear;
+    let _restore = Restore(REGISTERING.with(|r| r.replace(fd as *const Fd as usize)));
     register()
 }
 
