@@ -687,9 +687,10 @@ impl KernelNotifier {
 
 /// The eventfd, lent: from the first borrow on, its description may be in a peer's hands,
 /// and every read and write of it guards against the peer's `O_NONBLOCK` (the type docs).
-/// The first borrow waits for this notifier's reads and writes running on other threads
-/// (each one syscall that does not wait), so that none of them reaches the kernel after
-/// the borrow is out; take it before a signal handler that uses it is installed.
+/// The first borrow waits for the private reads and writes running on other threads (of
+/// any notifier; each one syscall that does not wait), so that none that saw this one
+/// private reaches the kernel after the borrow is out; take it before a signal handler
+/// that uses it is installed.
 ///
 /// ```
 /// use std::os::fd::{AsFd, AsRawFd};

@@ -23,53 +23,56 @@
 //! - the process has not forked since (`fork::forked_since`):
 //!   the child holds the description too, and may lend its copy.
 //!
-//! The first two are a bit, set once and never cleared; the fork count moves only once no
-//! private section runs (`super::fork::private_section`). A call that uses privacy (an
-//! eventfd's `eventfd::read_fd` and `write_fd`, through [`Fd::guarded`]) makes its look
-//! and its syscall inside two sections, so that neither a fork nor a lend can come between
-//! the two:
+//! The first two are a flag, set once and never cleared; the fork count moves only once no
+//! private section runs. A call that uses privacy (an eventfd's `eventfd::read_fd` and
+//! `write_fd`, through [`Fd::guarded`]) makes its look (the flag, the fork count) and its
+//! syscall inside a *private section* (`super::fork::private_section`): a count of the
+//! sections running, on its thread's shard, which a *closer* closes
+//! (`fork::close_private_sections`: a section that starts then is told to take the shared
+//! path) and then waits to drain. There are two closers:
 //!
-//! - the process-wide one (`fork::private_section`), which a fork closes and waits for
-//!   before it moves the fork count: the child exists only after the syscall returned;
-//! - this fd's own: its state word counts the private calls running on it, next to the
-//!   lent bit. The first [`Fd::lend`] sets the bit and then waits for the calls counted
-//!   before it (each is one syscall that does not wait: the description is still
-//!   `O_NONBLOCK`, since the borrow that could change that has not been handed out), so
-//!   the borrow goes out only once no call that saw the description private is still on
-//!   its way to the kernel. A call counted after the bit sees it. Both are one word's RMWs:
-//!   one sees the other.
+//! - a fork's `prepare`, which then moves the fork count: the child exists only after
+//!   every private syscall that could reach it returned;
+//! - the first [`Fd::lend`], after it set the flag: the borrow goes out only once no call
+//!   that saw the description private is still on its way to the kernel (each is one
+//!   syscall that does not wait: the description is still `O_NONBLOCK`, since the borrow
+//!   that could change that has not been handed out). A call that starts after the flag
+//!   sees it.
 //!
-//! Four atomic RMWs per private call, no lock: the calls stay async-signal-safe. The first
-//! lend is not (it may wait for a call on another thread, or — in a signal handler — for
-//! the very call it interrupted): take a borrow before installing a handler that uses it.
+//! Two atomic RMWs per private call (its shard's increment and decrement, on a line its
+//! thread keeps) and three loads, no lock: the calls stay async-signal-safe. A closer waits
+//! for the private calls of every thread, on any fd, which is what a lend pays once per
+//! description. The first lend is not async-signal-safe (it may wait for a call on
+//! another thread, or — in a signal handler — for the very call it interrupted): take a
+//! borrow before installing a handler that uses it.
 
-use crate::loom::sync::atomic::{AtomicU32, Ordering::SeqCst};
+use crate::loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use super::fork;
 
 /// A kernel fd the crate holds (an eventfd, a pipe end), with what says whether its open
-/// file description is private (module docs).
+/// file description is private (module docs). On a line of its own: the private calls of
+/// other threads read `lent`, and an epoll's delivery upgrades and drops a weak reference
+/// to the `Arc` that holds it (its counts, which the `Arc` puts first).
 #[derive(Debug)]
+#[repr(align(64))]
 pub(crate) struct Fd {
     fd: OwnedFd,
-    /// [`LENT`], set once by [`Fd::lend`] (or at birth, [`Fd::shared`]) and never cleared,
-    /// and the number of private calls running on this fd ([`Fd::guarded`]).
-    state: AtomicU32,
+    /// Set once by [`Fd::lend`] (or at birth, [`Fd::shared`]) and never cleared: the
+    /// description may be shared.
+    lent: AtomicBool,
     /// [`fork::forks`] when made.
     #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
     born: u32,
 }
-
-/// The bit of [`Fd::state`] that says the description may be shared.
-const LENT: u32 = 1 << 31;
 
 impl Fd {
     /// A description the crate just made, close-on-exec: private until lent or forked.
     pub(crate) fn private(fd: OwnedFd) -> Fd {
         Fd {
             fd,
-            state: AtomicU32::new(0),
+            lent: AtomicBool::new(false),
             born: fork::forks(),
         }
     }
@@ -79,25 +82,19 @@ impl Fd {
     pub(crate) fn shared(fd: OwnedFd) -> Fd {
         Fd {
             fd,
-            state: AtomicU32::new(LENT),
+            lent: AtomicBool::new(true),
             born: fork::forks(),
         }
     }
 
     /// The borrow handed to the caller (or to code the crate does not control): from now on
     /// the description may be shared. The first one waits for the private calls running
-    /// on this fd (module docs); after a fork there are none that count (the fork waited
-    /// for them, and a child's copy of the count is the parent's).
+    /// (module docs): any fd's, each one syscall that does not wait.
     pub(crate) fn lend(&self) -> BorrowedFd<'_> {
-        // Lent already (every borrow after the first): a load, no RMW on the line the
-        // private calls and the `Arc` share.
-        if self.state.load(SeqCst) & LENT == 0
-            && !registering(self)
-            && self.state.fetch_or(LENT, SeqCst) & LENT == 0
-        {
-            while self.state.load(SeqCst) & !LENT != 0 && !fork::forked_since(self.born) {
-                crate::loom::thread::yield_now();
-            }
+        // Lent already (every borrow after the first): a load, no RMW.
+        if !self.lent.load(SeqCst) && !registering(self) && !self.lent.swap(true, SeqCst) {
+            fork::close_private_sections();
+            fork::open_private_sections();
         }
         self.fd.as_fd()
     }
@@ -106,7 +103,7 @@ impl Fd {
     /// [`Fd::guarded`]). (Only eventfds use privacy: Linux.)
     #[cfg(test)]
     pub(crate) fn is_private(&self) -> bool {
-        self.state.load(SeqCst) & LENT == 0 && !fork::forked_since(self.born)
+        !self.lent.load(SeqCst) && !fork::forked_since(self.born)
     }
 
     /// Give the fd away (the owner's `Into<OwnedFd>`): nothing else holds it.
@@ -115,29 +112,20 @@ impl Fd {
     }
 
     /// `call(fd, private)`, told whether the description is private, with the look and
-    /// `call`'s one syscall inside the two sections of the module docs: neither a fork nor
-    /// a first lend comes between them. A lent fd costs one load.
+    /// `call`'s one syscall inside a private section (module docs): neither a fork nor a
+    /// first lend comes between them. A lent fd costs one load.
     #[inline]
     #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
     pub(crate) fn guarded<R>(&self, call: impl FnOnce(BorrowedFd<'_>, bool) -> R) -> R {
         let fd = self.fd.as_fd();
-        if self.state.load(SeqCst) & LENT != 0 {
+        if self.lent.load(SeqCst) {
             return call(fd, false);
         }
-        fork::private_section(self as *const Fd as usize, |unforked| {
-            if !unforked || fork::forked_since(self.born) {
-                return call(fd, false);
-            }
-            /// Ends this fd's section however `call` leaves.
-            struct End<'a>(&'a AtomicU32);
-            impl Drop for End<'_> {
-                fn drop(&mut self) {
-                    self.0.fetch_sub(1, SeqCst);
-                }
-            }
-            let seen = self.state.fetch_add(1, SeqCst);
-            let _end = End(&self.state);
-            call(fd, seen & LENT == 0)
+        fork::private_section(|open| {
+            call(
+                fd,
+                open && !fork::forked_since(self.born) && !self.lent.load(SeqCst),
+            )
         })
     }
 }

@@ -40,7 +40,9 @@
 //! [`private_section`]: a process-wide count of running sections, no lock. `prepare`
 //! closes them (a section that starts then is told to take the shared path) and waits for
 //! the running ones to end before it moves the count (loom: `tests::loom_fork`, which runs
-//! `prepare`'s and `parent`'s halves against a section).
+//! `prepare`'s and `parent`'s halves against a section). The first lend of a private
+//! description closes them too (`super::fd`), for the same reason: the borrow goes out
+//! only once no call that saw the description private is still on its way.
 //!
 //! `fork(2)` through libc (what `libc::fork`, `nix::unistd::fork` and `std::process::Command`
 //! call) runs the handlers; a raw `clone(2)` syscall does not, and is not detected.
@@ -82,29 +84,35 @@ pub(crate) fn guard() -> RwLockReadGuard<'static, ()> {
 #[cfg(not(evfd_loom))]
 static FORKS: AtomicU32 = AtomicU32::new(0);
 
-/// The private sections ([`private_section`]), in shards on lines of their own (a section
-/// counts on the shard its key picks, so that threads working on different fds do not
-/// pass one line between them): how many run now, and [`FORKING`] while a fork is being
-/// prepared.
+/// The private sections ([`private_section`]): how many run now, in shards on lines of
+/// their own, a section counting on its thread's (picked by its stack's address: a thread's
+/// calls, whatever fd they are on, keep to one line, and two threads working on one fd do
+/// not pass a line between them).
 #[cfg(not(evfd_loom))]
 static PRIVATE: [Shard; SHARDS] = [UNUSED; SHARDS];
 
-// Under loom the two are the model's atomics, made afresh for each execution
-// (`tests::loom_fork`).
+/// How many closers ([`close_private_sections`]: a fork being prepared, a first lend) are at
+/// work: while it is not 0, a section that starts is told it is not private.
+#[cfg(not(evfd_loom))]
+static CLOSERS: AtomicU32 = AtomicU32::new(0);
+
+// Under loom these are the model's atomics, made afresh for each execution
+// (`tests::loom_fork`, `tests::loom_lend`).
 #[cfg(evfd_loom)]
 loom::lazy_static! {
     static ref FORKS: AtomicU32 = AtomicU32::new(0);
     static ref PRIVATE: [Shard; SHARDS] = [Shard(AtomicU32::new(0)), Shard(AtomicU32::new(0))];
+    static ref CLOSERS: AtomicU32 = AtomicU32::new(0);
 }
 
-/// A shard with no section and no fork (the initialiser of each of [`PRIVATE`]'s: an array
-/// repeat of a non-`Copy` value needs a constant, and an inline `const` block needs a newer
-/// Rust than the crate's minimum).
+/// A shard with no section (the initialiser of each of [`PRIVATE`]'s: an array repeat of a
+/// non-`Copy` value needs a constant, and an inline `const` block needs a newer Rust than
+/// the crate's minimum).
 #[cfg(not(evfd_loom))]
 #[allow(clippy::declare_interior_mutable_const)]
 const UNUSED: Shard = Shard(AtomicU32::new(0));
 
-/// The number of [`PRIVATE`] shards (two under loom: enough for two keys to differ).
+/// The number of [`PRIVATE`] shards (two under loom).
 #[cfg(not(evfd_loom))]
 const SHARDS: usize = 16;
 #[cfg(evfd_loom)]
@@ -114,32 +122,50 @@ const SHARDS: usize = 2;
 #[repr(align(64))]
 struct Shard(AtomicU32);
 
-/// The bit of [`PRIVATE`] that `prepare` sets: a section that starts now is not private.
-const FORKING: u32 = 1 << 31;
+/// The calling thread's shard: picked by the address of its stack (threads' stacks are
+/// apart; a signal handler on an alternate stack may pick another, which is as good: a
+/// section ends on the shard it started on).
+#[inline(always)]
+fn this_threads_shard() -> &'static AtomicU32 {
+    let probe = 0u8;
+    let at = std::hint::black_box(std::ptr::addr_of!(probe)) as usize;
+    // 2 MiB apart (a Rust thread's default stack), mixed so that neighbours spread.
+    let i = ((at >> 21).wrapping_mul(0x9E37_79B9) >> 16) % SHARDS;
+    &PRIVATE[i].0
+}
 
-/// `prepare`'s half of the private sections: close them (a section that starts from now on
-/// is told it is not private), wait for the ones running (each is one syscall that does
-/// not wait), then move the fork count, which every later section sees, here and in the
-/// child. [`open_private_sections`] (the parent) or a reset (the child) follows.
-#[cfg_attr(miri, allow(dead_code))] // no handlers under Miri
-fn close_private_sections() {
+/// Close the private sections and wait for the ones running: a section that starts from
+/// now on, until [`open_private_sections`], is told it is not private; each one running
+/// is one syscall that does not wait (`sys::fd`), so the wait ends. A fork's `prepare`
+/// (which then moves the fork count, seen by every later section here and in the child)
+/// and the first lend of a private description (`sys::fd::Fd::lend`) do this. The Dekker
+/// pair with [`private_section`]: the closer's increment of [`CLOSERS`] and then its load
+/// of a shard, a section's increment of its shard and then its load of [`CLOSERS`], all
+/// `SeqCst`: either the section sees the closer, or the closer sees the section's count
+/// and waits for it.
+pub(crate) fn close_private_sections() {
+    CLOSERS.fetch_add(1, SeqCst);
+    crate::loom::dekker_fence();
     for s in PRIVATE.iter() {
-        s.0.fetch_or(FORKING, SeqCst);
-    }
-    for s in PRIVATE.iter() {
-        while s.0.load(SeqCst) & !FORKING != 0 {
+        while s.0.load(SeqCst) != 0 {
             crate::loom::thread::yield_now();
         }
     }
-    FORKS.fetch_add(1, Relaxed);
 }
 
-/// The parent's half after a fork: the sections are private again (for fds made since).
-#[cfg_attr(miri, allow(dead_code))]
-fn open_private_sections() {
-    for s in PRIVATE.iter() {
-        s.0.fetch_and(!FORKING, SeqCst);
-    }
+/// A closer is done ([`close_private_sections`]): sections are private again once no other
+/// closer is at work.
+pub(crate) fn open_private_sections() {
+    CLOSERS.fetch_sub(1, SeqCst);
+}
+
+/// `prepare`'s half of the private sections: close them, then move the fork count, which
+/// every later section sees, here and in the child. [`open_private_sections`] (the parent)
+/// or a reset (the child) follows.
+#[cfg_attr(miri, allow(dead_code))] // no handlers under Miri
+fn prepare_private_sections() {
+    close_private_sections();
+    FORKS.fetch_add(1, Relaxed);
 }
 
 /// Stand-ins for a fork through libc, for the loom model (`tests::loom_fork`), which cannot
@@ -148,7 +174,7 @@ fn open_private_sections() {
 pub(crate) mod model {
     /// `prepare`'s half.
     pub(crate) fn prepare() {
-        super::close_private_sections();
+        super::prepare_private_sections();
     }
 
     /// `parent`'s half.
@@ -175,7 +201,7 @@ mod handlers {
     use std::sync::atomic::Ordering::Relaxed;
     use std::sync::{MutexGuard, RwLockWriteGuard};
 
-    use super::{EPOCH, EPOCH_MASK, FORK_GUARD, PRIVATE, TOPOLOGY};
+    use super::{CLOSERS, EPOCH, EPOCH_MASK, FORK_GUARD, PRIVATE, TOPOLOGY};
     use std::sync::atomic::Ordering::SeqCst;
 
     /// What the forking thread holds from `prepare` to `parent`/`child`: the topology
@@ -193,7 +219,7 @@ mod handlers {
         let f = FORK_GUARD
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        super::close_private_sections();
+        super::prepare_private_sections();
         HELD.with(|h| *h.borrow_mut() = Some((t, f)));
     }
 
@@ -213,11 +239,13 @@ mod handlers {
         // The only thread of the child: a load and a store are the increment. Kept within
         // `EPOCH_MASK`, so that objects can put flags above an epoch (`GATE_FLAGS`).
         EPOCH.store(EPOCH.load(Relaxed).wrapping_add(1) & EPOCH_MASK, Relaxed);
-        // Sections counted by threads that do not exist here (they saw `FORKING` and were
-        // about to leave) would never end.
+        // Sections counted by threads that do not exist here (they saw the closers and
+        // were about to leave) would never end, and so would closers: the lends of other
+        // threads of the parent, and this fork's own.
         for s in &PRIVATE {
             s.0.store(0, SeqCst);
         }
+        CLOSERS.store(0, SeqCst);
         release();
     }
 
@@ -253,16 +281,16 @@ pub(crate) fn forks() -> u32 {
     FORKS.load(Relaxed)
 }
 
-/// Run `f`, told whether it may rely on a description being private as far as forks go:
-/// `false` while a fork is being prepared. `key` picks the shard (the fd's address: the
-/// calls on one fd share its line anyway). A fork waits for the sections that were told
-/// `true` to end before it moves [`forks`], so such a section's look at [`forked_since`]
-/// and its syscall both come before the fork (the Dekker pair on [`PRIVATE`]: this
-/// section's increment and `prepare`'s `FORKING` are two RMWs of one word, the shard's,
-/// so one sees the other; `prepare` closes every shard before it waits for any). Atomics only: async-signal-safe, and a handler that interrupts a section is
-/// told `false` instead of waiting for it. `f` must not fork.
+/// Run `f`, told whether it may rely on a description being private as far as this section
+/// goes: `false` while a closer is at work ([`close_private_sections`]: a fork being
+/// prepared, a first lend). A closer waits for the sections that were told `true` to end,
+/// so such a section's look (at [`forked_since`], at an fd's lent flag) and its syscall
+/// both come before the fork or the lend (the Dekker pair of
+/// [`close_private_sections`]). Atomics only, two RMWs of the thread's own shard and a
+/// load: async-signal-safe, and a handler that interrupts a section is told `true` or
+/// `false` as any section, never waits. `f` must not fork nor lend.
 #[inline]
-pub(crate) fn private_section<R>(key: usize, f: impl FnOnce(bool) -> R) -> R {
+pub(crate) fn private_section<R>(f: impl FnOnce(bool) -> R) -> R {
     /// Ends the section however `f` leaves.
     struct End(&'static AtomicU32);
     impl Drop for End {
@@ -270,10 +298,17 @@ pub(crate) fn private_section<R>(key: usize, f: impl FnOnce(bool) -> R) -> R {
             self.0.fetch_sub(1, SeqCst);
         }
     }
-    let shard = &PRIVATE[(key >> 6) % SHARDS].0;
-    let s = shard.fetch_add(1, SeqCst);
+    let shard = this_threads_shard();
+    shard.fetch_add(1, SeqCst);
+    crate::loom::dekker_fence();
+    if CLOSERS.load(SeqCst) != 0 {
+        // Closed: leave at once, so that a closer's wait is never held up by sections
+        // that started after it, then make the call on the shared path.
+        shard.fetch_sub(1, SeqCst);
+        return f(false);
+    }
     let _end = End(shard);
-    f(s & FORKING == 0)
+    f(true)
 }
 
 /// Whether a fork came since `born` (a [`forks`] value). Exact inside a

@@ -12,9 +12,6 @@ use loom::thread;
 
 use crate::sys::fork;
 
-/// A key whose shard is not the first one's: the forker closes every shard, in order.
-const KEY: usize = 64;
-
 #[test]
 fn a_call_told_private_ends_before_the_fork() {
     let mut b = loom::model::Builder::new();
@@ -29,7 +26,7 @@ fn a_call_told_private_ends_before_the_fork() {
         let caller = {
             let forked = Arc::clone(&forked);
             thread::spawn(move || {
-                fork::private_section(KEY, |unforked| {
+                fork::private_section(|unforked| {
                     let private = unforked && !fork::forked_since(born);
                     if private {
                         // The call's plain syscall, which relies on nobody else holding
@@ -48,6 +45,8 @@ fn a_call_told_private_ends_before_the_fork() {
         fork::model::parent();
         caller.join().unwrap();
         // Afterwards, in the parent, the description is shared with the child.
-        assert!(!fork::private_section(KEY, |unforked| unforked && !fork::forked_since(born)));
+        assert!(!fork::private_section(
+            |unforked| unforked && !fork::forked_since(born)
+        ));
     });
 }

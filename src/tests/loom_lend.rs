@@ -1,7 +1,8 @@
 //! loom model of a private description's first lend (`sys::fd`): a call that saw the
 //! description private must make its syscall before the borrow goes out, so that a peer
-//! holding the borrow cannot clear `O_NONBLOCK` under it. One scenario: a private call
-//! racing the first lend, the borrower "clearing the flag" as soon as it has the borrow.
+//! holding the borrow cannot clear `O_NONBLOCK` under it. Two scenarios: a private call
+//! racing the first lend, the borrower "clearing the flag" as soon as it has the borrow;
+//! and the same with a fork at once (two closers of the private sections).
 
 use std::sync::Arc;
 
@@ -38,6 +39,50 @@ fn a_call_told_private_ends_before_the_first_lend_returns() {
         cleared.store(true, SeqCst);
         caller.join().unwrap();
         // Afterwards every call is told the truth.
+        assert!(!f.guarded(|_, p| p));
+    });
+}
+
+/// The two closers at once (`sys::fork::close_private_sections`): a first lend and a fork
+/// racing a private call. Each closer counts for itself: the call is told private only if
+/// it runs before both the borrow and the child exist.
+#[test]
+fn a_lend_and_a_fork_at_once() {
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(2);
+    }
+    b.check(|| {
+        let efd = crate::sys::eventfd::create(0, false, true).expect("eventfd");
+        let f = Arc::new(Fd::private(efd));
+        let cleared = Arc::new(AtomicBool::new(false));
+        let forked = Arc::new(AtomicBool::new(false));
+        let caller = {
+            let (f, cleared, forked) = (Arc::clone(&f), Arc::clone(&cleared), Arc::clone(&forked));
+            thread::spawn(move || {
+                f.guarded(|_, private| {
+                    if private {
+                        assert!(!cleared.load(SeqCst), "a private call ran after the lend");
+                        assert!(
+                            !forked.load(SeqCst),
+                            "a private call ran in the child's time"
+                        );
+                    }
+                })
+            })
+        };
+        let lender = {
+            let (f, cleared) = (Arc::clone(&f), Arc::clone(&cleared));
+            thread::spawn(move || {
+                let _ = f.lend();
+                cleared.store(true, SeqCst);
+            })
+        };
+        crate::sys::fork::model::prepare();
+        forked.store(true, SeqCst);
+        crate::sys::fork::model::parent();
+        caller.join().unwrap();
+        lender.join().unwrap();
         assert!(!f.guarded(|_, p| p));
     });
 }
