@@ -142,7 +142,9 @@ fn this_threads_shard() -> &'static AtomicU32 {
 /// pair with [`private_section`]: the closer's increment of [`CLOSERS`] and then its load
 /// of a shard, a section's increment of its shard and then its load of [`CLOSERS`], all
 /// `SeqCst`: either the section sees the closer, or the closer sees the section's count
-/// and waits for it.
+/// and waits for it. (A fork moves its count after the wait, so for it the closers are what
+/// keeps a later section from being told private; a lend sets its flag before, which a
+/// later section sees anyway, so for it they only keep the wait short.)
 pub(crate) fn close_private_sections() {
     CLOSERS.fetch_add(1, SeqCst);
     crate::loom::dekker_fence();
