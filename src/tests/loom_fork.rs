@@ -10,15 +10,12 @@ use std::sync::Arc;
 use loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use loom::thread;
 
+use super::model;
 use crate::sys::fork;
 
 #[test]
 fn a_call_told_private_ends_before_the_fork() {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(3);
-    }
-    b.check(|| {
+    model("a_call_told_private_ends_before_the_fork", 3, || {
         // The description's birth, before any fork.
         let born = fork::forks();
         // Set while the child exists (from the fork on): a private syscall must not see it.

@@ -9,38 +9,39 @@ use std::sync::Arc;
 use loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use loom::thread;
 
+use super::model;
 use crate::sys::fd::Fd;
 
 #[test]
 fn a_call_told_private_ends_before_the_first_lend_returns() {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(3);
-    }
-    b.check(|| {
-        let efd = crate::sys::eventfd::create(0, false, true).expect("eventfd");
-        let f = Arc::new(Fd::private(efd));
-        // Stands for the peer's `fcntl` clearing `O_NONBLOCK`: it can only follow the lend.
-        let cleared = Arc::new(AtomicBool::new(false));
-        let caller = {
-            let (f, cleared) = (Arc::clone(&f), Arc::clone(&cleared));
-            thread::spawn(move || {
-                f.guarded(|_, private| {
-                    // The call's syscall: a plain one only if told private, and then the
-                    // description must still be non-blocking.
-                    if private {
-                        assert!(!cleared.load(SeqCst), "a private call ran after the lend");
-                    }
-                    private
+    model(
+        "a_call_told_private_ends_before_the_first_lend_returns",
+        3,
+        || {
+            let efd = crate::sys::eventfd::create(0, false, true).expect("eventfd");
+            let f = Arc::new(Fd::private(efd));
+            // Stands for the peer's `fcntl` clearing `O_NONBLOCK`: it can only follow the lend.
+            let cleared = Arc::new(AtomicBool::new(false));
+            let caller = {
+                let (f, cleared) = (Arc::clone(&f), Arc::clone(&cleared));
+                thread::spawn(move || {
+                    f.guarded(|_, private| {
+                        // The call's syscall: a plain one only if told private, and then the
+                        // description must still be non-blocking.
+                        if private {
+                            assert!(!cleared.load(SeqCst), "a private call ran after the lend");
+                        }
+                        private
+                    })
                 })
-            })
-        };
-        let _ = f.lend();
-        cleared.store(true, SeqCst);
-        caller.join().unwrap();
-        // Afterwards every call is told the truth.
-        assert!(!f.guarded(|_, p| p));
-    });
+            };
+            let _ = f.lend();
+            cleared.store(true, SeqCst);
+            caller.join().unwrap();
+            // Afterwards every call is told the truth.
+            assert!(!f.guarded(|_, p| p));
+        },
+    );
 }
 
 /// The two closers at once (`sys::fork::close_private_sections`): a first lend and a fork
@@ -48,11 +49,7 @@ fn a_call_told_private_ends_before_the_first_lend_returns() {
 /// it runs before both the borrow and the child exist.
 #[test]
 fn a_lend_and_a_fork_at_once() {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(2);
-    }
-    b.check(|| {
+    model("a_lend_and_a_fork_at_once", 2, || {
         let efd = crate::sys::eventfd::create(0, false, true).expect("eventfd");
         let f = Arc::new(Fd::private(efd));
         let cleared = Arc::new(AtomicBool::new(false));

@@ -8,30 +8,12 @@ use std::sync::Arc;
 
 use loom::thread;
 
+use super::model;
 use crate::events::Events;
 use crate::mode::{Mode, LIMIT};
 use crate::notifier::Notifier;
 use crate::wait_queue::thread::ThreadWaiter;
 use crate::wait_queue::{Target, WaitQueue};
-
-/// Runs `f` under loom (preemption bound from `LOOM_MAX_PREEMPTIONS`, else 2) and reports
-/// how many interleavings were explored (visible with `--nocapture`).
-fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
-    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        // Keep a plain `cargo test` under the loom cfg bounded too.
-        b.preemption_bound = Some(2);
-    }
-    let runs = Arc::new(AtomicUsize::new(0));
-    let counted = Arc::clone(&runs);
-    b.check(move || {
-        counted.fetch_add(1, Relaxed);
-        f();
-    });
-    eprintln!("loom {name}: {} interleavings", runs.load(Relaxed));
-}
 
 /// Nothing is left registered once every party is done.
 fn assert_quiet(n: &Notifier) {
@@ -43,7 +25,7 @@ fn assert_quiet(n: &Notifier) {
 /// wakeup between its re-check and its park) and get exactly 1.
 #[test]
 fn write_vs_blocking_read() {
-    model("write_vs_blocking_read", || {
+    model("write_vs_blocking_read", 2, || {
         let n = Notifier::new();
         let r = {
             let n = n.clone();
@@ -60,7 +42,7 @@ fn write_vs_blocking_read() {
 /// writer, whose write of 1 then completes.
 #[test]
 fn read_vs_blocked_writer_at_limit() {
-    model("read_vs_blocked_writer_at_limit", || {
+    model("read_vs_blocked_writer_at_limit", 2, || {
         let n = Notifier::builder().initial(LIMIT).build().unwrap();
         let w = {
             let n = n.clone();
@@ -77,7 +59,7 @@ fn read_vs_blocked_writer_at_limit() {
 /// "the waiter was notified" holds, and the queue ends empty with no interest left.
 #[test]
 fn remove_races_wake() {
-    model("remove_races_wake", || {
+    model("remove_races_wake", 2, || {
         let wq = Arc::new(WaitQueue::new());
         let me = ThreadWaiter::current();
         let key = wq.add(Events::IN, true, false, Target::Thread(Arc::clone(&me)));
@@ -102,7 +84,7 @@ fn remove_races_wake() {
 /// without being handed on).
 #[test]
 fn semaphore_two_readers_two_writes() {
-    model("semaphore_two_readers_two_writes", || {
+    model("semaphore_two_readers_two_writes", 2, || {
         let n = Notifier::builder().mode(Mode::Semaphore).build().unwrap();
         let readers: Vec<_> = (0..2)
             .map(|_| {
@@ -125,7 +107,7 @@ fn semaphore_two_readers_two_writes() {
 /// still there: a write racing a timeout is never lost.
 #[test]
 fn read_timeout_vs_write() {
-    model("read_timeout_vs_write", || {
+    model("read_timeout_vs_write", 2, || {
         let n = Notifier::new();
         let r = {
             let n = n.clone();
@@ -150,7 +132,7 @@ fn read_timeout_vs_write() {
 /// gives up, the wake it may have been picked for must reach the blocking reader.
 #[test]
 fn semaphore_timed_reader_hands_wake_on() {
-    model("semaphore_timed_reader_hands_wake_on", || {
+    model("semaphore_timed_reader_hands_wake_on", 2, || {
         let n = Notifier::builder().mode(Mode::Semaphore).build().unwrap();
         let timed = {
             let n = n.clone();

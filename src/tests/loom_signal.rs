@@ -8,30 +8,16 @@ use std::sync::Arc;
 use loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use loom::thread;
 
+use super::model;
 use crate::mode::Mode;
 use crate::notifier::signal_slot::Slot;
 use crate::notifier::Notifier;
-
-fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
-    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(2);
-    }
-    let runs = Arc::new(AtomicUsize::new(0));
-    let counted = Arc::clone(&runs);
-    b.check(move || {
-        counted.fetch_add(1, Relaxed);
-        f();
-    });
-    eprintln!("loom {name}: {} interleavings", runs.load(Relaxed));
-}
 
 /// A "handler" writes 1 while a reader blocks in `read()`; the "relay" flushes after the
 /// handler rang (the ring is what wakes it). The reader must get the unit.
 #[test]
 fn signal_write_vs_blocking_read() {
-    model("signal_write_vs_blocking_read", || {
+    model("signal_write_vs_blocking_read", 2, || {
         let n = Notifier::new();
         let slot = Arc::new(Slot::new(n.clone()));
         let bell = Arc::new(AtomicBool::new(false));
@@ -63,7 +49,7 @@ fn signal_write_vs_blocking_read() {
 /// wake one reader per unit.
 #[test]
 fn signal_semaphore_write_two_readers() {
-    model("signal_semaphore_write_two_readers", || {
+    model("signal_semaphore_write_two_readers", 2, || {
         let n = Notifier::builder().mode(Mode::Semaphore).build().unwrap();
         let slot = Arc::new(Slot::new(n.clone()));
         let readers: Vec<_> = (0..2)

@@ -19,3 +19,23 @@ mod loom_kernel_sleep;
 mod loom_lend;
 mod loom_notifier;
 mod loom_signal;
+
+/// Runs `f` under loom, with the preemption bound from `LOOM_MAX_PREEMPTIONS`, else
+/// `bound` (so that a plain `cargo test` under the loom cfg stays bounded too), and reports
+/// how many interleavings were explored (visible with `--nocapture`).
+fn model(name: &str, bound: usize, f: impl Fn() + Sync + Send + 'static) {
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    use std::sync::Arc;
+
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(bound);
+    }
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&runs);
+    b.check(move || {
+        counted.fetch_add(1, Relaxed);
+        f();
+    });
+    eprintln!("loom {name}: {} interleavings", runs.load(Relaxed));
+}
