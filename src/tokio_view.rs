@@ -139,10 +139,7 @@ impl KernelNotifier {
     pub fn into_async_fd(self) -> io::Result<AsyncFd<KernelNotifier>> {
         // tokio takes the fd through `AsRawFd` to register it: not a lend (a private
         // notifier stays private until a borrow through the `AsyncFd`).
-        let fd = std::sync::Arc::clone(self.registrations().fd_arc());
-        crate::sys::fd::register_unlent(&fd, || {
-            register_stable(self, Interest::READABLE | Interest::WRITABLE)
-        })
+        self.register_unlent(|k| register_stable(k, Interest::READABLE | Interest::WRITABLE))
     }
 }
 

@@ -206,6 +206,15 @@ impl KernelNotifier {
         }
     }
 
+    /// Run `register`, a registration of this notifier with a kernel epoll by code that can
+    /// take the fd only through the public `AsRawFd` (tokio's `AsyncFd`), without that
+    /// borrow lending it (`sys::fd::register_unlent`).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn register_unlent<R>(self, register: impl FnOnce(KernelNotifier) -> R) -> R {
+        let fd = Arc::clone(&self.fd);
+        crate::sys::fd::register_unlent(&fd, || register(self))
+    }
+
     /// Where this notifier is registered (for `Epoll`'s kernel side).
     pub(crate) fn registrations(&self) -> &Registrations {
         &self.regs

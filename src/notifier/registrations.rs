@@ -81,15 +81,6 @@ impl Registrations {
         Arc::downgrade(&self.fd)
     }
 
-    /// The kernel fd the owner is registered by, as the crate holds it.
-    #[cfg_attr(
-        not(all(feature = "tokio", any(target_os = "linux", target_os = "android"))),
-        allow(dead_code)
-    )]
-    pub(crate) fn fd_arc(&self) -> &Arc<Fd> {
-        &self.fd
-    }
-
     /// The kernel fd the owner is registered by.
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
