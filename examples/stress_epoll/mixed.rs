@@ -72,12 +72,18 @@ fn side(
 /// `n` wakes of each side, taken in turn (one wake of each, then the next round), so that
 /// every side sees the same machine: a wake's latency depends on whether the waiter's CPU
 /// was idle (a halted vCPU takes ~20 µs to wake here, a busy one ~5), which other work
-/// changes from one moment to the next. The writer (this thread) stamps and writes; the
-/// waiter stamps when woken and reports. Returns each side's latencies in µs, sorted.
+/// changes from one moment to the next. Each round starts one side later than the last
+/// (round r: side r mod k first): the place in a round matters (one side against a copy
+/// of itself, in a fixed order, read 0.96–0.99 with the first place the slower), and the
+/// rotation gives every side each place equally. The writer (this thread) stamps and
+/// writes; the waiter stamps when woken and reports. Returns each side's latencies in µs,
+/// sorted.
 fn wakes(n: usize, base: Instant, sides: &[Side]) -> Vec<Vec<f64>> {
     let mut lat = vec![Vec::with_capacity(n); sides.len()];
-    for _ in 0..n {
-        for (s, l) in sides.iter().zip(&mut lat) {
+    let k = sides.len();
+    for round in 0..n {
+        for i in (0..k).map(|i| (i + round) % k) {
+            let (s, l) = (&sides[i], &mut lat[i]);
             // Let the waiter go back to waiting (pending, armed / registered with the reactor).
             std::thread::sleep(Duration::from_micros(300));
             s.stamp.store(now_ns(base), SeqCst);
