@@ -85,6 +85,8 @@ use harvest::Harvest;
 use item::Item;
 #[cfg(all(test, evfd_loom))]
 pub(crate) use kernel::BareTask;
+#[cfg(all(test, evfd_loom, evfd_kernel_side))]
+pub(crate) use kernel::Park;
 use kernel::{Ctl, KernelSide, KernelSleep};
 use ready::Ready;
 use source::sealed::{KernelRef, MemRef, SourceRef};
@@ -877,7 +879,7 @@ fn drop_sleep(k: KernelSleep) {
 impl Sleeper for EpollSleeper<'_> {
     fn register(&mut self, _again: bool) {
         let ep = self.harvest.ep;
-        if let Some(old) = std::mem::replace(&mut self.kernel, ep.kernel.sleeper()) {
+        if let Some(old) = std::mem::replace(&mut self.kernel, ep.kernel.sleeper(ep)) {
             drop_sleep(old);
         }
         // LIFO: the most recent waiter is woken first, as the kernel's epoll does.

@@ -18,6 +18,8 @@ mod loom_kernel_reactor;
 mod loom_kernel_sleep;
 mod loom_lend;
 mod loom_notifier;
+#[cfg(evfd_kernel_side)]
+mod loom_park;
 mod loom_signal;
 
 /// Runs `f` under loom, with the preemption bound from `LOOM_MAX_PREEMPTIONS`, else

@@ -44,6 +44,29 @@
 //! harvest too, but "Drained" below takes it as emptied, so a task of the reactor route
 //! may wait for the next write to hear of the units left.)
 //!
+//! # Parked
+//!
+//! In that shape, while the reactor route waits on a registration of the eventfd itself
+//! (`reactor`, "Direct registration": a duplicate in tokio's epoll), nothing reads `kfd` for
+//! it: the route's collect is the eventfd's read, and `readiness` polls the eventfd. Yet as
+//! long as `kfd` holds it, every `write(2)` of the eventfd (by evfd or by any peer) runs
+//! two epoll callbacks, `kfd`'s and the reactor's, and every `read(2)` two more (the read
+//! wakes the eventfd's wait queue for `OUT`, and each epoll's callback takes its lock
+//! before it looks at the mask): ~100 cycles each on this machine's warm caches, more
+//! after a sleep (docs/handoff.md). So once the route has made such a registration, it
+//! *parks* the eventfd: `EPOLL_CTL_DEL` from `kfd`, under `registry`, with `parked` set
+//! ([`park`]). The registration stays ours: `len` counts it, `delete` removes it without a
+//! kernel call, `add` and `modify` put it back first (the kernel then decides them as
+//! before: `EEXIST`, the new mask), and so does a `KernelNotifier`'s drop.
+//!
+//! Whoever would rely on `kfd` to hear the eventfd — a kernel sleep of a blocked `wait`,
+//! the watcher's arm for a task of another executor, an outer epoll or an fd view — puts
+//! it back first ([`rely`]; the lock-free half is `KernelPoll::park`, a Dekker pair with
+//! the parker), and from then on the route parks nothing on this epoll: a program that
+//! waits both ways keeps `kfd` as it was. The eventfd's readiness is not lost meanwhile:
+//! `EPOLL_CTL_ADD` polls the fd and queues it if it is ready (and wakes `kfd`'s sleepers
+//! and pollers), as any add does.
+//!
 //! # Drained
 //!
 //! A collect also tells whether it left the kernel epoll with nothing to report
@@ -154,6 +177,11 @@ pub(crate) struct Fds {
     /// Moved whenever `one` starts or stops naming an eventfd, or names another: the
     /// shape's generation (`KernelPoll::shape`).
     shape: u64,
+    /// `one`'s eventfd is out of `kfd` ("Parked"); only ever set while `one` is.
+    parked: bool,
+    /// The shape for which the reactor route made a registration of the eventfd itself
+    /// ("Parked"): while `shape` equals it, the eventfd may be parked.
+    direct: Option<u64>,
 }
 
 impl Fds {
@@ -206,6 +234,18 @@ impl Fds {
     )]
     pub(super) fn shape(&self) -> (u64, Option<Weak<Fd>>) {
         (self.shape, self.one.as_ref().map(|o| Weak::clone(&o.efd)))
+    }
+
+    /// Whether `token` is the parked eventfd's registration, which is then no longer
+    /// parked (it is leaving: `delete`, a `KernelNotifier`'s drop). Its `kfd` item is
+    /// already gone, so no `EPOLL_CTL_DEL` is due.
+    fn leave_parked(&mut self, token: u64, side: &Side) -> bool {
+        if !self.parked || self.one.as_ref().map(|o| o.token) != Some(token) {
+            return false;
+        }
+        self.parked = false;
+        side.poll.park.unparked();
+        true
     }
 
     /// The registration `modify`/`delete` of `num` refer to (module docs): the newest.
@@ -269,8 +309,14 @@ impl KernelSide {
                     (Arc::new(KernelSide::new_side(ep)?), true)
                 }
             };
+            // The kernel decides the add against what `kfd` holds ("Parked").
+            unpark(&mut reg.kernel, &side)?;
             let token = crate::events::next_id();
-            sys::epoll::add(side.poll.kfd.as_fd(), k.fd, events, token)?;
+            if let Err(e) = sys::epoll::add(side.poll.kfd.as_fd(), k.fd, events, token) {
+                // Nothing changed: the eventfd goes out again.
+                repark(&mut reg.kernel, &side);
+                return Err(e);
+            }
             if created {
                 // Published before `changed` looks at the waiters (invariant W).
                 self.publish(&side);
@@ -303,7 +349,7 @@ impl KernelSide {
                 prune(fds, &side);
             }
             moved = publish_shape(fds, &side);
-            self.changed(ep, &side, batch);
+            self.changed(ep, &mut reg.kernel, &side, batch);
             Ok(())
         });
         if moved {
@@ -331,14 +377,22 @@ impl KernelSide {
                 // succeed, since every item of `kfd` has a token.
                 return Err(probe(k.fd, |ep| sys::epoll::modify(ep, k.fd, events, 0)));
             };
-            sys::epoll::modify(kfd, k.fd, events, token)?;
-            if let Some(i) = reg.kernel.items.get_mut(&token) {
-                i.data = data;
-                i.events = events;
+            unpark(&mut reg.kernel, &side)?;
+            let r = sys::epoll::modify(kfd, k.fd, events, token);
+            if r.is_ok() {
+                if let Some(i) = reg.kernel.items.get_mut(&token) {
+                    i.data = data;
+                    i.events = events;
+                }
+                reg.kernel.find_one();
             }
-            reg.kernel.find_one();
+            // The same shape (a failed modify, or one that keeps the eventfd's shape):
+            // out again. (`changed` below arms the watcher only if someone waits for it,
+            // which relied on `kfd` already.)
+            repark(&mut reg.kernel, &side);
+            r?;
             moved = publish_shape(&reg.kernel, &side);
-            self.changed(ep, &side, batch);
+            self.changed(ep, &mut reg.kernel, &side, batch);
             Ok(())
         });
         if moved {
@@ -356,7 +410,9 @@ impl KernelSide {
         let (Some(side), Some(token)) = (side, token) else {
             return Err(probe(k.fd, |ep| sys::epoll::delete(ep, k.fd)));
         };
-        sys::epoll::delete(side.poll.kfd.as_fd(), k.fd)?;
+        if !reg.kernel.leave_parked(token, &side) {
+            sys::epoll::delete(side.poll.kfd.as_fd(), k.fd)?;
+        }
         reg.kernel.remove(token);
         let moved = publish_shape(&reg.kernel, &side);
         if let Some(o) = k.owner {
@@ -385,6 +441,81 @@ impl KernelSide {
             _ => 0,
         }
     }
+}
+
+/// The reactor route made a registration of the one eventfd for shape `shape` (`reactor`,
+/// "Direct registration"): from now on, while the shape stays, the eventfd is out of `kfd`
+/// ("Parked") unless someone relies on `kfd`. Takes `registry`.
+#[cfg_attr(
+    not(all(feature = "tokio", any(target_os = "linux", target_os = "android"))),
+    allow(dead_code)
+)]
+pub(super) fn park(ep: &EpInner, side: &Side, shape: u64) {
+    let mut reg = crate::loom::lock(&ep.registry);
+    let fds = &mut reg.kernel;
+    if fds.shape == shape {
+        fds.direct = Some(shape);
+        repark(fds, side);
+    }
+}
+
+/// Take the one eventfd out of `kfd` if the reactor route hears it itself (a registration
+/// of the current shape was made: `direct`), it is not out already, and nobody relies on
+/// `kfd` (`KernelPoll::park`). A failed `DEL` leaves it in. Must be called with
+/// `registry` held.
+fn repark(fds: &mut Fds, side: &Side) {
+    if fds.parked || fds.direct != Some(fds.shape) {
+        return;
+    }
+    let Some(efd) = fds.one.as_ref().and_then(|o| o.efd.upgrade()) else {
+        return;
+    };
+    if !side.poll.park.try_park() {
+        return;
+    }
+    if sys::epoll::delete(side.poll.kfd.as_fd(), efd.as_fd()).is_ok() {
+        fds.parked = true;
+    } else {
+        side.poll.park.unparked();
+    }
+}
+
+/// Someone is about to rely on `kfd` to hear every registered fd (a kernel sleep, the
+/// watcher's arm): put a parked eventfd back first ("Parked"), and keep the reactor route
+/// from parking it again. Two loads once the eventfd is in for good. An error (the
+/// kernel's `EPOLL_CTL_ADD` failed: no memory, `max_user_watches`) leaves it out: the
+/// caller must not rely on `kfd` this time.
+#[inline]
+pub(super) fn rely(ep: &EpInner, side: &Side) -> io::Result<()> {
+    if !side.poll.park.rely() {
+        return Ok(());
+    }
+    let mut reg = crate::loom::lock(&ep.registry);
+    unpark(&mut reg.kernel, side)
+}
+
+/// Put a parked eventfd back into `kfd` ("Parked"), with its token and events, as its
+/// registration made it. Must be called with `registry` held.
+pub(super) fn unpark(fds: &mut Fds, side: &Side) -> io::Result<()> {
+    if !fds.parked {
+        return Ok(());
+    }
+    // (Its owner is alive while it is registered: its drop takes `registry` first.)
+    let back = fds.one.as_ref().and_then(|o| {
+        let events = fds.items.get(&o.token)?.events;
+        Some((o.efd.upgrade()?, events, o.token))
+    });
+    if let Some((efd, events, token)) = back {
+        match sys::epoll::add(side.poll.kfd.as_fd(), efd.as_fd(), events, token) {
+            Ok(()) => {}
+            // Another process that shares `kfd` (a `fork` child's copy) put it back.
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::EXIST.raw_os_error()) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    fds.parked = false;
+    side.poll.park.unparked();
+    Ok(())
 }
 
 /// After a change of `fds` (with `registry` held): publish how many it holds, its
@@ -417,11 +548,13 @@ fn prune(reg: &mut Fds, side: &Side) {
     let Ok(live) = sys::epoll::fdinfo_data(side.poll.kfd.as_fd()) else {
         return;
     };
+    // The parked eventfd is not in `kfd`, and alive: its owner's drop removes it.
+    let parked = reg.one.as_ref().filter(|_| reg.parked).map(|o| o.token);
     let dead: Vec<u64> = reg
         .items
         .keys()
         .copied()
-        .filter(|t| !live.contains(t))
+        .filter(|t| !live.contains(t) && Some(*t) != parked)
         .collect();
     for t in dead {
         reg.remove(t);
@@ -743,13 +876,20 @@ impl KernelFdSet for EpInner {
             return;
         }
         let mut reg = crate::loom::lock(&self.registry);
+        let side = self.kernel.side();
+        let parked = side
+            .as_ref()
+            .is_some_and(|side| reg.kernel.leave_parked(token, side));
         if reg.kernel.remove(token).is_none() {
             return;
         }
         let mut moved = false;
-        if let Some(side) = self.kernel.side() {
-            // The fd is still open and registered under this number: DEL finds it.
-            let _ = sys::epoll::delete(side.poll.kfd.as_fd(), fd);
+        if let Some(side) = side {
+            // The fd is still open and registered under this number (unless parked): DEL
+            // finds it.
+            if !parked {
+                let _ = sys::epoll::delete(side.poll.kfd.as_fd(), fd);
+            }
             moved = publish_shape(&reg.kernel, &side);
         }
         drop(reg);

@@ -101,6 +101,8 @@
 //! KernelPoll::one     leaf Mutex (std): the one eventfd's `Weak`, written under
 //!                     `registry` with the shape, cloned out by `readiness` (no syscall
 //!                     under it).
+//! KernelPoll::park    two AtomicBools (`parked`, written under `registry`; `used`,
+//!                     sticky): the Dekker pair of `fds`, "Parked".
 //! KernelSide::reactor leaf Mutex (feature tokio): the reactor registration of `kfd` or
 //!                     of its one eventfd (`reactor`), beside `side` (a new async wait
 //!                     finds it without taking `side`). No tokio code runs under it;
@@ -129,6 +131,8 @@ pub(crate) mod watcher;
 pub(crate) use fds::{Collector, Fds};
 #[cfg(evfd_kernel_side)]
 pub(crate) use poll::KernelPoll;
+#[cfg(all(test, evfd_loom, evfd_kernel_side))]
+pub(crate) use poll::Park;
 #[cfg(all(test, evfd_loom))]
 pub(crate) use reactor::BareTask;
 pub(crate) use reactor::KernelWake;
@@ -334,6 +338,18 @@ mod linux {
         /// Watch `side` for whoever listens: edge-triggered for good once a poller exists,
         /// else armed once unless the kernel item is linked (invariant W).
         pub(super) fn arm(&self, ep: &EpInner, side: &Side) {
+            // The watcher will rely on `kfd` ("Parked" in `fds`); if the parked eventfd
+            // cannot go back, queue the item, as a failed arm does (`watcher::arm`).
+            if super::fds::rely(ep, side).is_err() {
+                super::watcher::queue(&side.item);
+                return;
+            }
+            self.arm_relied(ep, side);
+        }
+
+        /// [`arm`](Self::arm) once `kfd` is known to hold every registered fd (no parked
+        /// eventfd).
+        fn arm_relied(&self, ep: &EpInner, side: &Side) {
             if !ep.pollers.interest().is_empty() {
                 if !side.poll.et.swap(true, SeqCst) {
                     super::watcher::arm(&side.poll, &side.item, true);
@@ -354,7 +370,13 @@ mod linux {
 
         /// After the kernel changed what `kfd` holds (an add or a modify, which poll the
         /// fd): queue the kernel item if `kfd` is readable, else arm if someone waits.
-        pub(super) fn changed(&self, ep: &EpInner, side: &Side, batch: &mut WakeBatch) {
+        pub(super) fn changed(
+            &self,
+            ep: &EpInner,
+            fds: &mut Fds,
+            side: &Side,
+            batch: &mut WakeBatch,
+        ) {
             if !side.poll.readiness().is_empty() {
                 ep.queue_if_ready(&side.item, Events::IN, batch);
                 return;
@@ -364,7 +386,14 @@ mod linux {
                 listened(ep)
             };
             if listened {
-                self.arm(ep, side);
+                // The watcher will rely on `kfd` ("Parked" in `fds`; `registry` is held).
+                // If it cannot go back, queue the item (as a failed arm does), its wakes
+                // in `batch`.
+                if side.poll.park.rely() && super::fds::unpark(fds, side).is_err() {
+                    crate::wait_queue::Callback::wake(&*side.item, Events::IN, batch);
+                    return;
+                }
+                self.arm_relied(ep, side);
             }
         }
 
@@ -416,11 +445,14 @@ mod linux {
         }
 
         /// A kernel sleep for the calling thread (`sleep`), if this epoll holds kernel fds.
-        pub(crate) fn sleeper(&self) -> Option<KernelSleep> {
+        pub(crate) fn sleeper(&self, ep: &EpInner) -> Option<KernelSleep> {
             let side = self.side()?;
             if !side.poll.has_fds() {
                 return None;
             }
+            // The sleep relies on `kfd` ("Parked" in `fds`): without it, the futex park
+            // and the watcher (whose arm tries again).
+            super::fds::rely(ep, &side).ok()?;
             KernelSleep::new(side)
         }
 
@@ -441,6 +473,7 @@ mod linux {
             if !side.poll.has_fds() {
                 return None;
             }
+            super::fds::rely(ep, &side).ok()?;
             super::sleep::bare(&side, ep, out, deadline, &self.memory)
         }
 

@@ -36,6 +36,62 @@ pub(crate) struct KernelPoll {
     /// Written under `registry` with the shape (`fds::publish_shape`). Leaf (std), held
     /// only to clone the `Weak`.
     pub(super) one: Mutex<Option<Weak<crate::sys::fd::Fd>>>,
+    /// Whether that eventfd may be out of `kfd`, and whether anyone but the reactor route
+    /// relies on `kfd` (`fds`, "Parked").
+    pub(super) park: Park,
+}
+
+/// The lock-free half of "Parked" (`fds`): the reactor route takes the one eventfd out of
+/// `kfd` ([`try_park`](Self::try_park), then `EPOLL_CTL_DEL`, both under `registry`) only
+/// while nobody else relies on `kfd` to hear it; whoever is about to rely on it (a kernel
+/// sleep, the watcher's arm) first calls [`rely`](Self::rely), and if that says the
+/// eventfd may be out, puts it back under `registry` (`fds::unpark`).
+///
+/// A Dekker pair, SeqCst on both sides: `try_park` stores `parked` and then loads `used`;
+/// `rely` stores `used` (once, for good) and then loads `parked`. Either the parker sees
+/// `used` (and parks nothing), or the looker sees `parked` (and takes `registry`, which
+/// the parker holds from its store to the end of its `DEL`, so it finds the eventfd
+/// parked and puts it back before it relies on `kfd`). loom: `tests::loom_park`.
+#[derive(Debug, Default)]
+pub(crate) struct Park {
+    /// Set (under `registry`) from just before the eventfd leaves `kfd` until it is back.
+    parked: AtomicBool,
+    /// Sticky: something other than the reactor route has relied on `kfd`.
+    used: AtomicBool,
+}
+
+impl Park {
+    /// A looker is about to rely on `kfd`: `true` if the one eventfd may be out of it, and
+    /// the caller must put it back under `registry` before relying on `kfd`. Two loads
+    /// after the first call.
+    #[inline]
+    pub(crate) fn rely(&self) -> bool {
+        if !self.used.load(SeqCst) {
+            self.used.store(true, SeqCst);
+        }
+        // (A load that finds `used` set, by another looker, pairs with the parker all the
+        // same: the SeqCst order puts that looker's store before this load.)
+        crate::loom::dekker_fence();
+        self.parked.load(SeqCst)
+    }
+
+    /// Under `registry`: may the eventfd leave `kfd` now? `true`: `parked` is set and
+    /// nobody relies on `kfd`; the caller then deletes it from `kfd` (and calls
+    /// [`unparked`](Self::unparked) if that fails).
+    pub(crate) fn try_park(&self) -> bool {
+        self.parked.store(true, SeqCst);
+        crate::loom::dekker_fence();
+        if self.used.load(SeqCst) {
+            self.parked.store(false, SeqCst);
+            return false;
+        }
+        true
+    }
+
+    /// Under `registry`: the eventfd is back in `kfd` (or left the registrations).
+    pub(crate) fn unparked(&self) {
+        self.parked.store(false, SeqCst);
+    }
 }
 
 impl KernelPoll {
@@ -50,6 +106,7 @@ impl KernelPoll {
             shape: AtomicU64::new(0),
             arming: std::sync::Mutex::new(()),
             one: Mutex::new(None),
+            park: Park::default(),
         })
     }
 

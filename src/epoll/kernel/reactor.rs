@@ -752,6 +752,10 @@ impl Slot {
         // Registered with no lock held (tokio code).
         let fd = one.as_ref().map_or(side.poll.kfd.as_fd(), |e| e.as_fd());
         let made = KernelReactor::new(fd, rt, Arc::clone(&side.poll), shape).map(Arc::new);
+        if made.is_some() && one.is_some() {
+            // The route hears the eventfd itself now: `kfd` need not ("Parked" in `fds`).
+            super::fds::park(ep, side, shape);
+        }
         let old = {
             let mut slot = crate::loom::lock(&self.0);
             match &*slot {

@@ -123,7 +123,7 @@ impl KernelSide {
         Collector
     }
 
-    pub(crate) fn sleeper(&self) -> Option<KernelSleep> {
+    pub(crate) fn sleeper(&self, _ep: &crate::epoll::EpInner) -> Option<KernelSleep> {
         None
     }
 

@@ -232,7 +232,7 @@ fn fire(w: &Watcher, item: &Arc<Item>) {
 
 /// Queue a kernel item (the wake callback: ready list, one waiter, every poller), with no
 /// lock held.
-fn queue(item: &Arc<Item>) {
+pub(super) fn queue(item: &Arc<Item>) {
     let mut batch = WakeBatch::new();
     item.wake(Events::IN, &mut batch);
     batch.run();

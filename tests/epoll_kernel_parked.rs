@@ -1,0 +1,320 @@
+//! The parked eventfd (feature `tokio`): while an epoll's only kernel fd is an AutoReset
+//! `KernelNotifier` and a task waits on it through the tokio reactor (which then watches the
+//! eventfd itself), the epoll's own kernel epoll lets go of the eventfd, so that a write or
+//! a read of it runs one epoll callback (the reactor's) instead of two. Whoever relies on
+//! the kernel epoll afterwards (a blocking `wait`, a task of another executor, an outer
+//! epoll) puts it back first; the registration stays the epoll's throughout (`len`,
+//! `delete`, `modify`, `add`'s `EEXIST`, the notifier's drop). The kernel's own view is
+//! read from `/proc/self/fdinfo`: which epoll instances of the process hold the eventfd.
+#![cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+
+use std::io::ErrorKind;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use evfd::{Epoll, Event, Events, KernelNotifier, Mode};
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// `f` on its own thread, failing the test if it takes longer than `LIMIT`.
+fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let _turn = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(LIMIT * 2)
+        .unwrap_or_else(|_| panic!("{what}: hung"))
+}
+
+/// The eventfd's id (`eventfd-id:` of its fdinfo, shared by its duplicates).
+fn id_of(fd: RawFd) -> String {
+    eventfd_id(fd).expect("an eventfd")
+}
+
+fn eventfd_id(fd: RawFd) -> Option<String> {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("eventfd-id:"))
+        .map(|v| v.trim().to_string())
+}
+
+/// How many epoll items of this process watch the eventfd whose id is `id` (the `tfd:`
+/// lines of every `anon_inode:[eventpoll]` fd, naming it or a duplicate): its wait queue's
+/// epoll entries. (The tests of this binary take turns: `SERIAL`.)
+fn watchers(id: String) -> usize {
+    let mut fds = Vec::new();
+    let mut epolls = Vec::new();
+    for e in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let Ok(num) = e.file_name().to_string_lossy().parse::<RawFd>() else {
+            continue;
+        };
+        match std::fs::read_link(e.path()) {
+            Ok(l) if l.to_str() == Some("anon_inode:[eventpoll]") => epolls.push(num),
+            Ok(l)
+                if l.to_str() == Some("anon_inode:[eventfd]")
+                    && eventfd_id(num).as_deref() == Some(id.as_str()) =>
+            {
+                fds.push(num)
+            }
+            _ => {}
+        }
+    }
+    // A duplicate of an epoll fd (mio keeps one of its registry's) shows the same items:
+    // each instance counts once, by its `tfd:` lines (which carry each item's data).
+    let mut seen = std::collections::HashSet::new();
+    let mut n = 0;
+    for ep in epolls {
+        let Ok(info) = std::fs::read_to_string(format!("/proc/self/fdinfo/{ep}")) else {
+            continue;
+        };
+        let items: Vec<&str> = info
+            .lines()
+            .filter_map(|l| l.strip_prefix("tfd:"))
+            .collect();
+        if !seen.insert(items.join("\n")) {
+            continue;
+        }
+        n += items
+            .iter()
+            .filter_map(|l| l.split_whitespace().next()?.parse::<RawFd>().ok())
+            .filter(|t| fds.contains(t))
+            .count();
+    }
+    n
+}
+
+/// The tests of this binary count epoll items process-wide: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// One `wait_async` of `ep` on `rt`, woken by a write of `k` from another thread after a
+/// little while; the event it returned.
+fn async_round(
+    rt: &tokio::runtime::Runtime,
+    ep: &Arc<Epoll>,
+    k: &Arc<KernelNotifier>,
+) -> Vec<Event> {
+    let k2 = Arc::clone(k);
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(3));
+        k2.write(1).unwrap();
+    });
+    let ep2 = Arc::clone(ep);
+    let got = rt.block_on(async move {
+        let mut buf = [Event::default(); 4];
+        let n = tokio::time::timeout(LIMIT, ep2.wait_async(&mut buf))
+            .await
+            .expect("wait_async was not woken")
+            .unwrap();
+        buf[..n].to_vec()
+    });
+    writer.join().unwrap();
+    got
+}
+
+fn ev(data: u64) -> Vec<Event> {
+    vec![Event {
+        events: Events::IN,
+        data,
+    }]
+}
+
+/// An async wait parks the eventfd (one watcher left: the reactor's); every write still
+/// wakes a wait, the AutoReset delivery takes it, and no count is left behind.
+#[test]
+fn an_async_wait_parks_the_eventfd_and_loses_nothing() {
+    bounded("parks", || {
+        let rt = rt();
+        let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
+        let id = id_of(k.as_raw_fd());
+        let ep = Arc::new(Epoll::new());
+        ep.add(&*k, Events::IN, 5).unwrap();
+        assert_eq!(
+            watchers(id.clone()),
+            1,
+            "added: the epoll's kernel epoll holds it"
+        );
+        for round in 0..50 {
+            assert_eq!(async_round(&rt, &ep, &k), ev(5), "round {round}");
+            assert_eq!(
+                watchers(id.clone()),
+                1,
+                "round {round}: the reactor's alone"
+            );
+        }
+        assert_eq!(ep.len(), 1, "still registered");
+        assert_eq!(k.try_read().unwrap_err().kind(), ErrorKind::WouldBlock);
+        // A write while parked is seen by a non-blocking wait (the read of the eventfd).
+        k.write(3).unwrap();
+        let mut buf = [Event::default(); 4];
+        assert_eq!(ep.wait(&mut buf, Some(Duration::ZERO)).unwrap(), 1);
+        assert_eq!(buf[0], ev(5)[0]);
+    });
+}
+
+/// A blocking `wait` after the park puts the eventfd back before it sleeps: a write made
+/// while it was parked is delivered at once, one made during the sleep wakes it, and the
+/// route never parks it again (both kinds of wait keep working, with two watchers).
+#[test]
+fn a_blocking_wait_puts_it_back_for_good() {
+    bounded("blocking after async", || {
+        let rt = rt();
+        let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
+        let id = id_of(k.as_raw_fd());
+        let ep = Arc::new(Epoll::new());
+        ep.add(&*k, Events::IN, 9).unwrap();
+        assert_eq!(async_round(&rt, &ep, &k), ev(9));
+        assert_eq!(watchers(id.clone()), 1, "parked");
+        // Written while parked, then a blocking wait (it sleeps in the kernel epoll).
+        k.write(1).unwrap();
+        let mut buf = [Event::default(); 4];
+        assert_eq!(ep.wait(&mut buf, Some(LIMIT)).unwrap(), 1);
+        assert_eq!(buf[0], ev(9)[0]);
+        assert_eq!(watchers(id.clone()), 2, "back in the kernel epoll");
+        // A write during the sleep wakes it.
+        for round in 0..20 {
+            let k2 = Arc::clone(&k);
+            let w = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(3));
+                k2.write(1).unwrap();
+            });
+            assert_eq!(ep.wait(&mut buf, Some(LIMIT)).unwrap(), 1, "round {round}");
+            w.join().unwrap();
+            assert_eq!(async_round(&rt, &ep, &k), ev(9), "round {round}");
+            assert_eq!(watchers(id.clone()), 2, "round {round}: not parked again");
+        }
+    });
+}
+
+/// Parked, the registration is still the epoll's, and the kernel's answers are the same as
+/// unparked: `len` counts it, `add` of it again says `EEXIST`, `modify` works (and puts it
+/// back), `delete` removes it (a second says `ENOENT`), a new `add` registers it again; and
+/// a notifier dropped while parked leaves the epoll empty.
+#[test]
+fn parked_registrations_answer_as_the_kernel() {
+    bounded("ctl while parked", || {
+        let rt = rt();
+        let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
+        let id = id_of(k.as_raw_fd());
+        let ep = Arc::new(Epoll::new());
+        ep.add(&*k, Events::IN, 1).unwrap();
+        assert_eq!(async_round(&rt, &ep, &k), ev(1));
+        assert_eq!(watchers(id.clone()), 1, "parked");
+        assert_eq!(ep.len(), 1);
+        assert_eq!(
+            ep.add(&*k, Events::IN, 2).unwrap_err().raw_os_error(),
+            Some(libc::EEXIST)
+        );
+        assert_eq!(ep.len(), 1);
+        assert_eq!(async_round(&rt, &ep, &k), ev(1), "the add changed nothing");
+
+        // modify while parked: in again, with the new data, events still delivered.
+        assert_eq!(watchers(id.clone()), 1, "parked again by the route");
+        ep.modify(&*k, Events::IN | Events::ET, 3).unwrap();
+        assert_eq!(async_round(&rt, &ep, &k), ev(3));
+
+        // delete while parked.
+        assert_eq!(watchers(id.clone()), 1, "parked again");
+        ep.delete(&*k).unwrap();
+        assert_eq!(ep.len(), 0);
+        // (The reactor's registration of the old shape, a duplicate, stays until a wait
+        // chooses again: no epoll item of the kernel epoll's own.)
+        assert_eq!(watchers(id.clone()), 1);
+        assert_eq!(
+            ep.delete(&*k).unwrap_err().raw_os_error(),
+            Some(libc::ENOENT)
+        );
+        ep.add(&*k, Events::IN, 4).unwrap();
+        assert_eq!(async_round(&rt, &ep, &k), ev(4));
+
+        // The notifier dropped while parked.
+        assert_eq!(watchers(id.clone()), 1, "parked");
+        drop(k);
+        assert_eq!(ep.len(), 0);
+        assert_eq!(watchers(id.clone()), 1, "the reactor's duplicate alone");
+    });
+}
+
+/// Another registration added beside the parked eventfd: it is back in the kernel epoll
+/// (the shape is no longer "one eventfd"), and both fds wake waits.
+#[test]
+fn a_second_fd_puts_it_back() {
+    use std::io::Write;
+    bounded("second fd", || {
+        let rt = rt();
+        let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
+        let id = id_of(k.as_raw_fd());
+        let ep = Arc::new(Epoll::new());
+        ep.add(&*k, Events::IN, 1).unwrap();
+        assert_eq!(async_round(&rt, &ep, &k), ev(1));
+        assert_eq!(watchers(id.clone()), 1, "parked");
+        let (r, mut w) = std::io::pipe().unwrap();
+        ep.add(&std::os::fd::AsFd::as_fd(&r), Events::IN, 2)
+            .unwrap();
+        assert!(watchers(id.clone()) >= 2, "back in the kernel epoll");
+        assert_eq!(async_round(&rt, &ep, &k), ev(1));
+        w.write_all(b"x").unwrap();
+        let mut buf = [Event::default(); 4];
+        assert_eq!(ep.wait(&mut buf, Some(LIMIT)).unwrap(), 1);
+        assert_eq!(buf[0], ev(2)[0]);
+    });
+}
+
+/// After the park, a task of another executor (the watcher's route) and an outer epoll
+/// (which watches this one's kernel epoll through the watcher) each hear the eventfd.
+#[test]
+fn the_watcher_and_an_outer_epoll_hear_it_after_a_park() {
+    bounded("watcher after park", || {
+        let rt = rt();
+        let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
+        let id = id_of(k.as_raw_fd());
+        let ep = Arc::new(Epoll::new());
+        ep.add(&*k, Events::IN, 1).unwrap();
+        assert_eq!(async_round(&rt, &ep, &k), ev(1));
+        assert_eq!(watchers(id.clone()), 1, "parked");
+
+        // A wait on the futures executor: the watcher arms the kernel epoll.
+        let k2 = Arc::clone(&k);
+        let w = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            k2.write(1).unwrap();
+        });
+        let mut buf = [Event::default(); 4];
+        let n = futures::executor::block_on(ep.wait_async(&mut buf)).unwrap();
+        w.join().unwrap();
+        assert_eq!(buf[..n].to_vec(), ev(1));
+        assert_eq!(watchers(id.clone()), 2, "back for the watcher");
+
+        // A second epoll, parked, nested in an outer one.
+        let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
+        let id2 = id_of(k.as_raw_fd());
+        let inner = Arc::new(Epoll::new());
+        inner.add(&*k, Events::IN, 7).unwrap();
+        assert_eq!(async_round(&rt, &inner, &k), ev(7));
+        assert_eq!(watchers(id2.clone()), 1, "parked");
+        let outer = Epoll::new();
+        outer.add(&*inner, Events::IN, 8).unwrap();
+        let k2 = Arc::clone(&k);
+        let w = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            k2.write(1).unwrap();
+        });
+        assert_eq!(outer.wait(&mut buf, Some(LIMIT)).unwrap(), 1);
+        w.join().unwrap();
+        assert_eq!(buf[0], ev(8)[0]);
+        assert_eq!(inner.wait(&mut buf, Some(Duration::ZERO)).unwrap(), 1);
+        assert_eq!(buf[0], ev(7)[0]);
+    });
+}
