@@ -121,9 +121,15 @@ impl KItem {
 }
 
 /// The one registration of a kernel epoll that a collect reads itself ("One eventfd").
+///
+/// It holds the eventfd strongly: a wake's collect then reads it with no `Weak` upgrade
+/// (two RMWs, and a line of its own, cold after a sleep). That keeps nothing open past
+/// its time: the owner's drop (and `From<KernelNotifier> for OwnedFd`, which drops the
+/// registrations before it takes the fd back) removes the registration under `registry`
+/// first, and this with it.
 #[derive(Clone)]
 pub(crate) struct One {
-    efd: Weak<Fd>,
+    efd: Arc<Fd>,
     /// Its token: a direct sleep's event for it is `(_, token)` ([`harvest_one`]).
     token: u64,
     /// (Read by the Linux collect: only a `KernelNotifier` makes a `One`.)
@@ -208,15 +214,17 @@ impl Fds {
     fn find_one(&mut self) {
         let mut it = self.items.iter();
         let one = match (it.next(), it.next()) {
-            (Some((&token, i)), None) if i.eventfd_in() => i.efd.clone().map(|efd| One {
-                efd,
-                token,
-                data: i.data,
-            }),
+            (Some((&token, i)), None) if i.eventfd_in() => {
+                i.efd.as_ref().and_then(Weak::upgrade).map(|efd| One {
+                    efd,
+                    token,
+                    data: i.data,
+                })
+            }
             _ => None,
         };
         let same = match (&self.one, &one) {
-            (Some(a), Some(b)) => Weak::ptr_eq(&a.efd, &b.efd),
+            (Some(a), Some(b)) => Arc::ptr_eq(&a.efd, &b.efd),
             (None, None) => true,
             _ => false,
         };
@@ -233,7 +241,10 @@ impl Fds {
         allow(dead_code)
     )]
     pub(super) fn shape(&self) -> (u64, Option<Weak<Fd>>) {
-        (self.shape, self.one.as_ref().map(|o| Weak::clone(&o.efd)))
+        (
+            self.shape,
+            self.one.as_ref().map(|o| Arc::downgrade(&o.efd)),
+        )
     }
 
     /// Whether `token` is the parked eventfd's registration, which is then no longer
@@ -467,7 +478,7 @@ fn repark(fds: &mut Fds, side: &Side) {
     if fds.parked || fds.direct != Some(fds.shape) {
         return;
     }
-    let Some(efd) = fds.one.as_ref().and_then(|o| o.efd.upgrade()) else {
+    let Some(efd) = fds.one.as_ref().map(|o| Arc::clone(&o.efd)) else {
         return;
     };
     if !side.poll.park.try_park() {
@@ -503,7 +514,7 @@ pub(super) fn unpark(fds: &mut Fds, side: &Side) -> io::Result<()> {
     // (Its owner is alive while it is registered: its drop takes `registry` first.)
     let back = fds.one.as_ref().and_then(|o| {
         let events = fds.items.get(&o.token)?.events;
-        Some((o.efd.upgrade()?, events, o.token))
+        Some((Arc::clone(&o.efd), events, o.token))
     });
     if let Some((efd, events, token)) = back {
         match sys::epoll::add(side.poll.kfd.as_fd(), efd.as_fd(), events, token) {
@@ -529,7 +540,7 @@ fn publish_shape(fds: &Fds, side: &Side) -> bool {
         .one
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) =
-        fds.one.as_ref().map(|o| Weak::clone(&o.efd));
+        fds.one.as_ref().map(|o| Arc::downgrade(&o.efd));
     side.poll.shape.swap(fds.shape, SeqCst) != fds.shape
 }
 
@@ -765,15 +776,12 @@ fn requeue_cold(ep: &EpInner) -> WakeBatch {
 }
 
 /// The collect of the one eventfd ("One eventfd"): its delivery's read, without the
-/// kernel epoll. Must be called with `registry` held (the owner is alive while it is
-/// registered: its `Drop` takes `registry` before it goes).
+/// kernel epoll. Must be called with `registry` held (`one` is the registration's, which
+/// only a change under `registry` removes).
 #[cfg(any(target_os = "linux", target_os = "android"))]
 #[inline(always)]
 fn collect_one(one: &One, out: &mut [Event]) -> (usize, bool) {
-    let Some(fd) = one.efd.upgrade() else {
-        return (0, false);
-    };
-    match sys::eventfd::read_fd(&fd) {
+    match sys::eventfd::read_fd(&one.efd) {
         Ok(count) => {
             out[0] = Event {
                 // The kernel's poll of an eventfd: `ERR` at the count it cannot go past.
