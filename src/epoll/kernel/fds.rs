@@ -511,7 +511,6 @@ pub(super) fn unpark(fds: &mut Fds, side: &Side) -> io::Result<()> {
     if !fds.parked {
         return Ok(());
     }
-    // (Its owner is alive while it is registered: its drop takes `registry` first.)
     let back = fds.one.as_ref().and_then(|o| {
         let events = fds.items.get(&o.token)?.events;
         Some((Arc::clone(&o.efd), events, o.token))
@@ -519,7 +518,8 @@ pub(super) fn unpark(fds: &mut Fds, side: &Side) -> io::Result<()> {
     if let Some((efd, events, token)) = back {
         match sys::epoll::add(side.poll.kfd.as_fd(), efd.as_fd(), events, token) {
             Ok(()) => {}
-            // Another process that shares `kfd` (a `fork` child's copy) put it back.
+            // In already: nothing but this epoll's own calls under `registry` moves it,
+            // but the kernel's word is the one that counts.
             Err(e) if e.raw_os_error() == Some(rustix::io::Errno::EXIST.raw_os_error()) => {}
             Err(e) => return Err(e),
         }
