@@ -114,10 +114,13 @@ fn async_round(
     let ep2 = Arc::clone(ep);
     let got = rt.block_on(async move {
         let mut buf = [Event::default(); 4];
-        let n = tokio::time::timeout(LIMIT, ep2.wait_async(&mut buf))
-            .await
-            .expect("wait_async was not woken")
-            .unwrap();
+        // The watchdog first, and it fails without polling the wait again (a timeout that
+        // re-polled it would find a lost wake's count, and hide it).
+        let n = tokio::select! {
+            biased;
+            _ = tokio::time::sleep(LIMIT) => panic!("wait_async was not woken"),
+            r = ep2.wait_async(&mut buf) => r.unwrap(),
+        };
         buf[..n].to_vec()
     });
     writer.join().unwrap();
@@ -316,5 +319,48 @@ fn the_watcher_and_an_outer_epoll_hear_it_after_a_park() {
         assert_eq!(buf[0], ev(8)[0]);
         assert_eq!(inner.wait(&mut buf, Some(Duration::ZERO)).unwrap(), 1);
         assert_eq!(buf[0], ev(7)[0]);
+    });
+}
+
+/// The park and a kernel sleep racing: on fresh epolls, a blocked `wait` (which puts the
+/// eventfd back before it sleeps) and a task's first `wait_async` (whose registration parks
+/// it) start together; two writes must end both waits, whichever takes which. A sleep left
+/// in the kernel epoll without the eventfd would never see the second write.
+#[test]
+fn a_park_racing_a_blocked_wait_loses_neither() {
+    bounded("park vs sleep", || {
+        let rt = rt();
+        for round in 0..200u64 {
+            let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
+            let ep = Arc::new(Epoll::new());
+            ep.add(&*k, Events::IN, round).unwrap();
+            let (tx, rx) = mpsc::channel();
+            let (ep2, tx2) = (Arc::clone(&ep), tx.clone());
+            let sleeper = std::thread::spawn(move || {
+                let mut buf = [Event::default(); 4];
+                let n = ep2.wait(&mut buf, Some(LIMIT)).unwrap();
+                let _ = tx2.send(buf[..n].to_vec());
+            });
+            let ep3 = Arc::clone(&ep);
+            rt.spawn(async move {
+                let mut buf = [Event::default(); 4];
+                let n = tokio::select! {
+                    biased;
+                    _ = tokio::time::sleep(LIMIT) => 0,
+                    r = ep3.wait_async(&mut buf) => r.unwrap(),
+                };
+                let _ = tx.send(buf[..n].to_vec());
+            });
+            // Let the two reach their waits (the race itself is theirs).
+            std::thread::sleep(Duration::from_micros(200 + (round % 7) * 150));
+            for which in ["first", "second"] {
+                k.write(1).unwrap();
+                let got = rx
+                    .recv_timeout(LIMIT * 2)
+                    .unwrap_or_else(|_| panic!("round {round}: the {which} write woke nobody"));
+                assert_eq!(got, ev(round), "round {round}: the {which} wait");
+            }
+            sleeper.join().unwrap();
+        }
     });
 }
