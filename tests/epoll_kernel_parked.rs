@@ -54,7 +54,7 @@ fn eventfd_id(fd: RawFd) -> Option<String> {
 /// How many epoll items of this process watch the eventfd whose id is `id` (the `tfd:`
 /// lines of every `anon_inode:[eventpoll]` fd, naming it or a duplicate): its wait queue's
 /// epoll entries. (The tests of this binary take turns: `SERIAL`.)
-fn watchers(id: String) -> usize {
+fn watchers(id: &str) -> usize {
     let mut fds = Vec::new();
     let mut epolls = Vec::new();
     for e in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
@@ -65,7 +65,7 @@ fn watchers(id: String) -> usize {
             Ok(l) if l.to_str() == Some("anon_inode:[eventpoll]") => epolls.push(num),
             Ok(l)
                 if l.to_str() == Some("anon_inode:[eventfd]")
-                    && eventfd_id(num).as_deref() == Some(id.as_str()) =>
+                    && eventfd_id(num).as_deref() == Some(id) =>
             {
                 fds.push(num)
             }
@@ -127,6 +127,19 @@ fn async_round(
     got
 }
 
+/// A fresh AutoReset notifier registered alone (`IN`, `data`) in a fresh epoll, awaited
+/// once through `rt`'s reactor, which parks it: the notifier, its eventfd id, the epoll.
+fn parked(rt: &tokio::runtime::Runtime, data: u64) -> (Arc<KernelNotifier>, String, Arc<Epoll>) {
+    let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
+    let id = id_of(k.as_raw_fd());
+    let ep = Arc::new(Epoll::new());
+    ep.add(&*k, Events::IN, data).unwrap();
+    assert_eq!(watchers(&id), 1, "added: the epoll's kernel epoll holds it");
+    assert_eq!(async_round(rt, &ep, &k), ev(data));
+    assert_eq!(watchers(&id), 1, "parked: the reactor's alone");
+    (k, id, ep)
+}
+
 fn ev(data: u64) -> Vec<Event> {
     vec![Event {
         events: Events::IN,
@@ -144,18 +157,10 @@ fn an_async_wait_parks_the_eventfd_and_loses_nothing() {
         let id = id_of(k.as_raw_fd());
         let ep = Arc::new(Epoll::new());
         ep.add(&*k, Events::IN, 5).unwrap();
-        assert_eq!(
-            watchers(id.clone()),
-            1,
-            "added: the epoll's kernel epoll holds it"
-        );
+        assert_eq!(watchers(&id), 1, "added: the epoll's kernel epoll holds it");
         for round in 0..50 {
             assert_eq!(async_round(&rt, &ep, &k), ev(5), "round {round}");
-            assert_eq!(
-                watchers(id.clone()),
-                1,
-                "round {round}: the reactor's alone"
-            );
+            assert_eq!(watchers(&id), 1, "round {round}: the reactor's alone");
         }
         assert_eq!(ep.len(), 1, "still registered");
         assert_eq!(k.try_read().unwrap_err().kind(), ErrorKind::WouldBlock);
@@ -174,18 +179,13 @@ fn an_async_wait_parks_the_eventfd_and_loses_nothing() {
 fn a_blocking_wait_puts_it_back_for_good() {
     bounded("blocking after async", || {
         let rt = rt();
-        let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
-        let id = id_of(k.as_raw_fd());
-        let ep = Arc::new(Epoll::new());
-        ep.add(&*k, Events::IN, 9).unwrap();
-        assert_eq!(async_round(&rt, &ep, &k), ev(9));
-        assert_eq!(watchers(id.clone()), 1, "parked");
+        let (k, id, ep) = parked(&rt, 9);
         // Written while parked, then a blocking wait (it sleeps in the kernel epoll).
         k.write(1).unwrap();
         let mut buf = [Event::default(); 4];
         assert_eq!(ep.wait(&mut buf, Some(LIMIT)).unwrap(), 1);
         assert_eq!(buf[0], ev(9)[0]);
-        assert_eq!(watchers(id.clone()), 2, "back in the kernel epoll");
+        assert_eq!(watchers(&id), 2, "back in the kernel epoll");
         // A write during the sleep wakes it.
         for round in 0..20 {
             let k2 = Arc::clone(&k);
@@ -196,7 +196,7 @@ fn a_blocking_wait_puts_it_back_for_good() {
             assert_eq!(ep.wait(&mut buf, Some(LIMIT)).unwrap(), 1, "round {round}");
             w.join().unwrap();
             assert_eq!(async_round(&rt, &ep, &k), ev(9), "round {round}");
-            assert_eq!(watchers(id.clone()), 2, "round {round}: not parked again");
+            assert_eq!(watchers(&id), 2, "round {round}: not parked again");
         }
     });
 }
@@ -209,12 +209,7 @@ fn a_blocking_wait_puts_it_back_for_good() {
 fn parked_registrations_answer_as_the_kernel() {
     bounded("ctl while parked", || {
         let rt = rt();
-        let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
-        let id = id_of(k.as_raw_fd());
-        let ep = Arc::new(Epoll::new());
-        ep.add(&*k, Events::IN, 1).unwrap();
-        assert_eq!(async_round(&rt, &ep, &k), ev(1));
-        assert_eq!(watchers(id.clone()), 1, "parked");
+        let (k, id, ep) = parked(&rt, 1);
         assert_eq!(ep.len(), 1);
         assert_eq!(
             ep.add(&*k, Events::IN, 2).unwrap_err().raw_os_error(),
@@ -224,17 +219,17 @@ fn parked_registrations_answer_as_the_kernel() {
         assert_eq!(async_round(&rt, &ep, &k), ev(1), "the add changed nothing");
 
         // modify while parked: in again, with the new data, events still delivered.
-        assert_eq!(watchers(id.clone()), 1, "parked again by the route");
+        assert_eq!(watchers(&id), 1, "parked again by the route");
         ep.modify(&*k, Events::IN | Events::ET, 3).unwrap();
         assert_eq!(async_round(&rt, &ep, &k), ev(3));
 
         // delete while parked.
-        assert_eq!(watchers(id.clone()), 1, "parked again");
+        assert_eq!(watchers(&id), 1, "parked again");
         ep.delete(&*k).unwrap();
         assert_eq!(ep.len(), 0);
         // (The reactor's registration of the old shape, a duplicate, stays until a wait
         // chooses again: no epoll item of the kernel epoll's own.)
-        assert_eq!(watchers(id.clone()), 1);
+        assert_eq!(watchers(&id), 1);
         assert_eq!(
             ep.delete(&*k).unwrap_err().raw_os_error(),
             Some(libc::ENOENT)
@@ -243,10 +238,10 @@ fn parked_registrations_answer_as_the_kernel() {
         assert_eq!(async_round(&rt, &ep, &k), ev(4));
 
         // The notifier dropped while parked.
-        assert_eq!(watchers(id.clone()), 1, "parked");
+        assert_eq!(watchers(&id), 1, "parked");
         drop(k);
         assert_eq!(ep.len(), 0);
-        assert_eq!(watchers(id.clone()), 1, "the reactor's duplicate alone");
+        assert_eq!(watchers(&id), 1, "the reactor's duplicate alone");
     });
 }
 
@@ -257,16 +252,11 @@ fn a_second_fd_puts_it_back() {
     use std::io::Write;
     bounded("second fd", || {
         let rt = rt();
-        let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
-        let id = id_of(k.as_raw_fd());
-        let ep = Arc::new(Epoll::new());
-        ep.add(&*k, Events::IN, 1).unwrap();
-        assert_eq!(async_round(&rt, &ep, &k), ev(1));
-        assert_eq!(watchers(id.clone()), 1, "parked");
+        let (k, id, ep) = parked(&rt, 1);
         let (r, mut w) = std::io::pipe().unwrap();
         ep.add(&std::os::fd::AsFd::as_fd(&r), Events::IN, 2)
             .unwrap();
-        assert!(watchers(id.clone()) >= 2, "back in the kernel epoll");
+        assert!(watchers(&id) >= 2, "back in the kernel epoll");
         assert_eq!(async_round(&rt, &ep, &k), ev(1));
         w.write_all(b"x").unwrap();
         let mut buf = [Event::default(); 4];
@@ -281,12 +271,7 @@ fn a_second_fd_puts_it_back() {
 fn the_watcher_and_an_outer_epoll_hear_it_after_a_park() {
     bounded("watcher after park", || {
         let rt = rt();
-        let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
-        let id = id_of(k.as_raw_fd());
-        let ep = Arc::new(Epoll::new());
-        ep.add(&*k, Events::IN, 1).unwrap();
-        assert_eq!(async_round(&rt, &ep, &k), ev(1));
-        assert_eq!(watchers(id.clone()), 1, "parked");
+        let (k, id, ep) = parked(&rt, 1);
 
         // A wait on the futures executor: the watcher arms the kernel epoll.
         let k2 = Arc::clone(&k);
@@ -298,15 +283,10 @@ fn the_watcher_and_an_outer_epoll_hear_it_after_a_park() {
         let n = futures::executor::block_on(ep.wait_async(&mut buf)).unwrap();
         w.join().unwrap();
         assert_eq!(buf[..n].to_vec(), ev(1));
-        assert_eq!(watchers(id.clone()), 2, "back for the watcher");
+        assert_eq!(watchers(&id), 2, "back for the watcher");
 
         // A second epoll, parked, nested in an outer one.
-        let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
-        let id2 = id_of(k.as_raw_fd());
-        let inner = Arc::new(Epoll::new());
-        inner.add(&*k, Events::IN, 7).unwrap();
-        assert_eq!(async_round(&rt, &inner, &k), ev(7));
-        assert_eq!(watchers(id2.clone()), 1, "parked");
+        let (k, _, inner) = parked(&rt, 7);
         let outer = Epoll::new();
         outer.add(&*inner, Events::IN, 8).unwrap();
         let k2 = Arc::clone(&k);
