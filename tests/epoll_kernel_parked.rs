@@ -51,6 +51,16 @@ fn eventfd_id(fd: RawFd) -> Option<String> {
         .map(|v| v.trim().to_string())
 }
 
+/// How many fds of this process name the eventfd whose id is `id` (it or a duplicate).
+fn open_fds(id: &str) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<RawFd>().ok())
+        .filter(|&fd| eventfd_id(fd).as_deref() == Some(id))
+        .count()
+}
+
 /// How many epoll items of this process watch the eventfd whose id is `id` (the `tfd:`
 /// lines of every `anon_inode:[eventpoll]` fd, naming it or a duplicate): its wait queue's
 /// epoll entries. (The tests of this binary take turns: `SERIAL`.)
@@ -225,11 +235,16 @@ fn parked_registrations_answer_as_the_kernel() {
 
         // delete while parked.
         assert_eq!(watchers(&id), 1, "parked again");
+        assert_eq!(
+            open_fds(&id),
+            2,
+            "the notifier's and the reactor's duplicate"
+        );
         ep.delete(&*k).unwrap();
         assert_eq!(ep.len(), 0);
-        // (The reactor's registration of the old shape, a duplicate, stays until a wait
-        // chooses again: no epoll item of the kernel epoll's own.)
-        assert_eq!(watchers(&id), 1);
+        // The reactor's registration of the old shape, a duplicate, went with it.
+        assert_eq!(watchers(&id), 0, "nobody watches it");
+        assert_eq!(open_fds(&id), 1, "the notifier's own fd alone");
         assert_eq!(
             ep.delete(&*k).unwrap_err().raw_os_error(),
             Some(libc::ENOENT)
@@ -241,7 +256,8 @@ fn parked_registrations_answer_as_the_kernel() {
         assert_eq!(watchers(&id), 1, "parked");
         drop(k);
         assert_eq!(ep.len(), 0);
-        assert_eq!(watchers(&id), 1, "the reactor's duplicate alone");
+        assert_eq!(watchers(&id), 0, "the reactor's duplicate went with it");
+        assert_eq!(open_fds(&id), 0, "the eventfd is closed");
     });
 }
 
@@ -256,7 +272,12 @@ fn a_second_fd_puts_it_back() {
         let (r, mut w) = std::io::pipe().unwrap();
         ep.add(&std::os::fd::AsFd::as_fd(&r), Events::IN, 2)
             .unwrap();
-        assert!(watchers(&id) >= 2, "back in the kernel epoll");
+        assert_eq!(
+            watchers(&id),
+            1,
+            "back in the kernel epoll, and the reactor's duplicate gone"
+        );
+        assert_eq!(open_fds(&id), 1);
         assert_eq!(async_round(&rt, &ep, &k), ev(1));
         w.write_all(b"x").unwrap();
         let mut buf = [Event::default(); 4];

@@ -547,10 +547,13 @@ fn publish_shape(fds: &Fds, side: &Side) -> bool {
 /// The shape's generation moved: wake every task of the reactor route (and every kernel
 /// sleeper: the wake's key is theirs too, a spurious wake for them), so that a task that
 /// waits on a registration of the old shape chooses again (`reactor`, "Direct
-/// registration"). Runs wakers: never with a crate lock held.
+/// registration"), and drop the kept registrations of the old shape, so that a duplicate
+/// of an eventfd deleted (or closed) does not outlive its registration here. Runs wakers
+/// and tokio code: never with a crate lock held.
 fn wake_shape(ep: &EpInner) {
     ep.waiters.wake(crate::epoll::KEY_KSLEEP, usize::MAX);
     ep.kernel.wake_bare_task();
+    ep.kernel.drop_stale_reactors();
 }
 
 /// Drop tokens whose file the kernel no longer holds (closed). Must be called with

@@ -531,6 +531,17 @@ mod linux {
             self.bare_task.wake();
         }
 
+        /// The kernel shape changed (`fds::wake_shape`): drop the reactor registrations
+        /// made for an older shape (`reactor::Slot::take_stale`), each after its slot's
+        /// lock is released (tokio code). Must be called with no crate lock held.
+        pub(super) fn drop_stale_reactors(&self) {
+            #[cfg(all(feature = "tokio", any(target_os = "linux", target_os = "android")))]
+            {
+                drop(self.reactor.take_stale());
+                drop(self.bare_reactor.take_stale());
+            }
+        }
+
         /// `close`: forget the kernel side (its kernel epoll closes with the last
         /// reference) and every registration. Returns it, for the caller to drop once
         /// `registry` is released (see [`KernelLeft`]).

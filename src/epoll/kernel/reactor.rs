@@ -48,8 +48,10 @@
 //! registration records the generation it was made for ([`KernelReactor::current`]).
 //! After a move, once `registry` is released, the change wakes every `KEY_KSLEEP` entry of
 //! `waiters` (`fds::wake_shape`: the route's tasks; a kernel sleeper takes it as a spurious
-//! wake). Each try compares the generation first and, if it moved, wakes its own task and
-//! returns, so the next poll chooses the registration of the new shape. A task that
+//! wake) and drops the kept registrations made for an older shape (`Slot::take_stale`: a
+//! duplicate of an eventfd deleted or closed does not outlive it). Each try compares the
+//! generation first and, if it moved, wakes its own task and returns, so the next poll
+//! chooses the registration of the new shape. A task that
 //! registered on `waiters` before the change's wake is woken by it; one that registers
 //! after it compares after the move (the queue's lock orders the two), and sees it. loom
 //! model: `loom_kernel_reactor` (`src/tests/`).
@@ -783,6 +785,20 @@ impl Slot {
             }
         };
         drop(old);
+    }
+
+    /// Take the registration out if the shape moved since it was made (`fds::wake_shape`),
+    /// to be dropped by the caller once it holds no lock: a duplicate of an eventfd the
+    /// epoll no longer holds (or of `kfd`, for a shape gone) keeps nothing open past the
+    /// change. Waits that took it hold their own `Arc` until they choose again (the
+    /// shape's wake). The look is under the slot's lock, so a registration `get` put in
+    /// for a newer shape is kept.
+    pub(super) fn take_stale(&self) -> Option<Arc<KernelReactor>> {
+        let mut slot = crate::loom::lock(&self.0);
+        match &*slot {
+            Some((_, _, Some(r))) if !r.current() => slot.take().and_then(|(_, _, r)| r),
+            _ => None,
+        }
     }
 
     /// Take the registration out, to be dropped by the caller once it holds no lock
