@@ -60,6 +60,10 @@ fn refused(name: &str, payload: &[u8], fds: &[&OwnedFd], kind: ErrorKind) {
     let before = memfd_presence(name);
     let e = SharedNotifier::recv(&b).unwrap_err();
     assert_eq!(e.kind(), kind, "{name}: {e}");
+    if fds.len() == 3 {
+        // Refused for what the test is about, not for the number of fds.
+        assert!(!e.to_string().contains("fds, expected"), "{name}: {e}");
+    }
     let after = memfd_presence(name);
     // Ours (the sender's copies) stay; the received duplicates are gone, nothing mapped.
     let ours = fds
@@ -86,20 +90,24 @@ const PAYLOAD: &[u8] = b"EVFDMSG1";
 
 #[test]
 fn malformed_messages_are_refused() {
-    let good_meta = meta(2, 0, SIZE);
+    let good_meta = meta(3, 0, SIZE);
     let bell = eventfd();
+    let sleep = eventfd();
 
     refused("evfd-none", PAYLOAD, &[], ErrorKind::InvalidData);
 
     let r = region("evfd-one", MAGIC, good_meta, SIZE, good_seals());
     refused("evfd-one", PAYLOAD, &[&r], ErrorKind::InvalidData);
 
-    let r = region("evfd-three", MAGIC, good_meta, SIZE, good_seals());
+    let r = region("evfd-two", MAGIC, good_meta, SIZE, good_seals());
+    refused("evfd-two", PAYLOAD, &[&r, &bell], ErrorKind::InvalidData);
+
+    let r = region("evfd-four", MAGIC, good_meta, SIZE, good_seals());
     let extra = eventfd();
     refused(
-        "evfd-three",
+        "evfd-four",
         PAYLOAD,
-        &[&r, &bell, &extra],
+        &[&r, &bell, &sleep, &extra],
         ErrorKind::InvalidData,
     );
 
@@ -107,7 +115,7 @@ fn malformed_messages_are_refused() {
     refused(
         "evfd-pipe-region",
         PAYLOAD,
-        &[&pr, &bell],
+        &[&pr, &bell, &sleep],
         ErrorKind::InvalidData,
     );
 
@@ -115,7 +123,7 @@ fn malformed_messages_are_refused() {
     refused(
         "evfd-unsealed",
         PAYLOAD,
-        &[&r, &bell],
+        &[&r, &bell, &sleep],
         ErrorKind::InvalidData,
     );
 
@@ -126,7 +134,12 @@ fn malformed_messages_are_refused() {
         SIZE,
         SealFlags::SHRINK | SealFlags::SEAL,
     );
-    refused("evfd-nogrow", PAYLOAD, &[&r, &bell], ErrorKind::InvalidData);
+    refused(
+        "evfd-nogrow",
+        PAYLOAD,
+        &[&r, &bell, &sleep],
+        ErrorKind::InvalidData,
+    );
 
     let r = region(
         "evfd-noseal",
@@ -135,7 +148,12 @@ fn malformed_messages_are_refused() {
         SIZE,
         SealFlags::SHRINK | SealFlags::GROW,
     );
-    refused("evfd-noseal", PAYLOAD, &[&r, &bell], ErrorKind::InvalidData);
+    refused(
+        "evfd-noseal",
+        PAYLOAD,
+        &[&r, &bell, &sleep],
+        ErrorKind::InvalidData,
+    );
 
     let r = region(
         "evfd-wseal",
@@ -144,38 +162,58 @@ fn malformed_messages_are_refused() {
         SIZE,
         good_seals() | SealFlags::WRITE,
     );
-    refused("evfd-wseal", PAYLOAD, &[&r, &bell], ErrorKind::InvalidData);
+    refused(
+        "evfd-wseal",
+        PAYLOAD,
+        &[&r, &bell, &sleep],
+        ErrorKind::InvalidData,
+    );
 
-    let r = region("evfd-big", MAGIC, meta(2, 0, 8192), 8192, good_seals());
-    refused("evfd-big", PAYLOAD, &[&r, &bell], ErrorKind::InvalidData);
+    let r = region("evfd-big", MAGIC, meta(3, 0, 8192), 8192, good_seals());
+    refused(
+        "evfd-big",
+        PAYLOAD,
+        &[&r, &bell, &sleep],
+        ErrorKind::InvalidData,
+    );
 
-    let r = region("evfd-size-lie", MAGIC, meta(2, 0, 8192), SIZE, good_seals());
+    let r = region("evfd-size-lie", MAGIC, meta(3, 0, 8192), SIZE, good_seals());
     refused(
         "evfd-size-lie",
         PAYLOAD,
-        &[&r, &bell],
+        &[&r, &bell, &sleep],
         ErrorKind::InvalidData,
     );
 
     let r = region("evfd-magic", MAGIC ^ 1, good_meta, SIZE, good_seals());
-    refused("evfd-magic", PAYLOAD, &[&r, &bell], ErrorKind::InvalidData);
-
-    let r = region("evfd-version", MAGIC, meta(1, 0, SIZE), SIZE, good_seals());
     refused(
-        "evfd-version",
+        "evfd-magic",
         PAYLOAD,
-        &[&r, &bell],
+        &[&r, &bell, &sleep],
         ErrorKind::InvalidData,
     );
 
-    let r = region("evfd-mode", MAGIC, meta(2, 7, SIZE), SIZE, good_seals());
-    refused("evfd-mode", PAYLOAD, &[&r, &bell], ErrorKind::InvalidData);
+    let r = region("evfd-version", MAGIC, meta(2, 0, SIZE), SIZE, good_seals());
+    refused(
+        "evfd-version",
+        PAYLOAD,
+        &[&r, &bell, &sleep],
+        ErrorKind::InvalidData,
+    );
+
+    let r = region("evfd-mode", MAGIC, meta(3, 7, SIZE), SIZE, good_seals());
+    refused(
+        "evfd-mode",
+        PAYLOAD,
+        &[&r, &bell, &sleep],
+        ErrorKind::InvalidData,
+    );
 
     let r = region("evfd-bell-pipe", MAGIC, good_meta, SIZE, good_seals());
     refused(
         "evfd-bell-pipe",
         PAYLOAD,
-        &[&r, &pr],
+        &[&r, &pr, &sleep],
         ErrorKind::InvalidData,
     );
 
@@ -184,7 +222,15 @@ fn malformed_messages_are_refused() {
     refused(
         "evfd-bell-memfd",
         PAYLOAD,
-        &[&r, &r2],
+        &[&r, &r2, &sleep],
+        ErrorKind::InvalidData,
+    );
+
+    let r = region("evfd-sleep-pipe", MAGIC, good_meta, SIZE, good_seals());
+    refused(
+        "evfd-sleep-pipe",
+        PAYLOAD,
+        &[&r, &bell, &pr],
         ErrorKind::InvalidData,
     );
 
@@ -192,14 +238,14 @@ fn malformed_messages_are_refused() {
     refused(
         "evfd-payload",
         b"EVFDMSG2",
-        &[&r, &bell],
+        &[&r, &bell, &sleep],
         ErrorKind::InvalidData,
     );
 
     // The well-formed message, for contrast, is accepted (and maps the region).
-    let r = region("evfd-good", MAGIC, meta(2, 1, SIZE), SIZE, good_seals());
+    let r = region("evfd-good", MAGIC, meta(3, 1, SIZE), SIZE, good_seals());
     let (a, b) = UnixStream::pair().unwrap();
-    shared_util::send_fds(&a, PAYLOAD, &[r.as_fd(), bell.as_fd()]);
+    shared_util::send_fds(&a, PAYLOAD, &[r.as_fd(), bell.as_fd(), sleep.as_fd()]);
     let s = SharedNotifier::recv(&b).unwrap();
     assert_eq!(s.mode(), Mode::Semaphore);
     assert_eq!(memfd_presence("evfd-good"), (2, true));
@@ -215,7 +261,8 @@ fn malformed_messages_are_refused() {
 #[test]
 fn read_only_region_is_refused_with_a_clear_message() {
     let bell = eventfd();
-    let r = region("evfd-ro", MAGIC, meta(2, 0, SIZE), SIZE, good_seals());
+    let sleep = eventfd();
+    let r = region("evfd-ro", MAGIC, meta(3, 0, SIZE), SIZE, good_seals());
     let ro = rustix::fs::open(
         format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&r)),
         rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
@@ -223,9 +270,14 @@ fn read_only_region_is_refused_with_a_clear_message() {
     )
     .unwrap();
     drop(r); // only the read-only open is left (the refusal check counts our fds)
-    refused("evfd-ro", PAYLOAD, &[&ro, &bell], ErrorKind::InvalidData);
+    refused(
+        "evfd-ro",
+        PAYLOAD,
+        &[&ro, &bell, &sleep],
+        ErrorKind::InvalidData,
+    );
     let (a, b) = UnixStream::pair().unwrap();
-    shared_util::send_fds(&a, PAYLOAD, &[ro.as_fd(), bell.as_fd()]);
+    shared_util::send_fds(&a, PAYLOAD, &[ro.as_fd(), bell.as_fd(), sleep.as_fd()]);
     let e = SharedNotifier::recv(&b).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidData);
     assert_eq!(e.raw_os_error(), None, "not a raw mmap errno: {e}");
@@ -238,7 +290,7 @@ fn read_only_region_is_refused_with_a_clear_message() {
         rustix::fs::Mode::empty(),
     )
     .unwrap();
-    shared_util::send_fds(&a, PAYLOAD, &[rw.as_fd(), bell.as_fd()]);
+    shared_util::send_fds(&a, PAYLOAD, &[rw.as_fd(), bell.as_fd(), sleep.as_fd()]);
     let s = SharedNotifier::recv(&b).unwrap();
     s.write(3).unwrap();
     assert_eq!(s.read().unwrap(), 3);
@@ -261,7 +313,7 @@ fn sent_region_carries_the_seals() {
     s.send(&a).unwrap();
     let mut p = [0u8; 8];
     let fds = shared_util::recv_fds(&b, &mut p);
-    assert_eq!(fds.len(), 2);
+    assert_eq!(fds.len(), 3, "region, doorbell, sleep bell");
     let seals = rustix::fs::fcntl_get_seals(&fds[0]).unwrap();
     assert!(seals.contains(good_seals()));
     // The peer cannot shrink, grow or unseal it.
@@ -407,8 +459,9 @@ fn would_block_and_timeout_carry_their_errno() {
     assert_eq!(nb.read().unwrap_err().raw_os_error(), Some(libc::EAGAIN));
 }
 
-/// A doorbell that is an `EFD_SEMAPHORE` eventfd is refused (its drain takes 1 and can leave
-/// it readable), where the kernel shows the flag (`eventfd-semaphore`, Linux 6.4+).
+/// A doorbell or a sleep bell that is an `EFD_SEMAPHORE` eventfd is refused (its drain takes
+/// 1 and can leave it readable), where the kernel shows the flag (`eventfd-semaphore`,
+/// Linux 6.4+).
 #[test]
 fn semaphore_doorbell_is_refused() {
     let bell = rustix::event::eventfd(
@@ -422,18 +475,26 @@ fn semaphore_doorbell_is_refused() {
     ))
     .unwrap()
     .contains("eventfd-semaphore");
-    let good_meta = meta(2, 1, SIZE);
-    let r = region("evfd-sembell", MAGIC, good_meta, SIZE, good_seals());
-    let (a, b) = UnixStream::pair().unwrap();
-    shared_util::send_fds(&a, PAYLOAD, &[r.as_fd(), bell.as_fd()]);
-    let got = SharedNotifier::recv(&b);
-    if shown {
-        assert_eq!(got.unwrap_err().kind(), ErrorKind::InvalidData);
-    } else {
-        assert!(
-            got.is_ok(),
-            "kernel without eventfd-semaphore: cannot tell, accepted"
-        );
+    let good_meta = meta(3, 1, SIZE);
+    let plain = eventfd();
+    for (what, fds) in [
+        ("doorbell", [&bell, &plain]),
+        ("sleep bell", [&plain, &bell]),
+    ] {
+        let r = region("evfd-sembell", MAGIC, good_meta, SIZE, good_seals());
+        let (a, b) = UnixStream::pair().unwrap();
+        shared_util::send_fds(&a, PAYLOAD, &[r.as_fd(), fds[0].as_fd(), fds[1].as_fd()]);
+        let got = SharedNotifier::recv(&b);
+        if shown {
+            let e = got.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidData);
+            assert!(e.to_string().contains(what), "{what}: {e}");
+        } else {
+            assert!(
+                got.is_ok(),
+                "kernel without eventfd-semaphore: cannot tell, accepted"
+            );
+        }
     }
 }
 
@@ -444,7 +505,7 @@ fn short_payload_with_fds_is_refused_at_once() {
     let (a, b) = UnixStream::pair().unwrap();
     let memfd = rustix::fs::memfd_create("short", MemfdFlags::CLOEXEC).unwrap();
     let bell = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).unwrap();
-    shared_util::send_fds(&a, b"EVF", &[memfd.as_fd(), bell.as_fd()]);
+    shared_util::send_fds(&a, b"EVF", &[memfd.as_fd(), bell.as_fd(), bell.as_fd()]);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(SharedNotifier::recv(&b).map(|_| ()).map_err(|e| e.kind()));

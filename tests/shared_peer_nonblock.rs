@@ -67,3 +67,92 @@ fn drain_of_an_emptied_blocking_doorbell_returns() {
     assert_eq!(on_time("read", move || n.try_read().unwrap()), 3);
     drop(bell);
 }
+
+/// The readers' sleep bell of `n` as a peer holding its message has it (the third fd).
+fn sleep_bell_of(n: &SharedNotifier) -> OwnedFd {
+    let (a, b) = UnixStream::pair().unwrap();
+    n.send(&a).unwrap();
+    let mut payload = [0u8; 256];
+    let fds = recv_fds(&b, &mut payload);
+    assert_eq!(fds.len(), 3, "region, doorbell, sleep bell");
+    fds.into_iter().nth(2).unwrap()
+}
+
+/// Until `f` holds (10 s at most), then 20 ms more: the sleeper is in its syscall.
+fn until(what: &str, f: impl Fn() -> bool) {
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(std::time::Instant::now() < end, "{what}");
+        thread::sleep(Duration::from_millis(1));
+    }
+    thread::sleep(Duration::from_millis(20));
+}
+
+/// A peer saturates the sleep bell (a blocking eventfd) while the reader that sleeps on
+/// it, in another process, cannot read (stopped): the write that must wake it rings into
+/// a bell with no room. The write returns on time, and the reader, let go, reads the count.
+#[test]
+fn ring_into_a_saturated_sleep_bell_returns() {
+    let n = SharedNotifier::new(Mode::Counter).unwrap();
+    let sleep = sleep_bell_of(&n);
+    let n2 = n.clone();
+    let pid = shared_util::fork_child(move || match n2.read() {
+        Ok(7) => 0,
+        _ => 1,
+    });
+    until("the child never slept", || n.sleepers().0 == 1);
+    // SAFETY: `pid` is our child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    // Stopped for sure (a signal is delivered when the child next runs): from here it
+    // takes nothing out of the bell.
+    let mut status = 0;
+    // SAFETY: `pid` is our child; `status` is a valid out-pointer.
+    let waited = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
+    assert_eq!(waited, pid);
+    assert!(libc::WIFSTOPPED(status), "{status:#x}");
+    rustix::io::write(&sleep, &0xffff_ffff_ffff_fffeu64.to_ne_bytes()).unwrap();
+    let n3 = n.clone();
+    on_time("write", move || n3.write(7).unwrap());
+    assert_eq!(
+        n.stats().bell_wakes,
+        1,
+        "the child held the sleep bell: one ring tried"
+    );
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    // SAFETY: `pid` is our child; `status` is a valid out-pointer.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the child did not read the 7: {status:#x}"
+    );
+    assert_eq!(n.count(), 0);
+}
+
+/// A peer makes the sleep bell non-blocking: the reader that sleeps on it no longer waits
+/// in its `read(2)`, and must not spin on `EAGAIN` either: it sleeps in `poll(2)` (its CPU
+/// time over 200 ms asleep stays small) and is woken by the next write.
+#[test]
+fn a_sleep_bell_made_non_blocking_still_sleeps() {
+    let n = SharedNotifier::new(Mode::Counter).unwrap();
+    let sleep = sleep_bell_of(&n);
+    let fl = fcntl_getfl(&sleep).unwrap();
+    fcntl_setfl(&sleep, fl | OFlags::NONBLOCK).unwrap();
+    let n2 = n.clone();
+    let reader = thread::spawn(move || {
+        let t0 = shared_util::thread_cpu();
+        let got = n2.read().unwrap();
+        (got, shared_util::thread_cpu() - t0)
+    });
+    until("the reader never slept", || n.sleepers().0 == 1);
+    thread::sleep(Duration::from_millis(200));
+    n.write(3).unwrap();
+    let (got, cpu) = on_time("read", move || reader.join().unwrap());
+    assert_eq!(got, 3);
+    assert!(
+        cpu < Duration::from_millis(50),
+        "the reader spent {cpu:?} of CPU in 200 ms asleep"
+    );
+    assert_eq!(n.stats().bell_wakes, 1);
+    assert_eq!(n.sleepers(), (0, 0, 0));
+}

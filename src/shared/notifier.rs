@@ -19,7 +19,7 @@ use crate::mode::Mode;
 use crate::notifier::kernel::{KernelDeliver, Registrations};
 use crate::sys::{self, eventfd, scm, shm};
 
-/// The payload that travels with the two fds: a tag, so that a stray message on the socket
+/// The payload that travels with the three fds: a tag, so that a stray message on the socket
 /// is told apart from ours before any fd is looked at.
 const MSG: [u8; 8] = *b"EVFDMSG1";
 
@@ -48,6 +48,12 @@ pub struct SharedStats {
     pub rings: u64,
     /// Doorbell reads (a non-zero → 0 edge while a doorbell consumer is registered).
     pub drains: u64,
+    /// Sleep-bell writes: a write finding the blocked reader that sleeps on the sleep bell
+    /// (one blocked reader at a time sleeps there instead of in `FUTEX_WAIT`: its wake is
+    /// an eventfd write and its sleep one `read(2)`, cheaper than a shared futex's).
+    pub bell_wakes: u64,
+    /// Sleep-bell sleeps: blocking reads that slept on the sleep bell.
+    pub bell_waits: u64,
 }
 
 struct SharedCore {
@@ -101,7 +107,10 @@ impl Drop for SharedCore {
 /// A write, a read and a readiness check are atomics on one cache line of the region: no
 /// syscall while nobody sleeps. A blocking reader (or a writer blocked on a full counter)
 /// that must sleep announces itself in the region and sleeps on a shared futex word; a
-/// write then costs one `FUTEX_WAKE`. While a doorbell consumer is registered (a
+/// write then costs one `FUTEX_WAKE`. One blocked reader at a time sleeps in one `read(2)`
+/// of a third fd instead, the sleep bell (an eventfd), whose wake is an eventfd write: two
+/// processes handing a count back and forth pay an eventfd's costs, not a shared futex's
+/// (which looks its page up at every call). While a doorbell consumer is registered (a
 /// [`fd_view`](Self::fd_view), or an [`Epoll`](crate::Epoll) watching it), the doorbell
 /// eventfd mirrors `count > 0`: the write that makes the count non-zero and the read that
 /// empties it cost one syscall each; writes in between cost none. [`stats`](Self::stats)
@@ -193,7 +202,8 @@ impl SharedNotifierBuilder {
         let memfd = shm::create("evfd-shared", REGION_SIZE, o.cloexec)?;
         let map = shm::Mapping::map(memfd.as_fd())?;
         let bell = eventfd::create(0, false, o.cloexec)?;
-        let proto = Protocol::init(Region(map), SysOs::new(bell), o.mode, o.initial);
+        let sleep = eventfd::create_blocking(o.cloexec)?;
+        let proto = Protocol::init(Region(map), SysOs::new(bell, sleep), o.mode, o.initial);
         Ok(SharedNotifier::from_parts(
             proto, memfd, o.nonblock, o.cloexec,
         ))
@@ -253,7 +263,8 @@ impl SharedNotifier {
     }
 
     /// Pass this notifier to the process at the other end of `sock`: one message carrying
-    /// the region's memfd and the doorbell eventfd (`SCM_RIGHTS`). The receiver calls
+    /// the region's memfd, the doorbell eventfd and the readers' sleep-bell eventfd
+    /// (`SCM_RIGHTS`). The receiver calls
     /// [`recv`](Self::recv).
     ///
     /// # Errors
@@ -274,18 +285,23 @@ impl SharedNotifier {
         scm::send(
             sock.as_fd(),
             &MSG,
-            &[self.inner.memfd.as_fd(), self.inner.proto.os.bell.as_fd()],
+            &[
+                self.inner.memfd.as_fd(),
+                self.inner.proto.os.bell.as_fd(),
+                self.inner.proto.os.sleep.as_fd(),
+            ],
         )
     }
 
     /// Receive a notifier that the other end of `sock` [`send`](Self::send)s.
     ///
-    /// The whole message is validated before anything is mapped: exactly two fds; the first
-    /// a memfd open read-write, sealed against shrinking, growing and further sealing (and
-    /// not against writes), of exactly the region's size, whose header has the right magic, layout
-    /// version and a known mode; the second an eventfd, not `EFD_SEMAPHORE` (where the kernel shows the
-    /// flag in `/proc/self/fdinfo`, Linux 6.4+). Anything else is refused and every
-    /// fd that came with the message is closed.
+    /// The whole message is validated before anything is mapped: exactly three fds; the
+    /// first a memfd open read-write, sealed against shrinking, growing and further sealing
+    /// (and not against writes), of exactly the region's size, whose header has the right
+    /// magic, layout version and a known mode; the second (the doorbell) and the third (the
+    /// readers' sleep bell) eventfds, not `EFD_SEMAPHORE` (where the kernel shows the flag
+    /// in `/proc/self/fdinfo`, Linux 6.4+). Anything else is refused and every fd that came
+    /// with the message is closed.
     ///
     /// The notifier is blocking and its fds close-on-exec; the mode is the sender's.
     ///
@@ -325,38 +341,42 @@ impl SharedNotifier {
         if got.len != payload.len() || payload != MSG {
             return Err(refused("shared notifier message: wrong payload"));
         }
-        let [memfd, bell]: [OwnedFd; 2] = got.fds.try_into().map_err(|fds: Vec<OwnedFd>| {
-            refused(format!(
-                "shared notifier message: {} fds, expected 2 (region, doorbell)",
-                fds.len()
-            ))
-        })?;
+        let [memfd, bell, sleep]: [OwnedFd; 3] =
+            got.fds.try_into().map_err(|fds: Vec<OwnedFd>| {
+                refused(format!(
+                    "shared notifier message: {} fds, expected 3 (region, doorbell, sleep bell)",
+                    fds.len()
+                ))
+            })?;
         shm::check_sealed(memfd.as_fd(), REGION_SIZE)?;
         let mut header = [0u8; 16];
         shm::pread_exact(memfd.as_fd(), &mut header, protocol::OFF_MAGIC as u64)?;
         let magic = u64::from_ne_bytes(header[..8].try_into().expect("8 bytes"));
         let meta = u64::from_ne_bytes(header[8..].try_into().expect("8 bytes"));
         let mode = protocol::parse_header(magic, meta)?;
-        match eventfd::fdinfo(bell.as_fd()) {
-            // A semaphore eventfd's drain takes 1 and can leave it readable: the doorbell
-            // would no longer mirror `count > 0`.
-            Ok(Some(info)) if info.semaphore == Some(true) => {
-                return Err(refused(
-                    "shared notifier message: the doorbell is an EFD_SEMAPHORE eventfd",
-                ))
+        for (fd, what) in [(&bell, "doorbell"), (&sleep, "sleep bell")] {
+            match eventfd::fdinfo(fd.as_fd()) {
+                // A semaphore eventfd's read takes 1: the doorbell's drain could leave it
+                // readable (it would no longer mirror `count > 0`), and the sleep bell's
+                // tokens would outlive the wakes they were for.
+                Ok(Some(info)) if info.semaphore == Some(true) => {
+                    return Err(refused(format!(
+                        "shared notifier message: the {what} is an EFD_SEMAPHORE eventfd"
+                    )))
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    return Err(refused(format!(
+                        "shared notifier message: cannot tell whether the {what} is an eventfd (no /proc)"
+                    )))
+                }
+                Err(e) => return Err(refused(format!("shared notifier message: {what}: {e}"))),
             }
-            Ok(Some(_)) => {}
-            Ok(None) => {
-                return Err(refused(
-                    "shared notifier message: cannot tell whether the doorbell is an eventfd (no /proc)",
-                ))
-            }
-            Err(e) => return Err(refused(format!("shared notifier message: doorbell: {e}"))),
         }
         // Everything checked: now map. (The memfd cannot change size any more.)
         eventfd::set_nonblocking(bell.as_fd())?;
         let map = shm::Mapping::map(memfd.as_fd())?;
-        let proto = Protocol::attach(Region(map), SysOs::new(bell), mode);
+        let proto = Protocol::attach(Region(map), SysOs::new(bell, sleep), mode);
         // The peer may have scribbled between our read and the mapping: look again.
         proto.check_header()?;
         Ok(SharedNotifier::from_parts(proto, memfd, false, true))
@@ -594,6 +614,8 @@ impl SharedNotifier {
             futex_waits: os.futex_waits.load(Relaxed),
             rings: os.rings.load(Relaxed),
             drains: os.drains.load(Relaxed),
+            bell_wakes: os.bell_rings.load(Relaxed),
+            bell_waits: os.bell_sleeps.load(Relaxed),
         }
     }
 

@@ -1,6 +1,7 @@
 //! The protocol's binding to this OS (`protocol::{Words, Os}`): the region's words as
-//! atomics in the shared mapping ([`Region`]), and the shared futex and the doorbell eventfd
-//! ([`SysOs`]), with the syscall counters behind `SharedNotifier::stats`.
+//! atomics in the shared mapping ([`Region`]), and the shared futex, the readers' sleep bell
+//! and the doorbell, two eventfds ([`SysOs`]), with the syscall counters behind
+//! `SharedNotifier::stats`.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -33,6 +34,9 @@ impl Words for Region {
     fn wseq(&self) -> &AtomicU32 {
         self.0.u32_at(protocol::OFF_WSEQ)
     }
+    fn rslot(&self) -> &AtomicU32 {
+        self.0.u32_at(protocol::OFF_RSLOT)
+    }
     fn waker_cpu(&self, which: Futex) -> Option<&AtomicU32> {
         Some(self.0.u32_at(match which {
             Futex::Readers => protocol::OFF_RWAKER,
@@ -41,13 +45,18 @@ impl Words for Region {
     }
 }
 
-/// The OS side: the shared futex and the doorbell eventfd.
+/// The OS side: the shared futex, the readers' sleep bell and the doorbell.
 pub(super) struct SysOs {
     /// Shared with the epoll registrations (`SharedCore::regs`), which must delete themselves
     /// while it is open.
     pub(super) bell: Arc<crate::sys::fd::Fd>,
+    /// The readers' sleep bell (`protocol`, "The sleep bell"): an eventfd made blocking,
+    /// which only the holder of `rslot` reads.
+    pub(super) sleep: OwnedFd,
     pub(super) futex_wakes: AtomicU64,
     pub(super) futex_waits: AtomicU64,
+    pub(super) bell_rings: AtomicU64,
+    pub(super) bell_sleeps: AtomicU64,
     pub(super) rings: AtomicU64,
     pub(super) drains: AtomicU64,
 }
@@ -71,6 +80,21 @@ impl Os for SysOs {
         self.futex_wakes.fetch_add(1, Relaxed);
         // EFAULT/EINVAL cannot happen on a mapped, aligned word; nothing to report to.
         let _ = futex::wake(word, n);
+    }
+
+    fn bell_sleep(&self, deadline: Option<Instant>) -> io::Result<Woke> {
+        self.bell_sleeps.fetch_add(1, Relaxed);
+        Ok(if eventfd::sleep_read(self.sleep.as_fd(), deadline)? {
+            Woke::Maybe
+        } else {
+            Woke::TimedOut
+        })
+    }
+
+    fn bell_ring(&self) {
+        self.bell_rings.fetch_add(1, Relaxed);
+        // EAGAIN: saturated (a peer's doing), so readable: the holder wakes anyway.
+        let _ = bell_write(self.sleep.as_fd(), 1);
     }
 
     fn ring(&self) {
@@ -102,19 +126,22 @@ impl Os for SysOs {
 }
 
 impl SysOs {
-    pub(super) fn new(bell: OwnedFd) -> SysOs {
+    pub(super) fn new(bell: OwnedFd, sleep: OwnedFd) -> SysOs {
         SysOs {
             // The peer process holds it by design.
             bell: Arc::new(crate::sys::fd::Fd::shared(bell)),
+            sleep,
             futex_wakes: AtomicU64::new(0),
             futex_waits: AtomicU64::new(0),
+            bell_rings: AtomicU64::new(0),
+            bell_sleeps: AtomicU64::new(0),
             rings: AtomicU64::new(0),
             drains: AtomicU64::new(0),
         }
     }
 }
 
-/// Every doorbell write of this module (ring, pulse). The doorbell's open file description
+/// Every doorbell and sleep-bell write of this module (ring, pulse, `bell_ring`). The doorbell's open file description
 /// is the peer's too, so a peer can clear `O_NONBLOCK` on it: the write never waits,
 /// whatever that flag says (`eventfd::write_now`).
 fn bell_write(fd: BorrowedFd<'_>, n: u64) -> io::Result<()> {

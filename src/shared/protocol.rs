@@ -19,6 +19,7 @@
 //! 132     wseq      u32        futex word for blocked writers: sequence << 2 | PULSE | WAIT
 //! 136     rwaker    u32        advisory: CPU + 1 of the last FUTEX_WAKE on rseq (0: unknown)
 //! 140     wwaker    u32        advisory: the same for wseq
+//! 144     rslot     u32        the readers' sleep bell: 1 while a reader holds it
 //! ```
 //!
 //! `count` and `sleepers` share a cache line, so a write that finds nobody asleep touches
@@ -57,6 +58,31 @@
 //! asleep would not be woken by the next edge. Blocked writers are the mirror image on
 //! `wseq`, woken by every consumption. A reader that was woken and leaves the count
 //! non-zero (Semaphore) hands the wake on.
+//!
+//! # The sleep bell (readers)
+//!
+//! One blocked reader at a time sleeps in a read of an eventfd of its own kind, the
+//! *sleep bell*, instead of `FUTEX_WAIT`: the reader that takes the `rslot` word (a CAS
+//! 0 → 1) announces itself with [`RING_FLAG`] where the futex path sets `WAIT`, and sleeps
+//! in one `read(2)` of the bell, which both waits and takes the token; a waker whose CAS
+//! on `rseq` finds `RING_FLAG` writes one token. Every other reader sleeps on the futex as
+//! above, and a waker that finds both flags does both. The argument is the futex path's
+//! with "the bell holds a token" for "the word moved": the flag is set before the waker's
+//! CAS (seen: a token is written, which the holder's read finds whenever it starts) or not
+//! at all (the holder's CAS finds the sequence moved and looks again). The holder leaves
+//! the slot after each sleep. A token written for a holder that left first (a timeout, or
+//! it found the count before it slept) stays in the bell and makes the next holder's read
+//! return at once: a spurious wake, which looks again. The reason is cost: a shared futex
+//! looks its page up at every call, and two processes handing a count back and forth on one
+//! CPU (what a co-tenant makes of any pair) paid for that at every hop — the bell's
+//! write and read are an eventfd's, as the kernel pair's own.
+//!
+//! The bell's open file description is shared with every process that holds the notifier,
+//! so nothing relies on its flags: the holder's read without a deadline is a blocking
+//! `read(2)` that falls back to `poll(2)` if a peer made the description non-blocking, a
+//! timed one `poll(2)` and a read that never waits; a ring is a write that never waits
+//! (`eventfd::write_now`). A holder killed while it held the slot leaves it held: every
+//! reader then sleeps on the futex, as before the bell existed.
 //!
 //! # Dead sleepers
 //!
@@ -168,8 +194,9 @@ use std::sync::atomic::Ordering::Relaxed;
 pub(crate) const REGION_SIZE: usize = 4096;
 /// `"EVFDSHR1"`, little-endian.
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"EVFDSHR1");
-/// The layout and protocol version (2: the futex words carry the wait and pulse flags).
-pub(crate) const VERSION: u16 = 2;
+/// The layout and protocol version (2: the futex words carry the wait and pulse flags; 3:
+/// the readers' sleep bell, `rslot` and [`RING_FLAG`]).
+pub(crate) const VERSION: u16 = 3;
 pub(crate) const OFF_MAGIC: usize = 0;
 pub(crate) const OFF_META: usize = 8;
 pub(crate) const OFF_COUNT: usize = 64;
@@ -178,6 +205,7 @@ pub(crate) const OFF_RSEQ: usize = 128;
 pub(crate) const OFF_WSEQ: usize = 132;
 pub(crate) const OFF_RWAKER: usize = 136;
 pub(crate) const OFF_WWAKER: usize = 140;
+pub(crate) const OFF_RSLOT: usize = 144;
 
 const FIELD_BITS: u32 = 21;
 const FIELD: u64 = (1 << FIELD_BITS) - 1;
@@ -197,9 +225,13 @@ const WAIT_FLAG: u32 = 1;
 /// Flag in `wseq`: an async writer waits for a doorbell pulse. Set by the writer before each
 /// re-check, cleared by the consumer, which pulses only when it was set.
 const PULSE_FLAG: u32 = 2;
+/// Flag in `rseq`: the holder of the readers' sleep bell (`rslot`) may be in a read of it
+/// on the word's current value. Set by the holder just before it sleeps, cleared by the
+/// waker, which then puts a token in the sleep bell (module docs, "The sleep bell").
+const RING_FLAG: u32 = 4;
 /// The flags of a futex word; the rest is its sequence, bumped by [`SEQ_STEP`].
-const FLAGS: u32 = WAIT_FLAG | PULSE_FLAG;
-const SEQ_STEP: u32 = 4;
+const FLAGS: u32 = WAIT_FLAG | PULSE_FLAG | RING_FLAG;
+const SEQ_STEP: u32 = 8;
 /// Futex returns without progress before a waiter backs off (sleeps 1 ms per round).
 const SPURIOUS_BEFORE_BACKOFF: u32 = 1024;
 
@@ -257,6 +289,8 @@ pub(crate) trait Words: Send + Sync + 'static {
     fn sleepers(&self) -> &AtomicU64;
     fn rseq(&self) -> &AtomicU32;
     fn wseq(&self) -> &AtomicU32;
+    /// The readers' sleep-bell slot (module docs, "The sleep bell"): 0 free, 1 held.
+    fn rslot(&self) -> &AtomicU32;
     /// The advisory word where the last `FUTEX_WAKE` of `which` left its CPU + 1 (0:
     /// unknown), for the spin gauge (module docs, "The waker's CPU"); `None` where it is
     /// not kept (the heap and loom words of the tests). Plain atomics: only a heuristic
@@ -295,6 +329,11 @@ pub(crate) trait Os: Send + Sync + 'static {
     ) -> io::Result<Woke>;
     /// Wake up to `n` sleepers on `word`.
     fn futex_wake(&self, which: Futex, word: &AtomicU32, n: u32);
+    /// Sleep until the readers' sleep bell holds a token, taking every token, or until
+    /// `deadline`. `Maybe` also on a signal or a stale token: the caller looks again.
+    fn bell_sleep(&self, deadline: Option<Instant>) -> io::Result<Woke>;
+    /// Put a token in the readers' sleep bell (wakes its holder, or the next one).
+    fn bell_ring(&self);
     /// Make the doorbell readable.
     fn ring(&self);
     /// Make the doorbell not readable.
@@ -553,11 +592,18 @@ impl<W: Words, O: Os> Protocol<W, O> {
                 Err(seen) => cur = seen,
             }
         }
-        if flags & WAIT_FLAG != 0 {
+        // The ring flag is the readers' alone (a peer's in `wseq` is ignored).
+        let ring = which == Futex::Readers && flags & RING_FLAG != 0;
+        if flags & WAIT_FLAG != 0 || ring {
             if let Some(w) = self.words.waker_cpu(which) {
                 // `NO_CPU` + 1 wraps to 0: "unknown".
                 w.store(current_cpu().wrapping_add(1), Relaxed);
             }
+        }
+        if ring {
+            self.os.bell_ring();
+        }
+        if flags & WAIT_FLAG != 0 {
             self.os.futex_wake(which, word, u32::MAX);
         }
         if which == Futex::Writers && flags & PULSE_FLAG != 0 {
@@ -685,16 +731,30 @@ impl<W: Words, O: Os> Protocol<W, O> {
             self.words.sleepers().fetch_add(me, SeqCst);
             crate::loom::dekker_fence();
             let r = match step() {
-                Ok(None) => match Self::announce(word, seq, WAIT_FLAG) {
-                    Some(value) => {
-                        if !parked {
-                            spin.before_park(Some(&self.spin));
-                            parked = true;
+                Ok(None) => {
+                    // A reader sleeps on the sleep bell if it is free (module docs), else
+                    // in FUTEX_WAIT.
+                    let slot = which == Futex::Readers && self.take_slot();
+                    let flag = if slot { RING_FLAG } else { WAIT_FLAG };
+                    let r = match Self::announce(word, seq, flag) {
+                        Some(value) => {
+                            if !parked {
+                                spin.before_park(Some(&self.spin));
+                                parked = true;
+                            }
+                            if slot {
+                                self.os.bell_sleep(deadline)
+                            } else {
+                                self.os.futex_wait(which, word, value, deadline)
+                            }
                         }
-                        self.os.futex_wait(which, word, value, deadline)
+                        None => Ok(Woke::Maybe),
+                    };
+                    if slot {
+                        self.words.rslot().store(0, SeqCst);
                     }
-                    None => Ok(Woke::Maybe),
-                },
+                    r
+                }
                 other => {
                     self.words.sleepers().fetch_sub(me, SeqCst);
                     if let Ok(Some(_)) = other {
@@ -724,6 +784,14 @@ impl<W: Words, O: Os> Protocol<W, O> {
                 }
             }
         }
+    }
+
+    /// Take the readers' sleep bell (module docs, "The sleep bell"): whether this reader
+    /// holds it now. One load when it is held.
+    #[inline(always)]
+    fn take_slot(&self) -> bool {
+        let slot = self.words.rslot();
+        slot.load(Relaxed) == 0 && slot.compare_exchange(0, 1, SeqCst, SeqCst).is_ok()
     }
 
     /// A woken reader that succeeded and left units (Semaphore) passes the wake on.

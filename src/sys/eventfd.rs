@@ -74,6 +74,49 @@ pub(crate) fn create(initval: u32, semaphore: bool, cloexec: bool) -> io::Result
     Ok(rustix::event::eventfd(initval, flags)?)
 }
 
+/// `eventfd2(0, [CLOEXEC])`: a *blocking* description, for a sleep bell that a blocked
+/// reader waits on in `read(2)` itself ([`sleep_read`]).
+#[cfg_attr(evfd_loom, allow(dead_code))]
+pub(crate) fn create_blocking(cloexec: bool) -> io::Result<OwnedFd> {
+    let flags = if cloexec {
+        EventfdFlags::CLOEXEC
+    } else {
+        EventfdFlags::empty()
+    };
+    Ok(rustix::event::eventfd(0, flags)?)
+}
+
+/// Sleep on a sleep bell (a `SharedNotifier`'s, `shared::protocol`, "The sleep bell") until
+/// it holds a token, taking every token, or until `deadline`: `Ok(false)` if the deadline
+/// passed. A signal, or a token another reader took first, is `Ok(true)` too: the caller
+/// looks again. The description is every holder's, so no flag of it is relied on:
+///
+/// - without a deadline, one blocking `read(2)`, which waits and takes in one syscall; if a
+///   peer made the description non-blocking (`EAGAIN`), `poll(2)` and then a read that
+///   never waits ([`read_now`]);
+/// - with one, `poll(2)` until the deadline, then that read.
+#[cfg_attr(evfd_loom, allow(dead_code))]
+pub(crate) fn sleep_read(
+    fd: BorrowedFd<'_>,
+    deadline: Option<std::time::Instant>,
+) -> io::Result<bool> {
+    if deadline.is_none() {
+        let mut buf = [0u8; 8];
+        match rustix::io::read(fd, &mut buf) {
+            Ok(_) | Err(Errno::INTR) => return Ok(true),
+            Err(Errno::AGAIN) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if super::poll_until(fd, crate::events::Events::IN, deadline)?.is_empty() {
+        return Ok(false);
+    }
+    match read_now(fd) {
+        Err(e) if e.kind() != io::ErrorKind::WouldBlock => Err(e),
+        _ => Ok(true),
+    }
+}
+
 /// One 8-byte `read(2)`: the count (or 1 with `EFD_SEMAPHORE`). `EINTR` is retried;
 /// `EAGAIN` (count 0 on a non-blocking fd) comes back as `WouldBlock` with its errno.
 /// Waits if the description is blocking: only for fds no peer holds (evfd's private

@@ -325,7 +325,10 @@ pub fn peer_main() {
                 let st = shared.as_ref().unwrap().stats();
                 format!(
                     "ok {} {} {} {}",
-                    st.futex_wakes, st.futex_waits, st.rings, st.drains
+                    st.futex_wakes + st.bell_wakes,
+                    st.futex_waits + st.bell_waits,
+                    st.rings,
+                    st.drains
                 )
             }
             "wait_sleepers" => {

@@ -21,6 +21,7 @@ pub(crate) mod heap {
         pub(crate) sleepers: AtomicU64,
         pub(crate) rseq: AtomicU32,
         pub(crate) wseq: AtomicU32,
+        pub(crate) rslot: AtomicU32,
     }
 
     impl HeapWords {
@@ -32,6 +33,7 @@ pub(crate) mod heap {
                 sleepers: AtomicU64::new(0),
                 rseq: AtomicU32::new(0),
                 wseq: AtomicU32::new(0),
+                rslot: AtomicU32::new(0),
             }
         }
     }
@@ -55,14 +57,23 @@ pub(crate) mod heap {
         fn wseq(&self) -> &AtomicU32 {
             &self.wseq
         }
+        fn rslot(&self) -> &AtomicU32 {
+            &self.rslot
+        }
     }
 
     /// A futex is "check the word and sleep" atomically: here, under one mutex, with a
-    /// condition variable per futex word and one for the doorbell.
+    /// condition variable per futex word, one for the sleep bell (a count of tokens) and one
+    /// for the doorbell.
     pub(crate) struct CondOs {
         lock: Mutex<()>,
         readers: Condvar,
         writers: Condvar,
+        sleep_cv: Condvar,
+        /// The sleep bell's tokens.
+        pub(crate) tokens: AtomicU64,
+        /// Sleep-bell writes so far.
+        pub(crate) bell_rings: AtomicU64,
         bell_cv: Condvar,
         /// The doorbell's readability.
         pub(crate) bell: AtomicBool,
@@ -80,6 +91,9 @@ pub(crate) mod heap {
                 lock: Mutex::new(()),
                 readers: Condvar::new(),
                 writers: Condvar::new(),
+                sleep_cv: Condvar::new(),
+                tokens: AtomicU64::new(0),
+                bell_rings: AtomicU64::new(0),
                 bell_cv: Condvar::new(),
                 bell: AtomicBool::new(false),
                 rings: AtomicU64::new(0),
@@ -161,6 +175,38 @@ pub(crate) mod heap {
             } else {
                 self.cv(which).notify_all();
             }
+        }
+
+        fn bell_sleep(&self, deadline: Option<Instant>) -> io::Result<Woke> {
+            let mut g = crate::loom::lock(&self.lock);
+            while self.tokens.load(SeqCst) == 0 {
+                match deadline {
+                    None => g = self.sleep_cv.wait(g).unwrap(),
+                    // loom has no clock: a timed wait may time out at once.
+                    #[cfg(evfd_loom)]
+                    Some(_) => return Ok(Woke::TimedOut),
+                    #[cfg(not(evfd_loom))]
+                    Some(d) => {
+                        let left = d.saturating_duration_since(Instant::now());
+                        let (g2, t) = self.sleep_cv.wait_timeout(g, left).unwrap();
+                        g = g2;
+                        if t.timed_out() && self.tokens.load(SeqCst) == 0 {
+                            return Ok(Woke::TimedOut);
+                        }
+                    }
+                }
+            }
+            // A read takes every token.
+            self.tokens.store(0, SeqCst);
+            drop(g);
+            Ok(Woke::Maybe)
+        }
+
+        fn bell_ring(&self) {
+            self.bell_rings.fetch_add(1, SeqCst);
+            let _g = crate::loom::lock(&self.lock);
+            self.tokens.fetch_add(1, SeqCst);
+            self.sleep_cv.notify_all();
         }
 
         fn ring(&self) {
@@ -341,20 +387,24 @@ mod unit {
         // A reader and a blocked writer that announced themselves and died in FUTEX_WAIT,
         // and an async writer that asked for a pulse and died.
         b.words.sleepers.fetch_add(READER | WRITER, SeqCst);
-        b.words.rseq.fetch_or(WAIT_FLAG, SeqCst);
+        // And a reader that held the sleep bell and died in its read.
+        b.words.rseq.fetch_or(WAIT_FLAG | RING_FLAG, SeqCst);
+        b.words.rslot.store(1, SeqCst);
         b.words.wseq.fetch_or(WAIT_FLAG | PULSE_FLAG, SeqCst);
         for _ in 0..100 {
             a.try_write(1).unwrap(); // an edge with a "reader" registered
             assert_eq!(a.try_read().unwrap(), 1); // a consumption with a "writer"
         }
         assert_eq!(a.os.wakes.load(SeqCst), 2, "one FUTEX_WAKE per word, once");
+        assert_eq!(a.os.bell_rings.load(SeqCst), 1, "one sleep-bell ring, once");
         assert_eq!(a.os.pulses.load(SeqCst), 1, "one pulse, once");
         assert_eq!(
             a.sleepers(),
             (1, 1, 0),
             "the counts stay (they cannot be told apart)"
         );
-        // A live reader still sleeps and is still woken.
+        // A live reader still sleeps (on the futex: the dead holder keeps the bell) and is
+        // still woken.
         let a = Arc::new(a);
         let a2 = Arc::clone(&a);
         let t = std::thread::spawn(move || a2.read(Some(Instant::now() + Duration::from_secs(10))));
@@ -364,6 +414,66 @@ mod unit {
         std::thread::sleep(Duration::from_millis(5));
         b.try_write(3).unwrap();
         assert_eq!(t.join().unwrap().unwrap(), 3);
+    }
+
+    /// The first blocked reader sleeps on the sleep bell (one ring wakes it, no
+    /// `FUTEX_WAKE`); a second, at the same time, on the futex; both are woken by the edges
+    /// they are owed, and each leaves the slot and its registration behind it.
+    #[test]
+    fn the_first_blocked_reader_sleeps_on_the_bell() {
+        let (a, b) = pair(Mode::Counter, 0);
+        let a = Arc::new(a);
+        let a2 = Arc::clone(&a);
+        let t = std::thread::spawn(move || a2.read(None).unwrap());
+        while a.words.rseq.load(SeqCst) & RING_FLAG == 0 {
+            std::thread::yield_now();
+        }
+        assert_eq!(a.words.rslot.load(SeqCst), 1, "the reader holds the bell");
+        b.try_write(4).unwrap();
+        assert_eq!(t.join().unwrap(), 4);
+        assert_eq!(a.os.bell_rings.load(SeqCst), 1);
+        assert_eq!(a.os.wakes.load(SeqCst), 0, "no FUTEX_WAKE");
+        assert_eq!(a.words.rslot.load(SeqCst), 0, "the slot is left");
+        assert_eq!(a.sleepers(), (0, 0, 0));
+
+        // Two readers at once: one on the bell, one on the futex.
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let a = Arc::clone(&a);
+                std::thread::spawn(move || a.read(None).unwrap())
+            })
+            .collect();
+        while a.words.rseq.load(SeqCst) & (RING_FLAG | WAIT_FLAG) != RING_FLAG | WAIT_FLAG {
+            std::thread::yield_now();
+        }
+        b.try_write(1).unwrap();
+        while b.count() != 0 {
+            std::thread::yield_now();
+        }
+        b.try_write(1).unwrap();
+        let got: u64 = readers.into_iter().map(|t| t.join().unwrap()).sum();
+        assert_eq!(got, 2);
+        assert!(
+            a.os.wakes.load(SeqCst) >= 1,
+            "the futex sleeper was woken by FUTEX_WAKE"
+        );
+        assert_eq!(a.sleepers(), (0, 0, 0));
+        assert_eq!(a.words.rslot.load(SeqCst), 0);
+    }
+
+    /// Stale tokens in the sleep bell (rings for holders that had left) make a read return
+    /// early at most once: a timed read on an empty count still times out, on time.
+    #[test]
+    fn stale_tokens_do_not_end_a_timed_read() {
+        let (a, _b) = pair(Mode::Counter, 0);
+        a.os.tokens.store(3, SeqCst);
+        let t0 = Instant::now();
+        let e = a.read(Some(t0 + Duration::from_millis(20))).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert!(t0.elapsed() >= Duration::from_millis(20));
+        assert_eq!(a.os.tokens.load(SeqCst), 0, "taken by the first look");
+        assert_eq!(a.sleepers(), (0, 0, 0));
+        assert_eq!(a.words.rslot.load(SeqCst), 0);
     }
 
     #[test]
@@ -411,17 +521,18 @@ mod unit {
             });
             // Registered is not yet asleep: its re-check after registering comes first, and
             // that re-check would take the edge below without looking at the header. Its
-            // announcement (`WAIT_FLAG` on its futex word, set after the re-check failed)
-            // is the last step before the futex: an edge after it either finds the sleeper
-            // in the futex or changes the word under it, and either way the sleeper's next
-            // round checks the header first. (No timing: a sleep here failed on a slow
-            // machine whenever the thread had not reached the futex in time.)
+            // announcement (`WAIT_FLAG` on its futex word, or `RING_FLAG` for the reader
+            // that holds the sleep bell, set after the re-check failed) is the last step
+            // before it sleeps: an edge after it either finds the sleeper asleep or changes
+            // the word under it (or leaves a token in the bell), and either way the
+            // sleeper's next round checks the header first. (No timing: a sleep here failed
+            // on a slow machine whenever the thread had not reached the futex in time.)
             let word = if blocked_writer {
                 &a.words.wseq
             } else {
                 &a.words.rseq
             };
-            while word.load(SeqCst) & WAIT_FLAG == 0 {
+            while word.load(SeqCst) & (WAIT_FLAG | RING_FLAG) == 0 {
                 std::thread::yield_now();
             }
             b.words.magic.store(0, SeqCst);
@@ -546,6 +657,74 @@ mod loom {
             b.try_write(1).unwrap();
             assert_eq!(r.join().unwrap(), 2);
             assert_eq!(a.sleepers(), (1, 0, 0));
+        });
+    }
+
+    /// A token left in the sleep bell (a ring for a holder that left before it read): the
+    /// next holder's read returns at once, looks again, and still takes the write's count.
+    #[test]
+    fn shared_sleep_bell_stale_token() {
+        ::loom::model(|| {
+            let (a, b) = pair(Mode::Counter, 0);
+            a.os.tokens.store(1, SeqCst);
+            let a = Arc::new(a);
+            let a2 = Arc::clone(&a);
+            let r = thread::spawn(move || a2.read(None).unwrap());
+            b.try_write(1).unwrap();
+            assert_eq!(r.join().unwrap(), 1);
+            assert_eq!(a.sleepers(), (0, 0, 0));
+            assert_eq!(a.words.rslot.load(SeqCst), 0, "the slot is left");
+        });
+    }
+
+    /// A holder of the sleep bell that died in its read (the slot held, `RING_FLAG` set):
+    /// the live reader sleeps on the futex, and is woken by each of two writes.
+    #[test]
+    fn shared_sleep_bell_dead_holder() {
+        ::loom::model(|| {
+            let (a, b) = pair(Mode::Counter, 0);
+            b.words.sleepers.fetch_add(READER, SeqCst);
+            b.words.rslot.store(1, SeqCst);
+            b.words.rseq.fetch_or(RING_FLAG, SeqCst);
+            let a = Arc::new(a);
+            let a2 = Arc::clone(&a);
+            let r = thread::spawn(move || {
+                let mut got = 0;
+                while got < 2 {
+                    got += a2.read(None).unwrap();
+                }
+                got
+            });
+            b.try_write(1).unwrap();
+            b.try_write(1).unwrap();
+            assert_eq!(r.join().unwrap(), 2);
+            assert!(
+                a.os.bell_rings.load(SeqCst) <= 1,
+                "the dead flag rings once"
+            );
+        });
+    }
+
+    /// A timed read that holds the sleep bell and times out (at once, in loom), then an
+    /// untimed one, against one write: the write's count is read once, by one of them, and
+    /// a ring meant for the first (a stale token) costs the second a spurious wake only.
+    #[test]
+    fn shared_sleep_bell_timed_holder_then_untimed() {
+        ::loom::model(|| {
+            let (a, b) = pair(Mode::Counter, 0);
+            let a = Arc::new(a);
+            let a2 = Arc::clone(&a);
+            let r = thread::spawn(move || match a2.read(Some(Instant::now())) {
+                Ok(n) => n,
+                Err(e) => {
+                    assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+                    a2.read(None).unwrap()
+                }
+            });
+            b.try_write(1).unwrap();
+            assert_eq!(r.join().unwrap(), 1);
+            assert_eq!(a.sleepers(), (0, 0, 0));
+            assert_eq!(a.words.rslot.load(SeqCst), 0);
         });
     }
 
