@@ -141,8 +141,9 @@ impl SysOs {
     }
 }
 
-/// Every doorbell and sleep-bell write of this module (ring, pulse, `bell_ring`). The doorbell's open file description
-/// is the peer's too, so a peer can clear `O_NONBLOCK` on it: the write never waits,
+/// Every doorbell and sleep-bell write of this module (ring, pulse, `bell_ring`). Both
+/// open file descriptions are the peer's too, so a peer can change `O_NONBLOCK` on them
+/// (the sleep bell is blocking by design) and fill the count: the write never waits,
 /// whatever that flag says (`eventfd::write_now`).
 fn bell_write(fd: BorrowedFd<'_>, n: u64) -> io::Result<()> {
     eventfd::write_now(fd, n)

@@ -15,9 +15,9 @@
 //!  64     count     u64        the eventfd counter
 //!  72     sleepers  u64        three 21-bit counts: blocked readers | blocked writers << 21
 //!                              | doorbell consumers << 42
-//! 128     rseq      u32        futex word for blocked readers: sequence << 2 | WAIT
-//! 132     wseq      u32        futex word for blocked writers: sequence << 2 | PULSE | WAIT
-//! 136     rwaker    u32        advisory: CPU + 1 of the last FUTEX_WAKE on rseq (0: unknown)
+//! 128     rseq      u32        futex word for blocked readers: sequence << 3 | RING | WAIT
+//! 132     wseq      u32        futex word for blocked writers: sequence << 3 | PULSE | WAIT
+//! 136     rwaker    u32        advisory: CPU + 1 of the last wake of rseq's sleepers (0: unknown)
 //! 140     wwaker    u32        advisory: the same for wseq
 //! 144     rslot     u32        the readers' sleep bell: 1 while a reader holds it
 //! ```
@@ -33,7 +33,7 @@
 //!   sleepers += READER                          fence
 //!   fence                                       if old == 0 && sleepers.readers > 0:
 //!   if count > 0: sleepers -= READER; retry         one CAS: f = rseq's flags,
-//!   v = set WAIT in rseq (CAS; if the                 rseq = (seq + 1) << 2, no flags
+//!   v = set WAIT in rseq (CAS; if the                 rseq = (seq + 1) << 3, no flags
 //!       sequence moved: retry)                      if f has WAIT: futex_wake(rseq, all)
 //!   futex_wait(rseq, v, deadline)
 //!   sleepers -= READER; retry
@@ -122,7 +122,7 @@
 //!   sleepers += WRITER      (arm_room)          fence
 //!   fence                                       if sleepers.writers > 0:
 //!   loop:                                           one CAS: f = wseq's flags,
-//!     wseq |= PULSE         (want_pulse)              wseq = (seq + 1) << 2, no flags
+//!     wseq |= PULSE         (want_pulse)              wseq = (seq + 1) << 3, no flags
 //!     if try_write(n) succeeds: done                if f has WAIT: futex_wake(wseq, all)
 //!     await a doorbell event                        if f has PULSE: pulse()
 //! ```
