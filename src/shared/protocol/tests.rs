@@ -556,7 +556,7 @@ mod unit {
 /// Loom models: two threads stand for the two processes, over the same words.
 #[cfg(evfd_loom)]
 mod loom {
-    use super::heap::{pair, HeapProtocol};
+    use super::heap::{pair, HeapProtocol, HeapWords};
     use super::*;
     use crate::mode::LIMIT;
     use ::loom::thread;
@@ -635,28 +635,38 @@ mod loom {
         });
     }
 
-    /// A reader that died registered (its count and `WAIT` left in the region) and a
-    /// live reader taking two writes: the dead one's flag is cleared by the first wake,
-    /// the live one sets its own before each sleep, so it is woken every time.
+    /// A reader that died registered (its count, and what `dead` leaves in the words),
+    /// then a live reader taking two writes: it is woken by each. This side, for the
+    /// caller's checks.
+    fn live_reader_beside(dead: impl Fn(&HeapWords)) -> Arc<HeapProtocol> {
+        let (a, b) = pair(Mode::Counter, 0);
+        b.words.sleepers.fetch_add(READER, SeqCst);
+        dead(&b.words);
+        let a = Arc::new(a);
+        let a2 = Arc::clone(&a);
+        let r = thread::spawn(move || {
+            let mut got = 0;
+            while got < 2 {
+                got += a2.read(None).unwrap();
+            }
+            got
+        });
+        b.try_write(1).unwrap();
+        b.try_write(1).unwrap();
+        assert_eq!(r.join().unwrap(), 2);
+        assert_eq!(a.sleepers(), (1, 0, 0), "the dead count stays");
+        a
+    }
+
+    /// A reader that died in FUTEX_WAIT (its `WAIT` left in the region) beside a live one:
+    /// the dead one's flag is cleared by the first wake, the live one sets its own before
+    /// each sleep, so it is woken every time.
     #[test]
     fn shared_futex_dead_and_live_reader() {
         ::loom::model(|| {
-            let (a, b) = pair(Mode::Counter, 0);
-            b.words.sleepers.fetch_add(READER, SeqCst);
-            b.words.rseq.fetch_or(WAIT_FLAG, SeqCst);
-            let a = Arc::new(a);
-            let a2 = Arc::clone(&a);
-            let r = thread::spawn(move || {
-                let mut got = 0;
-                while got < 2 {
-                    got += a2.read(None).unwrap();
-                }
-                got
+            live_reader_beside(|w| {
+                w.rseq.fetch_or(WAIT_FLAG, SeqCst);
             });
-            b.try_write(1).unwrap();
-            b.try_write(1).unwrap();
-            assert_eq!(r.join().unwrap(), 2);
-            assert_eq!(a.sleepers(), (1, 0, 0));
         });
     }
 
@@ -677,27 +687,16 @@ mod loom {
         });
     }
 
-    /// A holder of the sleep bell that died in its read (the slot held, `RING_FLAG` set):
-    /// the live reader sleeps on the futex, and is woken by each of two writes.
+    /// A holder of the sleep bell that died in its read (the slot held, `RING_FLAG` set)
+    /// beside a live reader: that one sleeps on the futex, and is woken by each of two
+    /// writes; the dead flag costs one ring.
     #[test]
     fn shared_sleep_bell_dead_holder() {
         ::loom::model(|| {
-            let (a, b) = pair(Mode::Counter, 0);
-            b.words.sleepers.fetch_add(READER, SeqCst);
-            b.words.rslot.store(1, SeqCst);
-            b.words.rseq.fetch_or(RING_FLAG, SeqCst);
-            let a = Arc::new(a);
-            let a2 = Arc::clone(&a);
-            let r = thread::spawn(move || {
-                let mut got = 0;
-                while got < 2 {
-                    got += a2.read(None).unwrap();
-                }
-                got
+            let a = live_reader_beside(|w| {
+                w.rslot.store(1, SeqCst);
+                w.rseq.fetch_or(RING_FLAG, SeqCst);
             });
-            b.try_write(1).unwrap();
-            b.try_write(1).unwrap();
-            assert_eq!(r.join().unwrap(), 2);
             assert!(
                 a.os.bell_rings.load(SeqCst) <= 1,
                 "the dead flag rings once"
