@@ -562,17 +562,26 @@ mod loom {
     use ::loom::thread;
     use std::sync::Arc;
 
+    /// A blocked reader in one process (its sleep bell holding `tokens` already), one
+    /// `write(1)` in the other: the reader takes the 1 and leaves nothing registered. This
+    /// side, for the caller's checks.
+    fn one_reader_one_write(tokens: u64) -> Arc<HeapProtocol> {
+        let (a, b) = pair(Mode::Counter, 0);
+        a.os.tokens.store(tokens, SeqCst);
+        let a = Arc::new(a);
+        let a2 = Arc::clone(&a);
+        let r = thread::spawn(move || a2.read(None).unwrap());
+        b.try_write(1).unwrap();
+        assert_eq!(r.join().unwrap(), 1);
+        assert_eq!(a.sleepers(), (0, 0, 0));
+        a
+    }
+
     /// A blocked reader in one process, a writer in the other: the reader is woken.
     #[test]
     fn shared_futex_reader_woken() {
         ::loom::model(|| {
-            let (a, b) = pair(Mode::Counter, 0);
-            let a = Arc::new(a);
-            let a2 = Arc::clone(&a);
-            let r = thread::spawn(move || a2.read(None).unwrap());
-            b.try_write(1).unwrap();
-            assert_eq!(r.join().unwrap(), 1);
-            assert_eq!(a.sleepers(), (0, 0, 0));
+            one_reader_one_write(0);
         });
     }
 
@@ -675,14 +684,7 @@ mod loom {
     #[test]
     fn shared_sleep_bell_stale_token() {
         ::loom::model(|| {
-            let (a, b) = pair(Mode::Counter, 0);
-            a.os.tokens.store(1, SeqCst);
-            let a = Arc::new(a);
-            let a2 = Arc::clone(&a);
-            let r = thread::spawn(move || a2.read(None).unwrap());
-            b.try_write(1).unwrap();
-            assert_eq!(r.join().unwrap(), 1);
-            assert_eq!(a.sleepers(), (0, 0, 0));
+            let a = one_reader_one_write(1);
             assert_eq!(a.words.rslot.load(SeqCst), 0, "the slot is left");
         });
     }
