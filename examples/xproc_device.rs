@@ -98,6 +98,14 @@ struct Run {
     elapsed: Duration,
 }
 
+/// The syscalls of `s` that `/proc/thread-self/io` does not count: its futex calls, and the
+/// `poll(2)` before each ring of its sleep bell (whose reads and writes are read/write
+/// syscalls, counted there).
+fn uncounted_syscalls(s: &SharedNotifier) -> u64 {
+    let st = s.stats();
+    st.futex_wakes + st.futex_waits + st.bell_wakes
+}
+
 fn shared_variant() -> io::Result<Run> {
     let (dev_sock, drv_sock) = UnixStream::pair()?;
     // The driver: a separate process that gets its notifiers over the socket.
@@ -126,12 +134,7 @@ fn shared_variant() -> io::Result<Run> {
             .iter()
             .chain(&rings)
             .chain([&call])
-            .map(|s| {
-                // The sleep bell's reads and writes are read/write syscalls, counted
-                // already; the `poll(2)` before each of its rings is not.
-                let st = s.stats();
-                st.futex_wakes + st.futex_waits + st.bell_wakes
-            })
+            .map(uncounted_syscalls)
             .sum();
         let total = rw.now() - start + futex;
         sock.write_all(&total.to_ne_bytes())?;
@@ -187,12 +190,7 @@ fn shared_variant() -> io::Result<Run> {
         .iter()
         .chain(&rings)
         .chain([&call])
-        .map(|s| {
-            // The sleep bell's reads and writes are read/write syscalls, counted
-            // already; the `poll(2)` before each of its rings is not.
-            let st = s.stats();
-            st.futex_wakes + st.futex_waits + st.bell_wakes
-        })
+        .map(uncounted_syscalls)
         .sum();
     let device = rw.now() - start + futex + waits;
     let mut buf = [0u8; 8];

@@ -614,8 +614,8 @@ impl SharedNotifier {
             futex_waits: os.futex_waits.load(Relaxed),
             rings: os.rings.load(Relaxed),
             drains: os.drains.load(Relaxed),
-            bell_wakes: os.bell_rings.load(Relaxed),
-            bell_waits: os.bell_sleeps.load(Relaxed),
+            bell_wakes: os.bell_wakes.load(Relaxed),
+            bell_waits: os.bell_waits.load(Relaxed),
         }
     }
 

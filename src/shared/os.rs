@@ -55,8 +55,8 @@ pub(super) struct SysOs {
     pub(super) sleep: OwnedFd,
     pub(super) futex_wakes: AtomicU64,
     pub(super) futex_waits: AtomicU64,
-    pub(super) bell_rings: AtomicU64,
-    pub(super) bell_sleeps: AtomicU64,
+    pub(super) bell_wakes: AtomicU64,
+    pub(super) bell_waits: AtomicU64,
     pub(super) rings: AtomicU64,
     pub(super) drains: AtomicU64,
 }
@@ -83,7 +83,7 @@ impl Os for SysOs {
     }
 
     fn bell_sleep(&self, deadline: Option<Instant>) -> io::Result<Woke> {
-        self.bell_sleeps.fetch_add(1, Relaxed);
+        self.bell_waits.fetch_add(1, Relaxed);
         Ok(if eventfd::sleep_read(self.sleep.as_fd(), deadline)? {
             Woke::Maybe
         } else {
@@ -92,7 +92,7 @@ impl Os for SysOs {
     }
 
     fn bell_ring(&self) {
-        self.bell_rings.fetch_add(1, Relaxed);
+        self.bell_wakes.fetch_add(1, Relaxed);
         // EAGAIN: saturated (a peer's doing), so readable: the holder wakes anyway.
         let _ = bell_write(self.sleep.as_fd(), 1);
     }
@@ -133,8 +133,8 @@ impl SysOs {
             sleep,
             futex_wakes: AtomicU64::new(0),
             futex_waits: AtomicU64::new(0),
-            bell_rings: AtomicU64::new(0),
-            bell_sleeps: AtomicU64::new(0),
+            bell_wakes: AtomicU64::new(0),
+            bell_waits: AtomicU64::new(0),
             rings: AtomicU64::new(0),
             drains: AtomicU64::new(0),
         }
