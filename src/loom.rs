@@ -33,6 +33,32 @@ pub(crate) mod thread {
     }
 }
 
+/// loom's checked `UnsafeCell` under `--cfg evfd_loom` (it reports two accesses that are not
+/// ordered), and otherwise `std`'s behind the same `with_mut` call.
+#[cfg(not(evfd_loom))]
+pub(crate) mod cell {
+    /// `std::cell::UnsafeCell` with loom's access API.
+    #[derive(Debug)]
+    pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+    impl<T> UnsafeCell<T> {
+        pub(crate) const fn new(v: T) -> Self {
+            UnsafeCell(std::cell::UnsafeCell::new(v))
+        }
+
+        /// Run `f` on a raw pointer to the value; the caller's protocol makes it exclusive.
+        #[inline(always)]
+        pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+            f(self.0.get())
+        }
+    }
+}
+
+#[cfg(evfd_loom)]
+pub(crate) mod cell {
+    pub(crate) use loom::cell::UnsafeCell;
+}
+
 /// Lock a mutex, ignoring poisoning: no code of ours panics while holding one of our locks
 /// (foreign code never runs under them), so a poisoned lock still guards consistent data.
 #[inline(always)]

@@ -536,7 +536,7 @@ fn waker_clone_that_writes_does_not_deadlock() {
         assert!(poll_with(&mut f, &w).is_pending());
         assert_eq!(poll_with(&mut f, &w).map(Result::unwrap), Poll::Ready(1));
         // Re-poll path: register with a plain waker, re-poll with the writing one. Its clone
-        // writes and so wakes our own entry: update_waker finds it gone; we re-register and
+        // writes and so wakes (claims) our own registration; we register again and
         // take the count.
         let (_, plain) = counting();
         let mut g = n.read_async();
@@ -570,7 +570,7 @@ fn waker_clone_that_writes_and_reads_does_not_deadlock() {
         // Register path: the clone runs before `add`.
         assert!(poll_with(&mut f, &w).is_pending());
         assert_eq!(waiters(&n), 1);
-        // Update path: the clone's write wakes our own entry; update_waker finds it gone and
+        // Update path: the clone's write wakes (claims) our own registration; we see it and
         // we re-register (at the head) without a second clone.
         assert!(poll_with(&mut f, &w).is_pending());
         assert_eq!(
@@ -643,7 +643,7 @@ fn waker_drop_that_reenters_does_not_deadlock() {
         let mut f = n.read_async();
         park_with(&n, &mut f, &w);
         let (_, plain) = counting();
-        // update_waker drops the old (hooked) waker after unlocking: it writes 1, which wakes
+        // The re-poll drops the old (hooked) waker last, with no lock held: it writes 1, which wakes
         // our entry (now with `plain`).
         let r = poll_with(&mut f, &plain);
         assert!(r.is_pending());
@@ -700,5 +700,29 @@ fn waker_panic_in_wake_leaves_the_queue_consistent() {
         }
         assert_eq!(n.count(), 0);
         assert!(format!("{n:?}").contains("waiters: 0"), "{n:?}");
+    });
+}
+
+#[test]
+fn waker_drop_that_reenters_from_the_list_does_not_deadlock() {
+    bounded(|| {
+        let n = Notifier::new();
+        // A first reader holds the task slot, so the hooked one queues in the list.
+        let (_, first) = counting();
+        let mut a = n.read_async();
+        park_with(&n, &mut a, &first);
+        let (_, w) = hooked(&n, noop, noop, |n| n.write(1).unwrap());
+        let mut f = n.read_async();
+        park_with(&n, &mut f, &w);
+        assert_eq!(waiters(&n), 2);
+        let (_, plain) = counting();
+        // update_waker drops the old (hooked) waker after unlocking: its write wakes the
+        // slot's reader (ahead of us), not a deadlock.
+        assert!(poll_with(&mut f, &plain).is_pending());
+        assert_eq!(n.count(), 1);
+        assert!(poll_with(&mut a, &first).is_ready());
+        drop(f);
+        drop(w);
+        assert_eq!(n.count(), 1, "the test's own copy wrote 1 more");
     });
 }

@@ -263,7 +263,7 @@ impl Callback for Item {
             // the other order. Only callbacks run here; threads and tasks go into `batch`.
             // Lock order: source queue → epoll ready → epoll pollers → outer ready → ...,
             // always upward along the (acyclic) epoll topology.
-            ep.pollers.wake_locked(Events::IN, usize::MAX, batch);
+            ep.pollers.wake_into(Events::IN, usize::MAX, batch);
         }
         if !exclusive {
             return true;

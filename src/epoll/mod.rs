@@ -954,7 +954,7 @@ impl EpInner {
     /// under it) and its unpark, bell or waker joins `batch`, to run after every lock is
     /// released.
     pub(crate) fn wake_one_waiter_locked(&self, batch: &mut WakeBatch) {
-        self.waiters.wake_locked(WAITER_KEY, 1, batch);
+        self.waiters.wake_into(WAITER_KEY, 1, batch);
     }
 
     /// Wake one waiter (LIFO), parked or in a kernel sleep. Runs with no lock held.

@@ -43,7 +43,7 @@ struct ReadOp {
 impl ReadOp {
     const fn new() -> Self {
         ReadOp {
-            wait: TaskWait::new(Read::MASK, Read::EXCLUSIVE),
+            wait: TaskWait::new(Read::MASK, Read::EXCLUSIVE).with_slot(),
             done: false,
         }
     }
@@ -289,13 +289,14 @@ impl Notifier {
     ///
     /// # Implementation notes
     ///
-    /// No fd, no syscall, no allocation of its own: a pending future is an entry (with a
-    /// clone of the task's `Waker`) in the notifier's wait queue. A future that would wait
-    /// while nobody else waits first yields once — it wakes its own task and returns
-    /// `Pending` — and registers only if the count is still 0 at the next poll: the async
-    /// twin of spin-then-park, which keeps task-to-task hand-offs off the queue's lock. It
-    /// costs one extra poll per wait that does block; its place in the FIFO queue is taken
-    /// when it registers.
+    /// No fd, no syscall, no allocation of its own: a pending future holds a clone of the
+    /// task's `Waker` in the notifier's wait queue. A future that would wait while nobody
+    /// else waits first yields once — it wakes its own task and returns `Pending` — and
+    /// registers only if the count is still 0 at the next poll: the async twin of
+    /// spin-then-park. The first reader to register while no other reader is queued takes
+    /// the queue's one task slot: arming it, being woken and leaving are each one
+    /// compare-and-swap, no lock. Further readers queue behind it, in FIFO order, under the
+    /// queue's lock.
     ///
     /// # Cancel safety
     ///
@@ -515,6 +516,41 @@ mod tests {
         park(&n, &mut k, &waker());
         assert!(poll(&mut h, &w2).is_pending());
         assert_eq!(n.core.wq.len(), 2);
+    }
+
+    #[test]
+    fn first_reader_takes_the_slot_and_later_ones_queue_in_order() {
+        let n = Notifier::new();
+        let ((cf, wf), (cg, wg), (ch, wh)) = (waker(), waker(), waker());
+        let (mut f, mut g, mut h) = (n.read_async(), n.read_async(), n.read_async());
+        // The first reader registers in the slot: `IN` is wanted, and the list is empty.
+        park(&n, &mut f, &(cf.clone(), wf.clone()));
+        assert_eq!(n.core.wq.len(), 1);
+        assert!(n.core.wq.interest().contains(Events::IN));
+        assert_eq!(n.core.wq.list_len(), 0, "in the slot, not the list");
+        // A spurious re-poll stays registered, with nothing woken.
+        assert!(poll(&mut f, &wf).is_pending());
+        assert_eq!((cf.take(), n.core.wq.len()), (0, 1));
+        // The second queues in the list behind it (no yield: someone waits already).
+        assert!(poll(&mut g, &wg).is_pending());
+        assert_eq!(
+            (cg.take(), n.core.wq.len(), n.core.wq.list_len()),
+            (0, 2, 1)
+        );
+        // One write wakes the first only.
+        n.write(1).unwrap();
+        assert_eq!((cf.take(), cg.take()), (1, 0));
+        assert_eq!(poll(&mut f, &wf).map(|r| r.unwrap()), Poll::Ready(1));
+        assert_eq!(n.core.wq.len(), 1);
+        // The slot is free again, but `g` is queued: `h` queues behind `g`, not in front.
+        assert!(poll(&mut h, &wh).is_pending());
+        assert_eq!((n.core.wq.len(), n.core.wq.list_len()), (2, 2));
+        n.write(5).unwrap();
+        assert_eq!((cg.take(), ch.take()), (1, 0), "FIFO: g before h");
+        assert_eq!(poll(&mut g, &wg).map(|r| r.unwrap()), Poll::Ready(5));
+        drop(h);
+        assert_eq!(n.core.wq.len(), 0);
+        assert_eq!(n.core.wq.interest(), Events::empty());
     }
 
     #[test]

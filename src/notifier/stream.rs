@@ -81,7 +81,7 @@ impl Notifier {
     pub fn stream(&self) -> NotifierStream {
         NotifierStream {
             notifier: self.clone(),
-            wait: TaskWait::new(Read::MASK, Read::EXCLUSIVE),
+            wait: TaskWait::new(Read::MASK, Read::EXCLUSIVE).with_slot(),
         }
     }
 }

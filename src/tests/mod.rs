@@ -21,6 +21,7 @@ mod loom_notifier;
 #[cfg(evfd_kernel_side)]
 mod loom_park;
 mod loom_signal;
+mod loom_slot;
 
 /// Runs `f` under loom, with the preemption bound from `LOOM_MAX_PREEMPTIONS`, else
 /// `bound` (so that a plain `cargo test` under the loom cfg stays bounded too), and reports

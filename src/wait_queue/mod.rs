@@ -80,6 +80,7 @@
 //! undoes itself. loom: `tests::loom_epoll::settled_*`.
 
 pub(crate) mod list;
+pub(crate) mod slot;
 pub(crate) mod spin;
 pub(crate) mod task;
 pub(crate) mod thread;
@@ -92,6 +93,7 @@ use crate::events::Events;
 use crate::loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use crate::loom::sync::Mutex;
 use list::{Key, List, Visit};
+use slot::{Claimed, TaskSlot, Ticket};
 use thread::ThreadWaiter;
 
 /// What an entry wakes.
@@ -291,6 +293,17 @@ impl Drop for WakeBatch {
 /// every entry now (module docs, "Settled").
 const SETTLED: u64 = 1 << 32;
 
+/// The bit of `WaitQueue::interest` that says a task is armed in the task slot (waiting
+/// exclusively for `IN`; `slot`'s module docs). Set by the slot's owner, cleared by
+/// whoever takes its waker; `publish` keeps it.
+const SLOT: u64 = 1 << 33;
+
+/// Carried in the stored mask of every thread or task entry that waits exclusively for
+/// `IN` (a blocked or queued reader). Never part of a key, so it matches no wake; in the
+/// union it tells a newcomer that a reader is queued ahead of it, so it does not take the
+/// task slot (which is woken first) and jump the queue.
+const QUEUED_READER: Events = Events::from_bits_retain(1 << 24);
+
 /// An entry: exclusive flag + target. The mask lives in the list (it feeds `interest`).
 #[derive(Debug)]
 struct Entry {
@@ -314,6 +327,8 @@ pub(crate) struct WaitQueue {
     interest: AtomicU64,
     /// The entries. Guarded by itself.
     list: Mutex<List<Entry>>,
+    /// One task waiting exclusively for `IN`, outside the list (`SLOT`; `slot`'s docs).
+    slot: TaskSlot,
     /// Test-only: how many wakes took the lock (the fast path did not answer).
     #[cfg(test)]
     pub(crate) slow_wakes: std::sync::atomic::AtomicUsize,
@@ -330,21 +345,100 @@ impl WaitQueue {
         WaitQueue {
             interest: AtomicU64::new(0),
             list: Mutex::new(List::new()),
+            slot: TaskSlot::new(),
             #[cfg(test)]
             slow_wakes: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
-    /// The union of the entries' masks (a snapshot).
+    /// The union of the entries' masks, `IN` included if a task is armed in the slot (a
+    /// snapshot).
     pub(crate) fn interest(&self) -> Events {
-        Events::from_bits_retain(self.interest.load(SeqCst) as u32)
+        let i = self.interest.load(SeqCst);
+        let e = Events::from_bits_retain(i as u32).difference(QUEUED_READER);
+        if i & SLOT != 0 {
+            e | Events::IN
+        } else {
+            e
+        }
     }
 
-    /// Must be called with `list` locked. Clears [`SETTLED`] (the entries changed).
+    /// Whether some entry, or the slot's task, waits for one of `mask`'s events: as
+    /// `interest().intersects(mask)`, in one test.
+    #[inline]
+    pub(crate) fn wants(&self, mask: Events) -> bool {
+        let slot = if mask.intersects(Events::IN) { SLOT } else { 0 };
+        self.interest.load(SeqCst) & (u64::from(mask.bits()) | slot) != 0
+    }
+
+    /// Must be called with `list` locked. Clears [`SETTLED`] (the entries changed) and keeps
+    /// [`SLOT`] (not the list's).
     fn publish(&self, l: &List<Entry>) {
         let u = u64::from(l.union().bits());
-        if self.interest.load(SeqCst) != u {
-            self.interest.store(u, SeqCst);
+        let mut cur = self.interest.load(SeqCst);
+        while cur != u | (cur & SLOT) {
+            match self
+                .interest
+                .compare_exchange_weak(cur, u | (cur & SLOT), SeqCst, SeqCst)
+            {
+                Ok(_) => break,
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+
+    /// Put a task waiting exclusively for `IN` in the task slot, if it is free and no
+    /// reader is queued in the list ahead of it (`ahead`: the task was registered before
+    /// them, and keeps its turn). The caller re-checks its operation after (the waiter half
+    /// of the Dekker pair: `SLOT` is set with a `SeqCst` RMW here). `Err(waker)` to queue
+    /// in the list instead.
+    pub(crate) fn arm_task(&self, waker: Waker, ahead: bool) -> Result<Ticket, Waker> {
+        if !ahead && self.interest.load(SeqCst) & u64::from(QUEUED_READER.bits()) != 0 {
+            return Err(waker);
+        }
+        let t = self.slot.arm(waker)?;
+        self.interest.fetch_or(SLOT, SeqCst);
+        crate::loom::dekker_fence();
+        Ok(t)
+    }
+
+    /// The slot's owner leaves: its waker back (the caller drops it after everything else),
+    /// or `Claimed` if a wake took it first (`slot`'s docs).
+    pub(crate) fn disarm_task(&self, t: Ticket) -> Result<Waker, Claimed> {
+        self.slot.disarm(t, || self.clear_slot_bit())
+    }
+
+    fn clear_slot_bit(&self) {
+        self.interest.fetch_and(!SLOT, SeqCst);
+    }
+
+    /// A wake whose key has `IN`, with reader budget `nr`: the slot's task first (it is
+    /// ahead of every queued reader, see `QUEUED_READER`). Returns the budget left.
+    #[inline]
+    fn wake_slot(&self, nr: usize, batch: &mut WakeBatch) -> usize {
+        if nr == 0 {
+            return 0;
+        }
+        match self.slot.claim(|| self.clear_slot_bit()) {
+            Some(w) => {
+                batch.push(Deferred::Task(w));
+                nr - 1
+            }
+            None => nr,
+        }
+    }
+
+    /// The mask an entry is stored with: an exclusive callback's carries `EXCLUSIVE`
+    /// (never part of a wake key, so it matches nothing: the union then tells
+    /// `wake_locked` whether any is queued); an exclusive reader's carries
+    /// `QUEUED_READER`.
+    fn stored_mask(mask: Events, exclusive: bool, target: &Target) -> Events {
+        match target {
+            Target::Callback(_) if exclusive => mask | Events::EXCLUSIVE,
+            Target::Thread(_) | Target::Task(_) if exclusive && mask.intersects(Events::IN) => {
+                mask | QUEUED_READER
+            }
+            _ => mask,
         }
     }
 
@@ -396,14 +490,7 @@ impl WaitQueue {
     /// Add an entry. `front` inserts at the head (the kernel's `add_wait_queue` for
     /// non-exclusive entries, and epoll's LIFO sleepers); otherwise at the tail.
     pub(crate) fn add(&self, mask: Events, exclusive: bool, front: bool, target: Target) -> Key {
-        // An exclusive callback's stored mask carries the `EXCLUSIVE` bit (never part of a
-        // wake key, so it matches nothing): the union then tells `wake_locked` whether any
-        // is queued.
-        let mask = if exclusive && matches!(target, Target::Callback(_)) {
-            mask | Events::EXCLUSIVE
-        } else {
-            mask
-        };
+        let mask = Self::stored_mask(mask, exclusive, &target);
         let mut l = crate::loom::lock(&self.list);
         let e = Entry { exclusive, target };
         let k = if front {
@@ -440,12 +527,10 @@ impl WaitQueue {
     /// Change a live entry's mask. Returns `false` if the entry is gone.
     pub(crate) fn set_mask(&self, key: Key, mask: Events) -> bool {
         let mut l = crate::loom::lock(&self.list);
-        // Keep an exclusive callback's marker (see `add`).
+        // Keep the entry's marker (see `stored_mask`).
         let mask = match l.get_mut(key) {
-            Some(e) if e.exclusive && matches!(e.target, Target::Callback(_)) => {
-                mask | Events::EXCLUSIVE
-            }
-            _ => mask,
+            Some(e) => Self::stored_mask(mask, e.exclusive, &e.target),
+            None => mask,
         };
         let ok = l.set_mask(key, mask);
         if ok {
@@ -504,10 +589,12 @@ impl WaitQueue {
         // with the clears of `SETTLED` ("Settled").
         crate::loom::dekker_fence();
         let i = self.interest.load(SeqCst);
-        if i & u64::from(key.bits()) == 0 || (key == Events::IN && i & SETTLED != 0) {
+        let slot = key.intersects(Events::IN) && i & SLOT != 0;
+        let list = i & u64::from(key.bits()) != 0 && !(key == Events::IN && i & SETTLED != 0);
+        if !slot && !list {
             return;
         }
-        self.wake_slow(key, nr_exclusive());
+        self.wake_slow(key, nr_exclusive(), slot, list);
     }
 
     /// As [`wake`](Self::wake), but the foreign wakes go into `batch` (the caller runs it
@@ -515,24 +602,45 @@ impl WaitQueue {
     #[inline]
     pub(crate) fn wake_into(&self, key: Events, nr_exclusive: usize, batch: &mut WakeBatch) {
         crate::loom::dekker_fence();
-        if self.interest.load(SeqCst) & u64::from(key.bits()) == 0 {
-            return;
+        let i = self.interest.load(SeqCst);
+        let mut nr = nr_exclusive;
+        if key.intersects(Events::IN) && i & SLOT != 0 {
+            nr = self.wake_slot(nr, batch);
         }
-        self.wake_locked(key, nr_exclusive, batch);
+        if i & u64::from(key.bits()) != 0 {
+            self.wake_locked(key, nr, batch);
+        }
     }
 
-    #[cold]
-    fn wake_slow(&self, key: Events, nr_exclusive: usize) {
-        #[cfg(test)]
-        self.slow_wakes
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    /// A wake that has someone to wake: the slot's task (`slot`), then the list (`list`:
+    /// it has an entry for `key` and is not settled).
+    fn wake_slow(&self, key: Events, nr_exclusive: usize, slot: bool, list: bool) {
+        if !list {
+            // Only the slot's task (the one-reader hand-off): no batch to fill and run.
+            if nr_exclusive != 0 {
+                if let Some(w) = self.slot.claim(|| self.clear_slot_bit()) {
+                    w.wake();
+                }
+            }
+            return;
+        }
         let mut batch = WakeBatch::new();
-        self.wake_locked(key, nr_exclusive, &mut batch);
+        let mut nr = nr_exclusive;
+        if slot {
+            nr = self.wake_slot(nr, &mut batch);
+        }
+        if list {
+            #[cfg(test)]
+            self.slow_wakes
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.wake_locked(key, nr, &mut batch);
+        }
         batch.run();
     }
 
-    /// The walk, collecting into `batch`. Takes and releases the lock.
-    pub(crate) fn wake_locked(&self, key: Events, nr_exclusive: usize, batch: &mut WakeBatch) {
+    /// The list's walk, collecting into `batch`. Takes and releases the lock. (The task
+    /// slot is served by the callers, first.)
+    fn wake_locked(&self, key: Events, nr_exclusive: usize, batch: &mut WakeBatch) {
         // The reader budget (exclusive threads and tasks).
         let mut nr = nr_exclusive;
         // An exclusive callback accepted this wake: later exclusive callbacks are skipped,
@@ -608,6 +716,10 @@ impl WaitQueue {
             d
         };
         let mut batch = WakeBatch::new();
+        if self.slot.is_armed() {
+            debug_assert!(false, "a pending task outlived its source's handles");
+            self.wake_slot(1, &mut batch);
+        }
         for (_, e) in drained {
             match e.target {
                 Target::Callback(cb) => cb.detach(),
@@ -625,9 +737,15 @@ impl WaitQueue {
         batch.run();
     }
 
-    /// Number of entries (a snapshot, for tests and `Debug`).
-    pub(crate) fn len(&self) -> usize {
+    /// Number of entries in the list, the slot's task not counted (tests).
+    #[cfg(test)]
+    pub(crate) fn list_len(&self) -> usize {
         crate::loom::lock(&self.list).len()
+    }
+
+    /// Number of entries, the slot's task included (a snapshot, for tests and `Debug`).
+    pub(crate) fn len(&self) -> usize {
+        crate::loom::lock(&self.list).len() + usize::from(self.slot.is_armed())
     }
 }
 
@@ -638,7 +756,7 @@ impl Drop for WaitQueue {
     /// nobody will ever wake: a bug, so a debug assertion rather than a silent wake.
     fn drop(&mut self) {
         if cfg!(debug_assertions) && !std::thread::panicking() {
-            let left = crate::loom::lock(&self.list).len();
+            let left = self.len();
             debug_assert_eq!(
                 left, 0,
                 "a WaitQueue dropped with {left} entries still queued"

@@ -25,6 +25,7 @@
 use std::task::{Context, Poll};
 
 use super::list::Key;
+use super::slot::Ticket;
 use super::{Target, WaitFor, WaitQueue};
 use crate::events::Events;
 
@@ -36,12 +37,17 @@ use crate::events::Events;
 /// * [`poll`](Self::poll) tries `op`. The first time it would wait while no entry in the
 ///   queue wants the same event, it yields once instead of registering: it wakes its own task
 ///   and returns `Pending` (see "Yield once" below).
-/// * Otherwise, if it would wait, it registers a `Target::Task` entry with a clone of the
-///   task's waker and tries `op` again (lost-wakeup rule). A re-poll while still queued swaps
-///   the stored waker for the current one (`update_waker`).
-/// * A wake removes the entry (autoremove). A poll that then finds its entry gone and `op`
-///   still failing lost the wake to a barging caller or was woken for nothing: it registers
-///   again, at the head of the queue, so it keeps its turn.
+/// * Otherwise, if it would wait, it registers with a clone of the task's waker and tries
+///   `op` again (lost-wakeup rule). A notifier's reader ([`with_slot`](Self::with_slot))
+///   takes the queue's task slot if it is free and no reader is queued ahead of it
+///   (`super::slot`: one CAS, no lock); any other wait, or a reader that finds the slot
+///   taken, queues a `Target::Task` entry in the list. A re-poll while still queued swaps
+///   the stored waker for the current one (`update_waker`); a re-poll while still armed in
+///   the slot leaves it and arms it again with the current waker.
+/// * A wake removes the entry (autoremove), or claims the slot's task. A poll that then finds
+///   itself woken and `op` still failing lost the wake to a barging caller or was woken for
+///   nothing: it registers again, at the head of the queue (or in the slot, which is ahead
+///   of the list), so it keeps its turn.
 /// * On success the entry is removed if it is still queued. If a wake had removed it, the
 ///   success used that wake (one wake stands for one unit in Semaphore mode, for the whole
 ///   count otherwise) — except for a success of the re-check right after `add`, whose
@@ -54,7 +60,8 @@ use crate::events::Events;
 ///
 /// The async form of spin-then-park (a blocking wait spins before it registers, see
 /// `super::thread`): a wait that is not satisfied at once goes round the executor's run
-/// queue one time before it pays for the queue lock (waker clone, `add`, and on wake `remove` + `wake` on the writer's side).
+/// queue one time before it pays for registering (waker clone, `add` or the slot's arming,
+/// and on wake the writer's `wake`).
 /// When the other side of a hand-off is another task of the same runtime — the typical
 /// producer/consumer or ping-pong — it has usually run by then, and the second poll takes the
 /// count lock-free. The cost is one extra poll per wait that does block. Nothing can be lost
@@ -71,6 +78,8 @@ pub(crate) struct TaskWait {
     state: State,
     /// Whether a poll that would wait yields once first ("Yield once").
     yields: bool,
+    /// Whether this wait may take the queue's task slot (an exclusive `IN` wait).
+    slot: bool,
 }
 
 /// The states of one async wait. A success goes back to `Idle`, so that a stream yields at
@@ -84,6 +93,8 @@ enum State {
     /// An entry in the queue, or one that a wake removed since the last poll. A stale key
     /// (entry woken and removed) is harmless.
     Queued(Key),
+    /// Armed in the queue's task slot, or claimed there since the last poll.
+    Slot(Ticket),
 }
 
 impl TaskWait {
@@ -94,7 +105,17 @@ impl TaskWait {
             exclusive,
             state: State::Idle,
             yields: true,
+            slot: false,
         }
+    }
+
+    /// May take the queue's task slot (`super::slot`): for an exclusive `IN` wait whose
+    /// queue wakes its exclusive waiters in FIFO order (a notifier's readers; an epoll's
+    /// waiters are woken newest first, and do not use it).
+    pub(crate) const fn with_slot(mut self) -> Self {
+        debug_assert!(self.exclusive && self.mask.bits() == Events::IN.bits());
+        self.slot = true;
+        self
     }
 
     /// Never yield once: for a wait whose wake comes from outside the process's tasks (an
@@ -108,7 +129,7 @@ impl TaskWait {
     /// Whether this waiter has an entry in the queue, or had one that a wake removed and has
     /// not yet been polled or dropped since.
     pub(crate) fn is_registered(&self) -> bool {
-        matches!(self.state, State::Queued(_))
+        matches!(self.state, State::Queued(_) | State::Slot(_))
     }
 
     /// One poll of the protocol in the type docs. On `Ready` this waiter is unregistered and
@@ -126,29 +147,72 @@ impl TaskWait {
             self.finish(wq);
             return Poll::Ready(r);
         }
-        if self.yields && self.state == State::Idle && !wq.interest().intersects(self.mask) {
+        if self.yields && self.state == State::Idle && !wq.wants(self.mask) {
             // Yield once (type docs). No lock is held.
             self.state = State::Yielded;
             return yield_pending(cx);
         }
+        self.register(wq, cx, what)
+    }
+
+    /// The rest of [`poll`](Self::poll), once `op` failed and we do not yield: register
+    /// (or register again) and re-check. Kept out of line, so that the common polls (a
+    /// success, a yield) stay small.
+    #[inline(never)]
+    fn register<W: WaitFor>(
+        &mut self,
+        wq: &WaitQueue,
+        cx: &mut Context<'_>,
+        what: &mut W,
+    ) -> Poll<W::Output> {
         // Foreign code (`clone`) runs here, before any lock; it may re-enter the notifier,
         // and may even wake our own entry — `update_waker` then reports it gone.
-        let waker = cx.waker().clone();
-        let (waker, front) = match self.state {
-            State::Idle | State::Yielded => (waker, false),
+        let mut waker = cx.waker().clone();
+        // A waker we take back from the slot: dropped last (foreign code), after the re-check.
+        let mut old = None;
+        // Whether we were registered and keep our turn: at the head of the list, or in the
+        // slot even though readers are queued (they queued behind us).
+        let front = match self.state {
+            State::Idle | State::Yielded => false,
+            // Still armed (a poll nobody woke us for): leave, to arm again with the current
+            // waker. Claimed: woken, but `op` failed — keep our turn as well.
+            State::Slot(t) => {
+                old = wq.disarm_task(t).ok();
+                true
+            }
             // No interest in our bits: our entry was woken (see `unlink`); skip the lock.
-            State::Queued(_) if !wq.interest().intersects(self.mask) => (waker, true),
+            State::Queued(_) if !wq.wants(self.mask) => true,
             State::Queued(key) => match wq.update_waker(key, waker) {
                 // Still queued, now with the current waker. `op` failed after our interest was
                 // published, so any later state change will wake this entry.
                 Ok(()) => return Poll::Pending,
                 // Woken, but `op` failed: a barging caller took what the wake announced, or
                 // the wake was spurious. Keep our turn: go back in at the head.
-                Err(waker) => (waker, true),
+                Err(w) => {
+                    waker = w;
+                    true
+                }
             },
         };
-        self.state = State::Queued(wq.add(self.mask, self.exclusive, front, Target::Task(waker)));
-        // Re-check after publishing interest (the Dekker pair; see the module docs).
+        let armed = if self.slot {
+            wq.arm_task(waker, front)
+        } else {
+            Err(waker)
+        };
+        self.state = match armed {
+            Ok(t) => State::Slot(t),
+            Err(waker) => {
+                State::Queued(wq.add(self.mask, self.exclusive, front, Target::Task(waker)))
+            }
+        };
+        let r = self.recheck(wq, what);
+        drop(old);
+        r
+    }
+
+    /// Registered (queued or armed): re-check after publishing interest (the Dekker pair;
+    /// see the module docs).
+    fn recheck<W: WaitFor>(&mut self, wq: &WaitQueue, what: &mut W) -> Poll<W::Output> {
         if let Some(r) = what.try_now() {
             if self.finish(wq) {
                 // Claimed between `add` and here (the hand-on rule).
@@ -170,24 +234,30 @@ impl TaskWait {
     /// hand-over of the future) sees one of those values. The shortcut saves the lock on the
     /// common path: woken, sole waiter for that event, and then done.
     fn unlink(&self, key: Key, wq: &WaitQueue) -> bool {
-        wq.interest().intersects(self.mask) && wq.remove(key)
+        wq.wants(self.mask) && wq.remove(key)
     }
 
     /// `op` succeeded: unregister. Returns whether a wake had claimed the entry.
     fn finish(&mut self, wq: &WaitQueue) -> bool {
         match std::mem::replace(&mut self.state, State::Idle) {
             State::Queued(key) => !self.unlink(key, wq),
+            // Our own waker comes back if nobody claimed us; dropped here, no lock held.
+            State::Slot(t) => wq.disarm_task(t).is_err(),
             State::Idle | State::Yielded => false,
         }
     }
 
     /// The owner goes away without success: unregister. If the entry had already been removed
     /// by a wake, that wake was spent on us and not used: hand it on.
+    #[inline]
     pub(crate) fn cancel(&mut self, wq: &WaitQueue, what: &mut impl WaitFor) {
-        if let State::Queued(key) = std::mem::replace(&mut self.state, State::Idle) {
-            if !self.unlink(key, wq) {
-                what.hand_on();
-            }
+        let claimed = match std::mem::replace(&mut self.state, State::Idle) {
+            State::Queued(key) => !self.unlink(key, wq),
+            State::Slot(t) => wq.disarm_task(t).is_err(),
+            State::Idle | State::Yielded => false,
+        };
+        if claimed {
+            what.hand_on();
         }
     }
 }
