@@ -29,9 +29,17 @@
 //!
 //! # The lock-free fast paths
 //!
-//! `interest` mirrors the union of every entry's mask; it is written only with the lock held
-//! and read without it. An empty queue costs one atomic load; a key that no entry wants
-//! costs one atomic load and no lock.
+//! `interest` mirrors the union of every entry's mask; those bits are written only with the
+//! lock held and read without it. An empty queue costs one atomic load; a key that no entry
+//! wants costs one atomic load and no lock.
+//!
+//! Beside the list, one task waiting exclusively for `IN` (a notifier's first async reader)
+//! may wait in the *task slot* (`slot`), lock-free; its `SLOT` bit in `interest` is set and
+//! cleared by the slot's own protocol, without the lock, and kept by every locked update of
+//! the list's bits. A wake with `IN` in its key serves the slot first (its task is ahead of
+//! every queued reader: a reader does not take the slot while one is queued), then the list.
+//! The Dekker pair below holds for the slot as for an entry: its owner sets `SLOT` with a
+//! `SeqCst` RMW before it re-checks.
 //!
 //! The lost-wakeup argument (a Dekker pair, both sides `SeqCst`):
 //!
@@ -629,12 +637,10 @@ impl WaitQueue {
         if slot {
             nr = self.wake_slot(nr, &mut batch);
         }
-        if list {
-            #[cfg(test)]
-            self.slow_wakes
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.wake_locked(key, nr, &mut batch);
-        }
+        #[cfg(test)]
+        self.slow_wakes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.wake_locked(key, nr, &mut batch);
         batch.run();
     }
 
