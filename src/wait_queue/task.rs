@@ -226,10 +226,12 @@ impl TaskWait {
     /// Remove our entry if it is still queued; `true` if it was (not woken).
     ///
     /// Lock-free shortcut: if `interest` has none of our mask's bits, our entry is not linked
-    /// — it was woken — and the lock is not taken. Sound because `interest` is only written
-    /// under the queue lock, by our own `add` (a `fetch_or` of our mask) and by `publish`
-    /// (the exact union of the linked entries' masks); so every value that follows our `add`
-    /// in its modification order includes our mask for as long as our entry is linked, and
+    /// — it was woken — and the lock is not taken. Sound because the list's bits of
+    /// `interest` are only written under the queue lock, by our own `add` (a `fetch_or` of
+    /// our mask) and by `publish` (the exact union of the linked entries' masks; the slot's
+    /// lock-free `SLOT` bit only adds `IN`, which at worst takes the lock for nothing); so
+    /// every value that follows our `add` in its modification order includes our mask for
+    /// as long as our entry is linked, and
     /// by coherence our load (after our `add`, in program order or through the executor's
     /// hand-over of the future) sees one of those values. The shortcut saves the lock on the
     /// common path: woken, sole waiter for that event, and then done.
