@@ -361,14 +361,11 @@ impl WaitQueue {
 
     /// The union of the entries' masks, `IN` included if a task is armed in the slot (a
     /// snapshot).
+    #[inline]
     pub(crate) fn interest(&self) -> Events {
         let i = self.interest.load(SeqCst);
-        let e = Events::from_bits_retain(i as u32).difference(QUEUED_READER);
-        if i & SLOT != 0 {
-            e | Events::IN
-        } else {
-            e
-        }
+        // `SLOT` (bit 33) moved onto `IN` (bit 0); nothing lies above it.
+        Events::from_bits_retain((i | (i >> 33)) as u32).difference(QUEUED_READER)
     }
 
     /// Whether some entry, or the slot's task, waits for one of `mask`'s events: as
@@ -597,12 +594,20 @@ impl WaitQueue {
         // with the clears of `SETTLED` ("Settled").
         crate::loom::dekker_fence();
         let i = self.interest.load(SeqCst);
-        let slot = key.intersects(Events::IN) && i & SLOT != 0;
-        let list = i & u64::from(key.bits()) != 0 && !(key == Events::IN && i & SETTLED != 0);
-        if !slot && !list {
+        // `key` is a constant at every call site, so this folds to a mask and a compare or
+        // two: nobody for `key`, or (key `IN`) a settled list and no task in the slot.
+        let slot = if key.intersects(Events::IN) { SLOT } else { 0 };
+        if key == Events::IN {
+            // `SLOT` is the highest bit: below it, only the list's `IN` unsettled wakes.
+            let x = i & (u64::from(Events::IN.bits()) | SETTLED | SLOT);
+            if x != u64::from(Events::IN.bits()) && x < SLOT {
+                return;
+            }
+        } else if i & (u64::from(key.bits()) | slot) == 0 {
             return;
         }
-        self.wake_slow(key, nr_exclusive(), slot, list);
+        let list = i & u64::from(key.bits()) != 0 && !(key == Events::IN && i & SETTLED != 0);
+        self.wake_slow(key, nr_exclusive(), i & slot != 0, list);
     }
 
     /// As [`wake`](Self::wake), but the foreign wakes go into `batch` (the caller runs it
