@@ -368,14 +368,6 @@ impl WaitQueue {
         Events::from_bits_retain((i | (i >> 33)) as u32).difference(QUEUED_READER)
     }
 
-    /// Whether some entry, or the slot's task, waits for one of `mask`'s events: as
-    /// `interest().intersects(mask)`, in one test.
-    #[inline]
-    pub(crate) fn wants(&self, mask: Events) -> bool {
-        let slot = if mask.intersects(Events::IN) { SLOT } else { 0 };
-        self.interest.load(SeqCst) & (u64::from(mask.bits()) | slot) != 0
-    }
-
     /// Must be called with `list` locked. Clears [`SETTLED`] (the entries changed) and keeps
     /// [`SLOT`] (not the list's).
     fn publish(&self, l: &List<Entry>) {
@@ -417,6 +409,12 @@ impl WaitQueue {
         self.interest.fetch_and(!SLOT, SeqCst);
     }
 
+    /// Claim the slot's task, if one is armed: its waker, to wake after everything else.
+    #[inline]
+    fn claim_slot(&self) -> Option<Waker> {
+        self.slot.claim(|| self.clear_slot_bit())
+    }
+
     /// A wake whose key has `IN`, with reader budget `nr`: the slot's task first (it is
     /// ahead of every queued reader, see `QUEUED_READER`). Returns the budget left.
     #[inline]
@@ -424,7 +422,7 @@ impl WaitQueue {
         if nr == 0 {
             return 0;
         }
-        match self.slot.claim(|| self.clear_slot_bit()) {
+        match self.claim_slot() {
             Some(w) => {
                 batch.push(Deferred::Task(w));
                 nr - 1
@@ -631,7 +629,7 @@ impl WaitQueue {
         if !list {
             // Only the slot's task (the one-reader hand-off): no batch to fill and run.
             if nr_exclusive != 0 {
-                if let Some(w) = self.slot.claim(|| self.clear_slot_bit()) {
+                if let Some(w) = self.claim_slot() {
                     w.wake();
                 }
             }

@@ -147,7 +147,7 @@ impl TaskWait {
             self.finish(wq);
             return Poll::Ready(r);
         }
-        if self.yields && self.state == State::Idle && !wq.wants(self.mask) {
+        if self.yields && self.state == State::Idle && !wq.interest().intersects(self.mask) {
             // Yield once (type docs). No lock is held.
             self.state = State::Yielded;
             return yield_pending(cx);
@@ -181,7 +181,7 @@ impl TaskWait {
                 true
             }
             // No interest in our bits: our entry was woken (see `unlink`); skip the lock.
-            State::Queued(_) if !wq.wants(self.mask) => true,
+            State::Queued(_) if !wq.interest().intersects(self.mask) => true,
             State::Queued(key) => match wq.update_waker(key, waker) {
                 // Still queued, now with the current waker. `op` failed after our interest was
                 // published, so any later state change will wake this entry.
@@ -236,7 +236,7 @@ impl TaskWait {
     /// hand-over of the future) sees one of those values. The shortcut saves the lock on the
     /// common path: woken, sole waiter for that event, and then done.
     fn unlink(&self, key: Key, wq: &WaitQueue) -> bool {
-        wq.wants(self.mask) && wq.remove(key)
+        wq.interest().intersects(self.mask) && wq.remove(key)
     }
 
     /// `op` succeeded: unregister. Returns whether a wake had claimed the entry.
