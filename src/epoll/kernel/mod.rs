@@ -96,6 +96,10 @@
 //!                     bare task (`reactor`, "Bare").
 //! KernelSide::bare_task  leaf Mutex (a waker) and flag: `reactor`, "Bare".
 //! KernelPoll::armed   AtomicBool, see invariant W.
+//! KernelPoll::arming  Mutex<()> (std): serialises this kernel epoll's arms in the
+//!                     watcher (`watcher::arm`), taken with no crate lock held; under it
+//!                     only the watcher's own (its fork guard, `CHILD`, `sides`,
+//!                     `running`: `watcher`'s LOCKING block) and `epoll_ctl`.
 //! KernelPoll::shape   AtomicU64, written under `registry` (`fds`), read anywhere: the
 //!                     reactor route's generation (`reactor`, "Direct registration").
 //! KernelPoll::one     leaf Mutex (std): the one eventfd's `Weak`, written under

@@ -29,7 +29,8 @@ pub(crate) struct KernelPoll {
     /// Serialises this kernel epoll's arms in the watcher (`watcher::arm`): a one-shot arm
     /// and an edge-triggered one never interleave their `MOD`/`ADD`, so the last one to
     /// run decides the registration, and a one-shot arm after an edge-triggered one is
-    /// skipped. Leaf (std: the watcher is not part of the loom models).
+    /// skipped. Taken with no crate lock held; under it only the watcher's own locks
+    /// (`super`'s LOCKING block). std's: the watcher is not part of the loom models.
     pub(super) arming: std::sync::Mutex<()>,
     /// The eventfd of the one registration while the registrations have the "One eventfd"
     /// shape (`fds`), whose readiness is then `kfd`'s ([`readiness`](Self::readiness)).
