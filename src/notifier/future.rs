@@ -518,6 +518,78 @@ mod tests {
         assert_eq!(n.core.wq.len(), 2);
     }
 
+    /// "Yield once" in `wait_queue::task`: a yield after which the task is polled on
+    /// another thread (a work-stealing executor moved it) makes the queue's next
+    /// `YIELD_SKIP` waits that would yield register at once; then they yield again. A yield
+    /// polled again on its own thread changes nothing.
+    #[test]
+    fn a_yield_that_moves_the_task_makes_the_next_waits_register_at_once() {
+        use crate::wait_queue::task::YIELD_SKIP;
+        let n = Notifier::new();
+        let (c, w) = waker();
+        // Yields, then is polled again here: it registers (its second poll), and the next
+        // wait yields as before.
+        let mut f = n.read_async();
+        assert!(poll(&mut f, &w).is_pending());
+        assert_eq!((c.take(), n.core.wq.len()), (1, 0), "yielded");
+        n.write(1).unwrap();
+        assert_eq!(poll(&mut f, &w).map(|r| r.unwrap()), Poll::Ready(1));
+        let mut g = n.read_async();
+        assert!(poll(&mut g, &w).is_pending());
+        assert_eq!((c.take(), n.core.wq.len()), (1, 0), "still yields");
+        // Polled again on another thread after its yield: it completes there (the count
+        // is there), and the move is noted.
+        n.write(2).unwrap();
+        let (got, g) = std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut g = g;
+                (poll(&mut g, &w).map(|r| r.unwrap()), g)
+            })
+            .join()
+            .unwrap()
+        });
+        assert_eq!(got, Poll::Ready(2));
+        drop(g);
+        // The next YIELD_SKIP waits register at their first poll (no self-wake), each
+        // dropped unwoken (nothing consumed).
+        for i in 0..YIELD_SKIP {
+            let mut h = n.read_async();
+            assert!(poll(&mut h, &w).is_pending());
+            assert_eq!(
+                (c.take(), n.core.wq.len()),
+                (0, 1),
+                "wait {i} registered at once"
+            );
+        }
+        assert_eq!(n.core.wq.len(), 0);
+        // Then the yield is back.
+        let mut k = n.read_async();
+        assert!(poll(&mut k, &w).is_pending());
+        assert_eq!((c.take(), n.core.wq.len()), (1, 0), "yields again");
+        // A move noted while the task waited registered (its yield's second poll on
+        // another thread, where the count is still 0): it registers there, and the skip
+        // starts again.
+        let k = std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut k = k;
+                assert!(poll(&mut k, &w).is_pending());
+                k
+            })
+            .join()
+            .unwrap()
+        });
+        assert_eq!(
+            (c.take(), n.core.wq.len()),
+            (0, 1),
+            "registered after its yield"
+        );
+        drop(k);
+        let mut m = n.read_async();
+        assert!(poll(&mut m, &w).is_pending());
+        assert_eq!((c.take(), n.core.wq.len()), (0, 1), "skipping again");
+        assert_eq!(n.count(), 0);
+    }
+
     #[test]
     fn first_reader_takes_the_slot_and_later_ones_queue_in_order() {
         let n = Notifier::new();

@@ -337,6 +337,11 @@ pub(crate) struct WaitQueue {
     list: Mutex<List<Entry>>,
     /// One task waiting exclusively for `IN`, outside the list (`SLOT`; `slot`'s docs).
     slot: TaskSlot,
+    /// How many of this queue's next async waits that would yield once register at once
+    /// instead (`task`, "Yield once": set when a yield let its task move to another
+    /// thread). std's atomic, relaxed, also under loom: only a heuristic reads it, and a
+    /// lost update only changes which wait yields.
+    yield_skip: std::sync::atomic::AtomicU32,
     /// Test-only: how many wakes took the lock (the fast path did not answer).
     #[cfg(test)]
     pub(crate) slow_wakes: std::sync::atomic::AtomicUsize,
@@ -354,9 +359,31 @@ impl WaitQueue {
             interest: AtomicU64::new(0),
             list: Mutex::new(List::new()),
             slot: TaskSlot::new(),
+            yield_skip: std::sync::atomic::AtomicU32::new(0),
             #[cfg(test)]
             slow_wakes: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// Whether an async wait that would yield once may (`task`, "Yield once"): no skip
+    /// left, else one skip used up and `false`.
+    #[inline]
+    pub(crate) fn may_yield(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let skip = self.yield_skip.load(Relaxed);
+        if skip == 0 {
+            return true;
+        }
+        self.yield_skip.store(skip - 1, Relaxed);
+        false
+    }
+
+    /// A yield let its task move to another thread: the next `YIELD_SKIP` waits that
+    /// would yield register at once (`task`, "Yield once").
+    #[cold]
+    pub(crate) fn yield_moved(&self) {
+        self.yield_skip
+            .store(task::YIELD_SKIP, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The union of the entries' masks, `IN` included if a task is armed in the slot (a

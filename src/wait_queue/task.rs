@@ -68,6 +68,15 @@ use crate::events::Events;
 /// meanwhile: the task has woken itself, so it will be polled again and will either take the
 /// count or register and re-check. It is skipped when another entry already waits for the
 /// same event, so a newcomer never jumps a queued waiter by yielding.
+///
+/// A yield stops paying where it lets the task move: on a work-stealing executor (tokio's
+/// multi-thread runtime) the self-wake queues the task on its worker's run queue and tells
+/// an idle worker, which may steal it and run it on its own CPU, away from the task it
+/// hands off with. So a wait that yielded notes the thread it yielded on, and if its next
+/// poll runs on another thread, the queue's next [`YIELD_SKIP`] waits that would yield
+/// register at once instead (`WaitQueue::may_yield`); on an executor that polls a task on
+/// one thread, nothing changes. The async twin of the spin gauge's "woken from my own
+/// CPU" rule (`super::spin`): spinning or yielding stops when it only moves work around.
 #[derive(Debug)]
 pub(crate) struct TaskWait {
     /// The interest mask of the entry (`IN` for readers, `OUT` for writers).
@@ -88,8 +97,9 @@ pub(crate) struct TaskWait {
 enum State {
     /// Not registered; the next poll that would wait yields once.
     Idle,
-    /// Not registered; this wait has yielded once already, the next poll registers.
-    Yielded,
+    /// Not registered; this wait has yielded once already, on this thread (a
+    /// [`thread_token`]), the next poll registers.
+    Yielded(usize),
     /// An entry in the queue, or one that a wake removed since the last poll. A stale key
     /// (entry woken and removed) is harmless.
     Queued(Key),
@@ -147,9 +157,13 @@ impl TaskWait {
             self.finish(wq);
             return Poll::Ready(r);
         }
-        if self.yields && self.state == State::Idle && !wq.interest().intersects(self.mask) {
+        if self.yields
+            && self.state == State::Idle
+            && !wq.interest().intersects(self.mask)
+            && wq.may_yield()
+        {
             // Yield once (type docs). No lock is held.
-            self.state = State::Yielded;
+            self.state = State::Yielded(thread_token());
             return yield_pending(cx);
         }
         self.register(wq, cx, what)
@@ -173,7 +187,11 @@ impl TaskWait {
         // Whether we were registered and keep our turn: at the head of the list, or in the
         // slot even though readers are queued (they queued behind us).
         let front = match self.state {
-            State::Idle | State::Yielded => false,
+            State::Idle => false,
+            State::Yielded(t) => {
+                moved(t, wq);
+                false
+            }
             // Still armed (a poll nobody woke us for): leave, to arm again with the current
             // waker. Claimed: woken, but `op` failed — keep our turn as well.
             State::Slot(t) => {
@@ -240,12 +258,17 @@ impl TaskWait {
     }
 
     /// `op` succeeded: unregister. Returns whether a wake had claimed the entry.
+    #[inline(always)]
     fn finish(&mut self, wq: &WaitQueue) -> bool {
         match std::mem::replace(&mut self.state, State::Idle) {
             State::Queued(key) => !self.unlink(key, wq),
             // Our own waker comes back if nobody claimed us; dropped here, no lock held.
             State::Slot(t) => wq.disarm_task(t).is_err(),
-            State::Idle | State::Yielded => false,
+            State::Yielded(t) => {
+                moved(t, wq);
+                false
+            }
+            State::Idle => false,
         }
     }
 
@@ -256,12 +279,37 @@ impl TaskWait {
         let claimed = match std::mem::replace(&mut self.state, State::Idle) {
             State::Queued(key) => !self.unlink(key, wq),
             State::Slot(t) => wq.disarm_task(t).is_err(),
-            State::Idle | State::Yielded => false,
+            State::Idle | State::Yielded(_) => false,
         };
         if claimed {
             what.hand_on();
         }
     }
+}
+
+/// How many of a queue's next waits that would yield once register at once after a yield
+/// let its task move to another thread (`TaskWait`'s docs, "Yield once"). In a tokio
+/// ping-pong on two workers, any value from 8 to 64 gained over none, idle and beside a
+/// busy co-tenant, 16 as much as any (docs/handoff.md, "A yield that moves the task").
+pub(crate) const YIELD_SKIP: u32 = 16;
+
+/// A wait that yielded on thread `yielded` is polled again: if on another thread, the
+/// yield let the task move (`TaskWait`'s docs, "Yield once").
+#[inline(always)]
+fn moved(yielded: usize, wq: &WaitQueue) {
+    if yielded != thread_token() {
+        wq.yield_moved();
+    }
+}
+
+/// The calling thread, as a number no other live thread has: the address of a
+/// thread-local (two instructions, no syscall).
+#[inline]
+fn thread_token() -> usize {
+    std::thread_local! {
+        static ME: u8 = const { 0 };
+    }
+    ME.with(|me| me as *const u8 as usize)
 }
 
 /// What every future of the crate returns when polled again after it returned `Ready`.
