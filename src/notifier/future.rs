@@ -458,6 +458,17 @@ mod tests {
         panic!("not registered after two polls");
     }
 
+    /// One poll of `f` (a wait on `n`, otherwise empty) that yields: it woke its own task
+    /// once and left no entry.
+    fn yields<F: Future + Unpin>(n: &Notifier, f: &mut F, (c, w): &(Arc<Count>, Waker)) {
+        assert!(poll(f, w).is_pending());
+        assert_eq!(
+            (c.take(), n.core.wq.len()),
+            (1, 0),
+            "yielded: woke itself, no entry"
+        );
+    }
+
     fn sem() -> Notifier {
         Notifier::builder().mode(Mode::Semaphore).build().unwrap()
     }
@@ -493,23 +504,19 @@ mod tests {
     #[test]
     fn first_wait_yields_once_then_registers() {
         let n = Notifier::new();
-        let (c, w) = waker();
+        let cw = waker();
+        let (c, w) = &cw;
         let mut f = n.read_async();
-        assert!(poll(&mut f, &w).is_pending());
-        assert_eq!(
-            (c.take(), n.core.wq.len()),
-            (1, 0),
-            "yielded: woke itself, no entry"
-        );
-        assert!(poll(&mut f, &w).is_pending());
+        yields(&n, &mut f, &cw);
+        assert!(poll(&mut f, w).is_pending());
         assert_eq!((c.take(), n.core.wq.len()), (0, 1), "then registered");
         // A write while it yields is simply taken by the next poll.
         let mut g = n.read_async();
         let mut h = n.read_async();
         drop(f);
-        assert!(poll(&mut g, &w).is_pending());
+        assert!(poll(&mut g, w).is_pending());
         n.write(2).unwrap();
-        assert_eq!(poll(&mut g, &w).map(|r| r.unwrap()), Poll::Ready(2));
+        assert_eq!(poll(&mut g, w).map(|r| r.unwrap()), Poll::Ready(2));
         // A newcomer does not yield while another waits: it queues behind it at once.
         let (_, w2) = waker();
         let mut k = n.read_async();
@@ -526,24 +533,22 @@ mod tests {
     fn a_yield_that_moves_the_task_makes_the_next_waits_register_at_once() {
         use crate::wait_queue::task::YIELD_SKIP;
         let n = Notifier::new();
-        let (c, w) = waker();
-        // Yields, then is polled again here: it registers (its second poll), and the next
-        // wait yields as before.
+        let cw = waker();
+        let (c, w) = &cw;
+        // Yields, then is polled again here and completes: the next wait yields as before.
         let mut f = n.read_async();
-        assert!(poll(&mut f, &w).is_pending());
-        assert_eq!((c.take(), n.core.wq.len()), (1, 0), "yielded");
+        yields(&n, &mut f, &cw);
         n.write(1).unwrap();
-        assert_eq!(poll(&mut f, &w).map(|r| r.unwrap()), Poll::Ready(1));
+        assert_eq!(poll(&mut f, w).map(|r| r.unwrap()), Poll::Ready(1));
         let mut g = n.read_async();
-        assert!(poll(&mut g, &w).is_pending());
-        assert_eq!((c.take(), n.core.wq.len()), (1, 0), "still yields");
+        yields(&n, &mut g, &cw);
         // Polled again on another thread after its yield: it completes there (the count
         // is there), and the move is noted.
         n.write(2).unwrap();
         let (got, g) = std::thread::scope(|s| {
             s.spawn(|| {
                 let mut g = g;
-                (poll(&mut g, &w).map(|r| r.unwrap()), g)
+                (poll(&mut g, w).map(|r| r.unwrap()), g)
             })
             .join()
             .unwrap()
@@ -554,7 +559,7 @@ mod tests {
         // dropped unwoken (nothing consumed).
         for i in 0..YIELD_SKIP {
             let mut h = n.read_async();
-            assert!(poll(&mut h, &w).is_pending());
+            assert!(poll(&mut h, w).is_pending());
             assert_eq!(
                 (c.take(), n.core.wq.len()),
                 (0, 1),
@@ -564,15 +569,14 @@ mod tests {
         assert_eq!(n.core.wq.len(), 0);
         // Then the yield is back.
         let mut k = n.read_async();
-        assert!(poll(&mut k, &w).is_pending());
-        assert_eq!((c.take(), n.core.wq.len()), (1, 0), "yields again");
+        yields(&n, &mut k, &cw);
         // A move noted while the task waited registered (its yield's second poll on
         // another thread, where the count is still 0): it registers there, and the skip
         // starts again.
         let k = std::thread::scope(|s| {
             s.spawn(|| {
                 let mut k = k;
-                assert!(poll(&mut k, &w).is_pending());
+                assert!(poll(&mut k, w).is_pending());
                 k
             })
             .join()
@@ -585,7 +589,7 @@ mod tests {
         );
         drop(k);
         let mut m = n.read_async();
-        assert!(poll(&mut m, &w).is_pending());
+        assert!(poll(&mut m, w).is_pending());
         assert_eq!((c.take(), n.core.wq.len()), (0, 1), "skipping again");
         assert_eq!(n.count(), 0);
     }
