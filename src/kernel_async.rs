@@ -105,7 +105,7 @@ impl KernelNotifier {
     /// (as every kind's `read_async` does: waiting is what the future is for).
     ///
     /// A count already there is taken in the first poll (one `read(2)`, no epoll). A future
-    /// that has to wait watches the eventfd in an [`Epoll`](crate::Epoll) of its own,
+    /// that has to wait watches the eventfd in an [`Epoll`] of its own,
     /// level-triggered `IN` (one kernel epoll fd while it waits), whose wake reaches the task
     /// through the tokio reactor inside a tokio runtime and through the crate's watcher
     /// thread elsewhere. Inside tokio, `evfd::tokio::AsyncNotifierFd` (feature `tokio`)
@@ -144,7 +144,7 @@ impl KernelNotifier {
     /// as a future (any executor). With `NONBLOCK` the future still waits.
     ///
     /// A write that fits is one `write(2)` in the first poll. A future that has to wait
-    /// watches the eventfd in an [`Epoll`](crate::Epoll) of its own, edge-triggered `OUT`:
+    /// watches the eventfd in an [`Epoll`] of its own, edge-triggered `OUT`:
     /// every `read(2)` of the eventfd is an edge, and the future retries after each one (no
     /// busy wait while a large `n` still does not fit).
     ///
@@ -185,7 +185,7 @@ impl ConsumerHalf {
     /// As [`read`](Self::read), as a future (any executor): Counter and AutoReset take the
     /// whole count, Semaphore 1. What is already there (held units included) is taken in
     /// the first poll; a future that has to wait watches the fd in an
-    /// [`Epoll`](crate::Epoll) of its own (one kernel epoll fd while it waits).
+    /// [`Epoll`] of its own (one kernel epoll fd while it waits).
     ///
     /// # Cancel safety
     ///
@@ -228,7 +228,7 @@ impl ConsumerHalf {
 impl NotifierHalf {
     /// As [`write`](Self::write), as a future (any executor): a word that fits is one
     /// `write(2)` in the first poll; a future that has to wait (a full pipe, an eventfd
-    /// near [`LIMIT`](crate::LIMIT)) watches the fd in an [`Epoll`](crate::Epoll) of its
+    /// near [`LIMIT`](crate::LIMIT)) watches the fd in an [`Epoll`] of its
     /// own, edge-triggered `OUT`, and retries after each read that makes room.
     ///
     /// # Cancel safety

@@ -1,6 +1,6 @@
 //! The async faces of an [`Epoll`]: [`EpollWaitFuture`] (`wait_async`) and, with feature
 //! `futures`, [`EpollStream`]. Both are the wait queue's async wait
-//! ([`TaskWait`]) on the epoll's `waiters` queue, with the
+//! ([`TaskWait`](crate::wait_queue::task::TaskWait)) on the epoll's `waiters` queue, with the
 //! harvest as the operation and "wake one more waiter if events are still queued" as the
 //! hand-on.
 //!

@@ -40,7 +40,7 @@ impl SharedNotifier {
     /// (Semaphore).
     ///
     /// Cancel-safe: a future dropped before it completes consumed nothing. While it is
-    /// pending it waits in an [`Epoll`](crate::Epoll) on the doorbell, which then mirrors
+    /// pending it waits in an [`Epoll`] on the doorbell, which then mirrors
     /// `count > 0` (one syscall on each edge); a read that finds units is memory only.
     ///
     /// # Errors
@@ -70,7 +70,7 @@ impl SharedNotifier {
     /// as a future (any executor).
     ///
     /// A write that fits is memory only. A future that has to wait costs no thread of its
-    /// own: it watches the doorbell in an [`Epoll`](crate::Epoll) of its own
+    /// own: it watches the doorbell in an [`Epoll`] of its own
     /// (edge-triggered) and registers in the region as a writer waiting for room; while it
     /// is registered, every read or AutoReset delivery (in either process) pulses the
     /// doorbell with one `write(2)` of 0, which wakes the future without changing the

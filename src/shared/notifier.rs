@@ -111,7 +111,7 @@ impl Drop for SharedCore {
 /// of a third fd instead, the sleep bell (an eventfd), whose wake is an eventfd write: two
 /// processes handing a count back and forth pay an eventfd's costs, not a shared futex's
 /// (which looks its page up at every call). While a doorbell consumer is registered (a
-/// [`fd_view`](Self::fd_view), or an [`Epoll`](crate::Epoll) watching it), the doorbell
+/// [`fd_view`](Self::fd_view), or an [`Epoll`] watching it), the doorbell
 /// eventfd mirrors `count > 0`: the write that makes the count non-zero and the read that
 /// empties it cost one syscall each; writes in between cost none. [`stats`](Self::stats)
 /// counts every such syscall.

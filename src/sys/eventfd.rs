@@ -180,7 +180,7 @@ pub(crate) fn nowait_probes() -> (bool, bool) {
 /// carrying `EAGAIN` at count 0. `EINTR` is retried.
 ///
 /// `preadv2(RWF_NOWAIT)`, one syscall, where the kernel honours it (Linux 5.12+); else the
-/// fallback of [`NowProbe`](super::NowProbe). Async-signal-safe.
+/// fallback of [`NowProbe`]. Async-signal-safe.
 #[inline(always)]
 pub(crate) fn read_now(fd: BorrowedFd<'_>) -> io::Result<u64> {
     read_now_with(fd, Now::Probed)

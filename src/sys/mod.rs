@@ -10,7 +10,7 @@
 //! A [`Doorbell`] is a kernel object that a poller can watch and that the fd-view protocol
 //! (`crate::fd`) makes readable or not: [`ring`](Doorbell::ring) makes it readable,
 //! [`drain`](Doorbell::drain) makes it not readable. The backend is chosen here, in one
-//! place, at compile time ([`Bell`]):
+//! place, at compile time ([`BuildDoorbell`]):
 //!
 //! | cfg | backend | fd handed out |
 //! |---|---|---|

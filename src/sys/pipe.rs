@@ -77,7 +77,7 @@ static READ_PROBE: NowProbe = NowProbe::new();
 
 /// One `read(2)` from a pipe's read end that never waits, whatever the shared open file
 /// description's `O_NONBLOCK` says: the bytes read, or `EAGAIN` when the pipe is empty.
-/// `preadv2(RWF_NOWAIT)` on Linux, else the fallback of [`NowProbe`](super::NowProbe).
+/// `preadv2(RWF_NOWAIT)` on Linux, else the fallback of [`NowProbe`].
 /// Async-signal-safe.
 pub(crate) fn read_now(fd: BorrowedFd<'_>, buf: &mut [u8]) -> rustix::io::Result<usize> {
     read_now_with(fd, buf, Now::Probed)
