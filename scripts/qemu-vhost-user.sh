@@ -19,11 +19,15 @@
 #
 #   pattern            a pattern written with O_DIRECT and read back
 #   scatter            scattered rewrites, then the whole region verified
+#   zeroes             DISCARD and WRITE_ZEROES (with and without unmap) from the guest's
+#                      BLKDISCARD, BLKZEROOUT and fallocate, the rest of the region intact
 #   both-queues        both virtqueues served requests (the backend's per-queue counts)
 #   second-sees-first  a second QEMU on the same backend reads the first one's data
 #   killed-frontend    a QEMU SIGKILLed in the middle of I/O; the backend stays up
 #   fresh-after-kill   a full fresh run (pattern, scatter, both queues) after the kill
 #   backend-alive      the backend never exited
+#   read-only          the backend restarted with --read-only: the guest sees a read-only
+#                      disk that reads, and a write sent to it fails and changes nothing
 #
 # One line per check, then `N passed, N failed`; exit status 1 if a check failed. Skips
 # (exit 0, with a loud SKIPPED line) only when the packages cannot be installed.
@@ -135,7 +139,7 @@ cleanup() {
 trap cleanup EXIT
 
 # start_backend KIND LOG [SOCKET IMAGE]: KIND is evfd, rust-vmm or qsd (default socket and
-# image: $SOCK, $IMG). Sets BPID.
+# image: $SOCK, $IMG); BACKEND_ARGS are added to our backend's. Sets BPID.
 start_backend() {
   local sock=${3:-$SOCK} img=${4:-$IMG}
   rm -f "$sock"
@@ -146,7 +150,7 @@ start_backend() {
         --export type=vhost-user-blk,id=exp0,node-name=disk,addr.type=unix,addr.path="$sock",writable=on,num-queues=2 \
         >"$2" 2>&1 &
       ;;
-    *) "$BACKEND" --socket "$sock" --image "$img" --queues 2 --loop "$1" >"$2" 2>&1 & ;;
+    *) "$BACKEND" --socket "$sock" --image "$img" --queues 2 --loop "$1" ${BACKEND_ARGS:-} >"$2" 2>&1 & ;;
   esac
   BPID=$!
   for _ in $(seq 100); do [ -S "$sock" ] && return 0; sleep 0.05; done
@@ -245,6 +249,7 @@ if [ $BENCH = 0 ]; then
     wait_qemu 150 || log "$LOOP: first guest timed out"
     from_result "$LOOP" pattern "$S-1.log"
     from_result "$LOOP" scatter "$S-1.log"
+    from_result "$LOOP" zeroes "$S-1.log"
     queues_used "$LOOP" "$BLOG" 1
     # 2. a second QEMU sees the first one's data.
     start_qemu verify "$S-2.log" vublk_seed=1000
@@ -279,6 +284,13 @@ if [ $BENCH = 0 ]; then
     else
       check "$LOOP backend-alive" fail "the backend exited (see $BLOG)"
     fi
+    stop_backend
+    # 5. the same image served read-only.
+    BACKEND_ARGS=--read-only start_backend "$LOOP" "$BLOG.ro" ||
+      { check "$LOOP read-only" fail "backend did not start (see $BLOG.ro)"; continue; }
+    start_qemu ro "$S-5.log"
+    wait_qemu 150 || log "$LOOP: read-only guest timed out"
+    from_result "$LOOP" read-only "$S-5.log"
     stop_backend
   done
   echo "$PASS passed, $FAIL failed ($((SECONDS - START)) s)"

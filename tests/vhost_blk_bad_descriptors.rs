@@ -1,5 +1,8 @@
 //! The vhost-user-blk example's device (`examples/vhost_user_blk/device.rs`) against
-//! hand-built split rings: well-formed requests work, and every kind of bad guest input —
+//! hand-built split rings: well-formed requests work, in any descriptor layout (a header
+//! split over two descriptors, the status byte at the end of a data buffer, header and data
+//! in one buffer), `DISCARD` and `WRITE_ZEROES` change exactly the ranges asked, a
+//! read-only device writes nothing, and every kind of bad guest input —
 //! buffers outside guest memory, chains that loop or run past the table, too many segments,
 //! wrong directions, wrong sizes, nested indirect tables, sectors past the end, a bogus
 //! avail index or head index, rings outside guest memory — fails that request with `IOERR`
@@ -14,10 +17,12 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 
-use device::{BlockDevice, Mem, ID_LEN, SEG_MAX};
+use device::{BlockDevice, Mem, ID_LEN, MAX_RANGE_SECTORS, MAX_RANGE_SEGS, SEG_MAX};
 use virtio_bindings::bindings::virtio_blk::{
-    VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_OK, VIRTIO_BLK_S_UNSUPP, VIRTIO_BLK_T_GET_ID, VIRTIO_BLK_T_IN,
-    VIRTIO_BLK_T_OUT,
+    VIRTIO_BLK_F_DISCARD, VIRTIO_BLK_F_RO, VIRTIO_BLK_F_WRITE_ZEROES, VIRTIO_BLK_S_IOERR,
+    VIRTIO_BLK_S_OK, VIRTIO_BLK_S_UNSUPP, VIRTIO_BLK_T_DISCARD, VIRTIO_BLK_T_GET_ID,
+    VIRTIO_BLK_T_IN, VIRTIO_BLK_T_OUT, VIRTIO_BLK_T_WRITE_ZEROES,
+    VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP,
 };
 use virtio_bindings::bindings::virtio_ring::{
     VRING_DESC_F_INDIRECT, VRING_DESC_F_NEXT, VRING_DESC_F_WRITE,
@@ -57,7 +62,11 @@ impl Image {
             .write(true)
             .open(&self.path)
             .unwrap();
-        BlockDevice::new(f, 1).unwrap()
+        BlockDevice::new(f, 1, false).unwrap()
+    }
+    /// The image opened read-only, served read-only.
+    fn read_only_device(&self) -> BlockDevice {
+        BlockDevice::new(File::open(&self.path).unwrap(), 1, true).unwrap()
     }
     fn read(&self, off: u64, len: usize) -> Vec<u8> {
         let mut f = File::open(&self.path).unwrap();
@@ -130,14 +139,25 @@ fn status(m: &Mem) -> u32 {
 
 /// Run one chain (descriptor 0 the head) and return (status byte, used len).
 fn run_one(dev: &BlockDevice, m: &Mem, table: &[(u64, u32, u16, u16)]) -> (u32, u32) {
-    m.write_obj(0xffu8, GuestAddress(STATUS)).unwrap();
+    run_at(dev, m, table, STATUS)
+}
+
+/// As [`run_one`], with the status byte expected at `status_at`.
+fn run_at(
+    dev: &BlockDevice,
+    m: &Mem,
+    table: &[(u64, u32, u16, u16)],
+    status_at: u64,
+) -> (u32, u32) {
+    m.write_obj(0xffu8, GuestAddress(status_at)).unwrap();
     let (vq, mut q) = ring(m, table, &[0]);
     dev.process_queue(0, &mut q, m)
         .expect("a bad request must not break the queue");
     assert_eq!(used_idx(m, &vq), 1, "the request was completed");
     let (id, len) = used(m, &vq, 0);
     assert_eq!(id, 0);
-    (status(m), len)
+    let s: u8 = m.read_obj(GuestAddress(status_at)).unwrap();
+    (u32::from(s), len)
 }
 
 #[test]
@@ -401,4 +421,298 @@ fn broken_rings_are_reported_not_served() {
     assert!(dev.process_queue(0, &mut q, &m).is_ok());
     assert_eq!(used_idx(&m, &vq), 4);
     assert_eq!(dev.take_served(), vec![4]);
+}
+
+#[test]
+fn any_layout_is_served() {
+    let img = Image::new("layout");
+    let dev = img.device();
+    let m = mem();
+    // IN, the header split over two descriptors (8 + 8 bytes, apart in memory).
+    let mut h = [0u8; 16];
+    h[0..4].copy_from_slice(&VIRTIO_BLK_T_IN.to_le_bytes());
+    h[8..16].copy_from_slice(&3u64.to_le_bytes());
+    m.write_slice(&h[..8], GuestAddress(HDR)).unwrap();
+    m.write_slice(&h[8..], GuestAddress(HDR + 0x100)).unwrap();
+    let (s, len) = run_one(
+        &dev,
+        &m,
+        &[
+            (HDR, 8, NEXT, 1),
+            (HDR + 0x100, 8, NEXT, 2),
+            (DATA, 1024, WRITE | NEXT, 3),
+            (STATUS, 1, WRITE, 0),
+        ],
+    );
+    assert_eq!((s, len), (VIRTIO_BLK_S_OK, 1025), "split header");
+    let mut got = vec![0u8; 1024];
+    m.read_slice(&mut got, GuestAddress(DATA)).unwrap();
+    assert_eq!(got, img.read(3 * 512, 1024));
+    // IN, the status byte at the end of the one data buffer (and a zero-length
+    // descriptor in between, which holds nothing).
+    header(&m, HDR, VIRTIO_BLK_T_IN, 5);
+    let (s, len) = run_at(
+        &dev,
+        &m,
+        &[
+            (HDR, 16, NEXT, 1),
+            (0x7_0000, 0, NEXT, 2),
+            (DATA, 512 + 1, WRITE, 0),
+        ],
+        DATA + 512,
+    );
+    assert_eq!((s, len), (VIRTIO_BLK_S_OK, 513), "status after the data");
+    m.read_slice(&mut got[..512], GuestAddress(DATA)).unwrap();
+    assert_eq!(got[..512], img.read(5 * 512, 512)[..]);
+    // OUT, header and data in one readable buffer.
+    header(&m, HDR, VIRTIO_BLK_T_OUT, 40);
+    m.write_slice(&[0x5a; 1024], GuestAddress(HDR + 16))
+        .unwrap();
+    let (s, len) = run_one(
+        &dev,
+        &m,
+        &[(HDR, 16 + 1024, NEXT, 1), (STATUS, 1, WRITE, 0)],
+    );
+    assert_eq!(
+        (s, len),
+        (VIRTIO_BLK_S_OK, 1),
+        "header and data in one buffer"
+    );
+    assert_eq!(img.read(40 * 512, 1024), vec![0x5a; 1024]);
+    assert_eq!(
+        img.read(42 * 512, 512),
+        vec![42u8; 512],
+        "nothing past the data"
+    );
+    // GET_ID, the status right after the 20 bytes of the serial.
+    header(&m, HDR, VIRTIO_BLK_T_GET_ID, 0);
+    let (s, len) = run_at(
+        &dev,
+        &m,
+        &[(HDR, 16, NEXT, 1), (DATA, ID_LEN as u32 + 1, WRITE, 0)],
+        DATA + ID_LEN as u64,
+    );
+    assert_eq!((s, len), (VIRTIO_BLK_S_OK, ID_LEN as u32 + 1), "GET_ID");
+    let mut id = [0u8; 19];
+    m.read_slice(&mut id, GuestAddress(DATA)).unwrap();
+    assert_eq!(&id, b"evfd-vhost-user-blk");
+    // A readable descriptor after a writable one is refused, and writes nothing.
+    header(&m, HDR, VIRTIO_BLK_T_OUT, 60);
+    let (s, len) = run_one(
+        &dev,
+        &m,
+        &[
+            (HDR, 16, NEXT, 1),
+            (DATA, 512, WRITE | NEXT, 2),
+            (DATA + 0x1000, 512, NEXT, 3),
+            (STATUS, 1, WRITE, 0),
+        ],
+    );
+    assert_eq!((s, len), (VIRTIO_BLK_S_IOERR, 1), "readable after writable");
+    assert_eq!(img.read(60 * 512, 512), vec![60u8; 512]);
+}
+
+/// One `DISCARD`/`WRITE_ZEROES` segment.
+fn seg(sector: u64, sectors: u32, flags: u32) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[0..8].copy_from_slice(&sector.to_le_bytes());
+    b[8..12].copy_from_slice(&sectors.to_le_bytes());
+    b[12..16].copy_from_slice(&flags.to_le_bytes());
+    b
+}
+
+#[test]
+fn discard_and_write_zeroes_change_exactly_the_ranges() {
+    let img = Image::new("zeroes");
+    let dev = img.device();
+    let f = dev.features();
+    assert!(f & (1 << VIRTIO_BLK_F_DISCARD) != 0 && f & (1 << VIRTIO_BLK_F_WRITE_ZEROES) != 0);
+    assert_eq!(f & (1 << VIRTIO_BLK_F_RO), 0);
+    let c = dev.config_space();
+    assert_eq!(
+        c[36..40],
+        MAX_RANGE_SECTORS.to_le_bytes(),
+        "max_discard_sectors"
+    );
+    assert_eq!(c[40..44], MAX_RANGE_SEGS.to_le_bytes(), "max_discard_seg");
+    assert_eq!(
+        c[52..56],
+        MAX_RANGE_SEGS.to_le_bytes(),
+        "max_write_zeroes_seg"
+    );
+    let m = mem();
+    let before = img.read(0, (IMAGE_SECTORS * 512) as usize);
+    let unmap = VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP;
+    // `segs` after the header (one readable buffer), the status on its own.
+    let run = |rtype: u32, segs: &[[u8; 16]]| {
+        header(&m, HDR, rtype, 0);
+        m.write_slice(&segs.concat(), GuestAddress(DATA)).unwrap();
+        let table = [
+            (HDR, 16, NEXT, 1),
+            (DATA, (16 * segs.len()) as u32, NEXT, 2),
+            (STATUS, 1, WRITE, 0),
+        ];
+        run_one(&dev, &m, &table)
+    };
+    // Write zeroes: sectors 10..14, and with the unmap flag 100..108 and 200..201 in one
+    // request.
+    assert_eq!(
+        run(VIRTIO_BLK_T_WRITE_ZEROES, &[seg(10, 4, 0)]),
+        (VIRTIO_BLK_S_OK, 1)
+    );
+    assert_eq!(
+        run(
+            VIRTIO_BLK_T_WRITE_ZEROES,
+            &[seg(100, 8, unmap), seg(200, 1, unmap)]
+        ),
+        (VIRTIO_BLK_S_OK, 1)
+    );
+    // Discard 300..308 (its content afterwards is the device's choice: here a hole).
+    assert_eq!(
+        run(VIRTIO_BLK_T_DISCARD, &[seg(300, 8, 0)]),
+        (VIRTIO_BLK_S_OK, 1)
+    );
+    let after = img.read(0, before.len());
+    for sector in 0..IMAGE_SECTORS {
+        let at = (sector * 512) as usize;
+        let zeroed = (10..14).contains(&sector)
+            || (100..108).contains(&sector)
+            || sector == 200
+            || (300..308).contains(&sector);
+        if zeroed {
+            assert_eq!(after[at..at + 512], [0u8; 512], "sector {sector} zeroed");
+        } else {
+            assert_eq!(
+                after[at..at + 512],
+                before[at..at + 512],
+                "sector {sector} kept"
+            );
+        }
+    }
+    // Bad requests change nothing, not even their good segments.
+    let ioerr = (VIRTIO_BLK_S_IOERR, 1);
+    let unsupp = (VIRTIO_BLK_S_UNSUPP, 1);
+    // (what, request type, segments, (status, used length))
+    type Case = (&'static str, u32, Vec<[u8; 16]>, (u32, u32));
+    let cases: &[Case] = &[
+        (
+            "a segment past the capacity",
+            VIRTIO_BLK_T_WRITE_ZEROES,
+            vec![seg(30, 2, 0), seg(IMAGE_SECTORS - 1, 2, 0)],
+            ioerr,
+        ),
+        (
+            "a sector whose offset overflows",
+            VIRTIO_BLK_T_DISCARD,
+            vec![seg(u64::MAX / 256, 1, 0)],
+            ioerr,
+        ),
+        (
+            "more sectors than max_discard_sectors",
+            VIRTIO_BLK_T_DISCARD,
+            vec![seg(0, MAX_RANGE_SECTORS + 1, 0)],
+            ioerr,
+        ),
+        (
+            "more segments than max_write_zeroes_seg",
+            VIRTIO_BLK_T_WRITE_ZEROES,
+            vec![seg(30, 1, 0); MAX_RANGE_SEGS as usize + 1],
+            ioerr,
+        ),
+        ("no segment", VIRTIO_BLK_T_DISCARD, vec![], ioerr),
+        (
+            "the unmap flag on a discard",
+            VIRTIO_BLK_T_DISCARD,
+            vec![seg(30, 2, unmap)],
+            unsupp,
+        ),
+        (
+            "an unknown flag",
+            VIRTIO_BLK_T_WRITE_ZEROES,
+            vec![seg(30, 2, 0), seg(32, 2, 2)],
+            unsupp,
+        ),
+    ];
+    for (name, rtype, segs, want) in cases {
+        assert_eq!(run(*rtype, segs), *want, "{name}");
+    }
+    // A segment list that is not a multiple of 16 bytes, and a writable buffer before the
+    // status.
+    header(&m, HDR, VIRTIO_BLK_T_WRITE_ZEROES, 0);
+    m.write_slice(&seg(30, 2, 0), GuestAddress(DATA)).unwrap();
+    let (s, len) = run_one(
+        &dev,
+        &m,
+        &[
+            (HDR, 16, NEXT, 1),
+            (DATA, 17, NEXT, 2),
+            (STATUS, 1, WRITE, 0),
+        ],
+    );
+    assert_eq!((s, len), ioerr, "17 bytes of segments");
+    let (s, len) = run_one(
+        &dev,
+        &m,
+        &[
+            (HDR, 16, NEXT, 1),
+            (DATA, 16, NEXT, 2),
+            (DATA + 0x1000, 512, WRITE | NEXT, 3),
+            (STATUS, 1, WRITE, 0),
+        ],
+    );
+    assert_eq!((s, len), ioerr, "writable data");
+    assert_eq!(
+        img.read(0, before.len()),
+        after,
+        "the bad requests changed nothing"
+    );
+}
+
+#[test]
+fn a_read_only_device_writes_nothing() {
+    let img = Image::new("ro");
+    let before = img.read(0, (IMAGE_SECTORS * 512) as usize);
+    let dev = img.read_only_device();
+    let f = dev.features();
+    assert!(f & (1 << VIRTIO_BLK_F_RO) != 0);
+    assert_eq!(
+        f & ((1 << VIRTIO_BLK_F_DISCARD) | (1 << VIRTIO_BLK_F_WRITE_ZEROES)),
+        0
+    );
+    assert_eq!(dev.config_space()[36..60], [0u8; 24], "no discard limits");
+    let m = mem();
+    header(&m, HDR, VIRTIO_BLK_T_OUT, 7);
+    m.write_slice(&[0xee; 512], GuestAddress(DATA)).unwrap();
+    let out = [
+        (HDR, 16, NEXT, 1),
+        (DATA, 512, NEXT, 2),
+        (STATUS, 1, WRITE, 0),
+    ];
+    assert_eq!(run_one(&dev, &m, &out), (VIRTIO_BLK_S_IOERR, 1), "OUT");
+    for rtype in [VIRTIO_BLK_T_DISCARD, VIRTIO_BLK_T_WRITE_ZEROES] {
+        header(&m, HDR, rtype, 0);
+        m.write_slice(&seg(7, 1, 0), GuestAddress(DATA)).unwrap();
+        let t = [
+            (HDR, 16, NEXT, 1),
+            (DATA, 16, NEXT, 2),
+            (STATUS, 1, WRITE, 0),
+        ];
+        assert_eq!(
+            run_one(&dev, &m, &t),
+            (VIRTIO_BLK_S_IOERR, 1),
+            "type {rtype}"
+        );
+    }
+    // Reads still work.
+    header(&m, HDR, VIRTIO_BLK_T_IN, 7);
+    let inn = [
+        (HDR, 16, NEXT, 1),
+        (DATA, 512, WRITE | NEXT, 2),
+        (STATUS, 1, WRITE, 0),
+    ];
+    assert_eq!(run_one(&dev, &m, &inn), (VIRTIO_BLK_S_OK, 513));
+    let mut got = vec![0u8; 512];
+    m.read_slice(&mut got, GuestAddress(DATA)).unwrap();
+    assert_eq!(got, vec![7u8; 512]);
+    assert_eq!(img.read(0, before.len()), before);
 }

@@ -2,9 +2,23 @@
 //! feature bits, config space, and the request path from a descriptor chain to the image
 //! file and back.
 //!
-//! Requests: `IN`, `OUT`, `FLUSH`, `GET_ID`; any other type completes with `UNSUPP`. Every
-//! request is done synchronously on the calling thread with one `preadv`/`pwritev` on the
-//! image (the page cache answers it), so a request is complete when `handle_chain` returns.
+//! Requests: `IN`, `OUT`, `FLUSH`, `GET_ID`, `DISCARD` (a hole punched in the image) and
+//! `WRITE_ZEROES` (a zeroed range, or a hole with the unmap flag); any other type completes
+//! with `UNSUPP`. A read-only device (`VIRTIO_BLK_F_RO`) offers neither of the last two and
+//! fails every write with `IOERR`, writing nothing. Every request is done synchronously on
+//! the calling thread with one `preadv`/`pwritev` (or `fallocate`) on the image (the page
+//! cache answers it), so a request is complete when `handle_chain` returns.
+//!
+//! # Any layout
+//!
+//! A virtio 1.x device must not assume how the driver splits a request into descriptors
+//! (the spec's "Message Framing"; `VIRTIO_F_ANY_LAYOUT` is implied by `VERSION_1`). So a
+//! chain is read as two byte streams, its device-readable descriptors and then its
+//! device-writable ones ([`Layout`]): the 16-byte header is the first 16 readable bytes,
+//! wherever the descriptor boundaries fall, the status is the last writable byte, and the
+//! data is what lies between. Linux and QEMU give the header and the status descriptors of
+//! their own; a header split over two descriptors, or the status byte at the end of the
+//! last data buffer, is served the same.
 //!
 //! # Bad guest input
 //!
@@ -17,10 +31,12 @@
 //!   stops there), refuses nested indirect tables and `next` indices past the table; a
 //!   chain that stopped early is recognised here by its last descriptor still having
 //!   `NEXT` set, and fails with `IOERR`;
-//! - a request whose layout is wrong (no 16-byte readable header first, no writable status
-//!   byte last, data descriptors in the wrong direction, more than [`SEG_MAX`] data
-//!   segments, a length that is not a multiple of 512, sectors past the capacity) completes
-//!   with `IOERR`, or with a used length of 0 when there is no status byte to write;
+//! - a request whose layout is wrong (fewer than 16 readable bytes, no writable byte last, a
+//!   readable descriptor after a writable one, data in the wrong direction, more than
+//!   [`SEG_MAX`] + 2 descriptors, a length that is not a multiple of 512, sectors past the
+//!   capacity, a discard or write-zeroes segment past the limits in the config space)
+//!   completes with `IOERR` (`UNSUPP` for flags the device does not know), or with a used
+//!   length of 0 when there is no status byte to write;
 //! - ring-level damage (an avail index more than a queue size ahead, a head index outside
 //!   the table, a used ring outside guest memory) is returned as an error by
 //!   [`BlockDevice::process_queue`]; the loops then mark the queue broken, signal its error
@@ -34,9 +50,11 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use virtio_bindings::bindings::virtio_blk::{
-    VIRTIO_BLK_F_FLUSH, VIRTIO_BLK_F_MQ, VIRTIO_BLK_F_SEG_MAX, VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_OK,
-    VIRTIO_BLK_S_UNSUPP, VIRTIO_BLK_T_FLUSH, VIRTIO_BLK_T_GET_ID, VIRTIO_BLK_T_IN,
-    VIRTIO_BLK_T_OUT,
+    VIRTIO_BLK_F_DISCARD, VIRTIO_BLK_F_FLUSH, VIRTIO_BLK_F_MQ, VIRTIO_BLK_F_RO,
+    VIRTIO_BLK_F_SEG_MAX, VIRTIO_BLK_F_WRITE_ZEROES, VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_OK,
+    VIRTIO_BLK_S_UNSUPP, VIRTIO_BLK_T_DISCARD, VIRTIO_BLK_T_FLUSH, VIRTIO_BLK_T_GET_ID,
+    VIRTIO_BLK_T_IN, VIRTIO_BLK_T_OUT, VIRTIO_BLK_T_WRITE_ZEROES,
+    VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP,
 };
 use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;
 use virtio_bindings::bindings::virtio_ring::{
@@ -44,7 +62,7 @@ use virtio_bindings::bindings::virtio_ring::{
 };
 use virtio_queue::desc::split::Descriptor;
 use virtio_queue::{DescriptorChain, Queue, QueueOwnedT, QueueT};
-use vm_memory::{Bytes, GuestMemoryBackend, GuestMemoryMmap, VolatileSlice};
+use vm_memory::{Address, Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, VolatileSlice};
 
 /// The guest memory both loops map: the frontend's memfd regions, no dirty bitmap.
 pub type Mem = GuestMemoryMmap<()>;
@@ -53,6 +71,15 @@ pub type Mem = GuestMemoryMmap<()>;
 pub const SECTOR: u64 = 512;
 /// Data segments per request (config `seg_max`); a chain holds at most this + 2 descriptors.
 pub const SEG_MAX: u32 = 126;
+/// Segments per `DISCARD` or `WRITE_ZEROES` request (config `max_discard_seg`,
+/// `max_write_zeroes_seg`).
+pub const MAX_RANGE_SEGS: u32 = 16;
+/// Sectors per `DISCARD` or `WRITE_ZEROES` segment (config `max_discard_sectors`,
+/// `max_write_zeroes_sectors`): 2 GiB.
+pub const MAX_RANGE_SECTORS: u32 = 1 << 22;
+/// Length of one `DISCARD`/`WRITE_ZEROES` segment: sector (le64), sectors (le32), flags
+/// (le32).
+const RANGE_LEN: u64 = 16;
 /// Largest queue the device accepts.
 pub const MAX_QUEUE_SIZE: u16 = 1024;
 /// `VHOST_USER_F_PROTOCOL_FEATURES` (bit 30 of the virtio feature word, vhost-user only).
@@ -60,7 +87,7 @@ pub const VHOST_USER_F_PROTOCOL_FEATURES: u64 = 1 << 30;
 /// Length of the `GET_ID` serial (virtio spec: 20 bytes, not NUL-terminated when full).
 pub const ID_LEN: usize = 20;
 /// The virtio-blk request header: type, reserved, sector.
-const HEADER_LEN: u32 = 16;
+const HEADER_LEN: u64 = 16;
 /// Iovecs per `preadv`/`pwritev` this device builds (Linux's `IOV_MAX`).
 const IOV_MAX: usize = 1024;
 
@@ -75,6 +102,7 @@ enum Transfer {
 #[derive(Debug)]
 pub struct BlockDevice {
     image: File,
+    read_only: bool,
     sectors: u64,
     num_queues: u16,
     id: [u8; ID_LEN],
@@ -83,8 +111,9 @@ pub struct BlockDevice {
 }
 
 impl BlockDevice {
-    /// Serve `image` (opened read-write) with `num_queues` request queues.
-    pub fn new(image: File, num_queues: u16) -> io::Result<BlockDevice> {
+    /// Serve `image` with `num_queues` request queues, read-only (`VIRTIO_BLK_F_RO`: every
+    /// write fails with `IOERR`; `image` may be opened read-only) or read-write.
+    pub fn new(image: File, num_queues: u16, read_only: bool) -> io::Result<BlockDevice> {
         if num_queues == 0 || num_queues > 64 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -97,6 +126,7 @@ impl BlockDevice {
         id[..serial.len()].copy_from_slice(serial);
         Ok(BlockDevice {
             image,
+            read_only,
             sectors: len / SECTOR,
             num_queues,
             id,
@@ -122,23 +152,39 @@ impl BlockDevice {
 
     /// Virtio feature bits offered (plus `VHOST_USER_F_PROTOCOL_FEATURES`).
     pub fn features(&self) -> u64 {
-        (1 << VIRTIO_F_VERSION_1)
+        let common = (1 << VIRTIO_F_VERSION_1)
             | (1 << VIRTIO_RING_F_EVENT_IDX)
             | (1 << VIRTIO_RING_F_INDIRECT_DESC)
             | (1 << VIRTIO_BLK_F_SEG_MAX)
             | (1 << VIRTIO_BLK_F_FLUSH)
             | (1 << VIRTIO_BLK_F_MQ)
-            | VHOST_USER_F_PROTOCOL_FEATURES
+            | VHOST_USER_F_PROTOCOL_FEATURES;
+        if self.read_only {
+            common | (1 << VIRTIO_BLK_F_RO)
+        } else {
+            common | (1 << VIRTIO_BLK_F_DISCARD) | (1 << VIRTIO_BLK_F_WRITE_ZEROES)
+        }
     }
 
     /// `struct virtio_blk_config`, as far as this device fills it: capacity (offset 0),
-    /// `seg_max` (12), `num_queues` (34); everything else 0. 60 bytes, the size of the
-    /// structure in Linux 6.1 and QEMU 7.2.
+    /// `seg_max` (12), `num_queues` (34), and unless read-only the discard and write-zeroes
+    /// limits (36: `max_discard_sectors`, 40: `max_discard_seg`, 44:
+    /// `discard_sector_alignment`, 48: `max_write_zeroes_sectors`, 52:
+    /// `max_write_zeroes_seg`, 56: `write_zeroes_may_unmap`); everything else 0. 60 bytes,
+    /// the size of the structure in Linux 6.1 and QEMU 7.2.
     pub fn config_space(&self) -> [u8; 60] {
         let mut c = [0u8; 60];
         c[0..8].copy_from_slice(&self.sectors.to_le_bytes());
         c[12..16].copy_from_slice(&SEG_MAX.to_le_bytes());
         c[34..36].copy_from_slice(&self.num_queues.to_le_bytes());
+        if !self.read_only {
+            c[36..40].copy_from_slice(&MAX_RANGE_SECTORS.to_le_bytes());
+            c[40..44].copy_from_slice(&MAX_RANGE_SEGS.to_le_bytes());
+            c[44..48].copy_from_slice(&1u32.to_le_bytes());
+            c[48..52].copy_from_slice(&MAX_RANGE_SECTORS.to_le_bytes());
+            c[52..56].copy_from_slice(&MAX_RANGE_SEGS.to_le_bytes());
+            c[56] = 1;
+        }
         c
     }
 
@@ -200,24 +246,24 @@ impl BlockDevice {
         let Some(last) = descs.last().copied() else {
             return 0; // nothing readable, nothing to write a status into
         };
-        // The status byte: the last descriptor, device-writable. Without one there is no
-        // way to report anything; the request completes with nothing written.
+        // The status byte: the last byte of the last descriptor, device-writable. Without
+        // one there is no way to report anything; the request completes with nothing
+        // written.
         if !last.is_write_only() || last.len() == 0 {
             return 0;
         }
-        let status_at = last.addr();
-        let write_status = |s: u32| match mem.write_obj(s as u8, status_at) {
-            Ok(()) => true,
-            Err(_) => false,
+        let Some(status_at) = last.addr().checked_add(u64::from(last.len()) - 1) else {
+            return 0;
         };
+        let write_status = |s: u32| mem.write_obj(s as u8, status_at).is_ok();
         // A chain that stopped early (loop, `next` out of the table, a bad or nested
         // indirect table) still has NEXT on its last descriptor.
-        let status = if last.has_next() || descs.len() < 2 {
-            Err(())
+        let layout = if last.has_next() || descs.len() > SEG_MAX as usize + 2 {
+            None
         } else {
-            Ok(())
+            Layout::of(&descs)
         };
-        let (status, data_len) = match status.and_then(|()| self.request(mem, &descs)) {
+        let (status, data_len) = match layout.ok_or(()).and_then(|l| self.request(mem, &l)) {
             Ok((s, n)) => (s, n),
             Err(()) => (VIRTIO_BLK_S_IOERR, 0),
         };
@@ -228,39 +274,44 @@ impl BlockDevice {
         }
     }
 
-    /// Parse and run a request of at least two descriptors whose last is a writable status;
-    /// `Ok((status, bytes written into data descriptors))`, `Err` for `IOERR`.
-    fn request(&self, mem: &Mem, descs: &[Descriptor]) -> Result<(u32, u32), ()> {
-        let head = descs[0];
-        if head.is_write_only() || head.len() != HEADER_LEN {
-            return Err(());
-        }
+    /// Parse and run a request whose layout ends in a writable byte (the status);
+    /// `Ok((status, bytes written into the data))`, `Err` for `IOERR`.
+    fn request(&self, mem: &Mem, layout: &Layout) -> Result<(u32, u32), ()> {
+        let readable = total(&layout.readable);
+        let writable = total(&layout.writable); // at least the status byte
+        let hdr_spans = slice(&layout.readable, 0, HEADER_LEN).ok_or(())?;
         let mut hdr = [0u8; HEADER_LEN as usize];
-        mem.read_slice(&mut hdr, head.addr()).map_err(|_| ())?;
+        let mut at = 0usize;
+        for sp in &hdr_spans {
+            let n = sp.len as usize;
+            mem.read_slice(&mut hdr[at..at + n], sp.addr)
+                .map_err(|_| ())?;
+            at += n;
+        }
         let rtype = u32::from_le_bytes(hdr[0..4].try_into().unwrap_or_default());
         let sector = u64::from_le_bytes(hdr[8..16].try_into().unwrap_or_default());
-        let data = &descs[1..descs.len() - 1];
-        if data.len() > SEG_MAX as usize {
-            return Err(());
-        }
+        // What follows the header (readable) and what precedes the status (writable).
+        let from_guest = slice(&layout.readable, HEADER_LEN, readable - HEADER_LEN).ok_or(())?;
+        let to_guest = slice(&layout.writable, 0, writable - 1).ok_or(())?;
+        let only_header = readable == HEADER_LEN;
+        let only_status = writable == 1;
         match rtype {
             VIRTIO_BLK_T_IN | VIRTIO_BLK_T_OUT => {
                 let write_to_guest = rtype == VIRTIO_BLK_T_IN;
-                if data.iter().any(|d| d.is_write_only() != write_to_guest) {
+                if !write_to_guest && self.read_only {
                     return Err(());
                 }
-                let total: u64 = data.iter().map(|d| u64::from(d.len())).sum();
-                if total % SECTOR != 0 || total > u64::from(u32::MAX) {
+                let (data, total) = if write_to_guest && only_header {
+                    (&to_guest, writable - 1)
+                } else if !write_to_guest && only_status {
+                    (&from_guest, readable - HEADER_LEN)
+                } else {
+                    return Err(()); // data in the wrong direction
+                };
+                let off = self.range(sector, total)?;
+                if total > u64::from(u32::MAX) {
                     return Err(());
                 }
-                let end = sector
-                    .checked_mul(SECTOR)
-                    .and_then(|off| off.checked_add(total))
-                    .ok_or(())?;
-                if end > self.sectors * SECTOR {
-                    return Err(());
-                }
-                let off = sector * SECTOR;
                 match self.transfer(mem, data, off, write_to_guest) {
                     Transfer::Done if write_to_guest => Ok((VIRTIO_BLK_S_OK, total as u32)),
                     Transfer::Done => Ok((VIRTIO_BLK_S_OK, 0)),
@@ -272,13 +323,13 @@ impl BlockDevice {
                 Err(_) => Err(()),
             },
             VIRTIO_BLK_T_GET_ID => {
+                if !only_header {
+                    return Err(());
+                }
                 let mut written = 0usize;
-                for d in data {
-                    if !d.is_write_only() {
-                        return Err(());
-                    }
-                    let n = (d.len() as usize).min(ID_LEN - written);
-                    mem.write_slice(&self.id[written..written + n], d.addr())
+                for sp in &to_guest {
+                    let n = (sp.len as usize).min(ID_LEN - written);
+                    mem.write_slice(&self.id[written..written + n], sp.addr)
                         .map_err(|_| ())?;
                     written += n;
                     if written == ID_LEN {
@@ -287,16 +338,129 @@ impl BlockDevice {
                 }
                 Ok((VIRTIO_BLK_S_OK, written as u32))
             }
+            VIRTIO_BLK_T_DISCARD | VIRTIO_BLK_T_WRITE_ZEROES if !self.read_only => {
+                if !only_status {
+                    return Err(());
+                }
+                self.ranges(mem, &from_guest, rtype == VIRTIO_BLK_T_DISCARD)
+                    .map(|s| (s, 0))
+            }
+            VIRTIO_BLK_T_DISCARD | VIRTIO_BLK_T_WRITE_ZEROES => Err(()),
             _ => Ok((VIRTIO_BLK_S_UNSUPP, 0)),
         }
     }
 
-    /// Move the data descriptors' bytes between guest memory and the image at `off`, with
-    /// one `preadv`/`pwritev` per pass (more passes only after a short transfer).
-    fn transfer(&self, mem: &Mem, data: &[Descriptor], off: u64, read: bool) -> Transfer {
+    /// The byte offset of `len` bytes at `sector`, if they are whole sectors inside the
+    /// image.
+    fn range(&self, sector: u64, len: u64) -> Result<u64, ()> {
+        let off = sector.checked_mul(SECTOR).ok_or(())?;
+        let end = off.checked_add(len).ok_or(())?;
+        if len % SECTOR != 0 || end > self.sectors * SECTOR {
+            return Err(());
+        }
+        Ok(off)
+    }
+
+    /// A `DISCARD` (`discard`) or `WRITE_ZEROES` request's segments, read from `data`
+    /// (each [`RANGE_LEN`] bytes) and checked all before any is done: a bad one fails the
+    /// whole request and changes nothing. The status: `OK`, or `UNSUPP` for a flag the
+    /// request type does not know (the unmap flag on a discard, any other bit).
+    fn ranges(&self, mem: &Mem, data: &[Span], discard: bool) -> Result<u32, ()> {
+        let len = total(data);
+        if len == 0 || len % RANGE_LEN != 0 || len / RANGE_LEN > u64::from(MAX_RANGE_SEGS) {
+            return Err(());
+        }
+        let mut bytes = Vec::with_capacity(len as usize);
+        for sp in data {
+            let mut b = vec![0u8; sp.len as usize];
+            mem.read_slice(&mut b, sp.addr).map_err(|_| ())?;
+            bytes.extend_from_slice(&b);
+        }
+        let mut todo = Vec::new();
+        for seg in bytes.chunks_exact(RANGE_LEN as usize) {
+            let sector = u64::from_le_bytes(seg[0..8].try_into().unwrap_or_default());
+            let sectors = u32::from_le_bytes(seg[8..12].try_into().unwrap_or_default());
+            let flags = u32::from_le_bytes(seg[12..16].try_into().unwrap_or_default());
+            let known = if discard {
+                0
+            } else {
+                VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP
+            };
+            if flags & !known != 0 {
+                return Ok(VIRTIO_BLK_S_UNSUPP);
+            }
+            if sectors > MAX_RANGE_SECTORS {
+                return Err(());
+            }
+            let n = u64::from(sectors) * SECTOR;
+            let off = self.range(sector, n)?;
+            todo.push((off, n, flags & VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP != 0));
+        }
+        for (off, n, unmap) in todo {
+            if n == 0 {
+                continue;
+            }
+            let done = if discard {
+                // A hint: where the file system cannot punch holes, the data stays.
+                let _ = self.punch(off, n, false);
+                true
+            } else {
+                (unmap && self.punch(off, n, false))
+                    || self.punch(off, n, true)
+                    || self.write_zeroes(off, n)
+            };
+            if !done {
+                return Err(());
+            }
+        }
+        Ok(VIRTIO_BLK_S_OK)
+    }
+
+    /// `fallocate` over `off..off + n`, the file's size kept: a hole punched, or with
+    /// `zero` the range zeroed in place. `false` where the file system refuses.
+    fn punch(&self, off: u64, n: u64, zero: bool) -> bool {
+        let (Ok(off), Ok(n)) = (libc::off_t::try_from(off), libc::off_t::try_from(n)) else {
+            return false;
+        };
+        let mode = libc::FALLOC_FL_KEEP_SIZE
+            | if zero {
+                libc::FALLOC_FL_ZERO_RANGE
+            } else {
+                libc::FALLOC_FL_PUNCH_HOLE
+            };
+        loop {
+            // SAFETY: an fd this device owns; no memory is passed.
+            let r = unsafe { libc::fallocate(self.image.as_raw_fd(), mode, off, n) };
+            if r == 0 {
+                return true;
+            }
+            if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                return false;
+            }
+        }
+    }
+
+    /// Zeros written over `off..off + n` (where `fallocate` cannot zero a range).
+    fn write_zeroes(&self, off: u64, n: u64) -> bool {
+        use std::os::unix::fs::FileExt;
+        let zeros = vec![0u8; 1 << 20];
+        let (mut off, end) = (off, off + n);
+        while off < end {
+            let len = ((end - off) as usize).min(zeros.len());
+            if self.image.write_all_at(&zeros[..len], off).is_err() {
+                return false;
+            }
+            off += len as u64;
+        }
+        true
+    }
+
+    /// Move the data's bytes between guest memory and the image at `off`, with one
+    /// `preadv`/`pwritev` per pass (more passes only after a short transfer).
+    fn transfer(&self, mem: &Mem, data: &[Span], off: u64, read: bool) -> Transfer {
         let mut iov: Vec<libc::iovec> = Vec::with_capacity(data.len());
         for d in data {
-            for s in GuestMemoryBackend::get_slices(mem, d.addr(), d.len() as usize) {
+            for s in GuestMemoryBackend::get_slices(mem, d.addr, d.len as usize) {
                 let s: VolatileSlice<'_, ()> = match s {
                     Ok(s) => s,
                     Err(_) => return Transfer::Failed,
@@ -363,4 +527,75 @@ impl BlockDevice {
         }
         Transfer::Done
     }
+}
+
+/// A run of guest memory a chain gives the device: a descriptor, or a part of one.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    addr: GuestAddress,
+    len: u64,
+}
+
+/// A chain as the device reads it (module docs, "Any layout"): its device-readable bytes,
+/// then its device-writable ones, each as spans in chain order.
+#[derive(Debug)]
+struct Layout {
+    readable: Vec<Span>,
+    writable: Vec<Span>,
+}
+
+impl Layout {
+    /// `None` if a readable descriptor follows a writable one (the driver must put every
+    /// device-writable descriptor after the device-readable ones).
+    fn of(descs: &[Descriptor]) -> Option<Layout> {
+        let split = descs
+            .iter()
+            .position(Descriptor::is_write_only)
+            .unwrap_or(descs.len());
+        if descs[split..].iter().any(|d| !d.is_write_only()) {
+            return None;
+        }
+        let spans = |ds: &[Descriptor]| -> Vec<Span> {
+            ds.iter()
+                .filter(|d| d.len() > 0)
+                .map(|d| Span {
+                    addr: d.addr(),
+                    len: u64::from(d.len()),
+                })
+                .collect()
+        };
+        Some(Layout {
+            readable: spans(&descs[..split]),
+            writable: spans(&descs[split..]),
+        })
+    }
+}
+
+/// The bytes `spans` hold.
+fn total(spans: &[Span]) -> u64 {
+    spans.iter().map(|s| s.len).sum()
+}
+
+/// The `len` bytes of `spans` from byte `start`, as spans; `None` if they hold fewer, or
+/// an address would wrap.
+fn slice(spans: &[Span], start: u64, len: u64) -> Option<Vec<Span>> {
+    let mut out = Vec::new();
+    let (mut skip, mut want) = (start, len);
+    for sp in spans {
+        if want == 0 {
+            break;
+        }
+        if skip >= sp.len {
+            skip -= sp.len;
+            continue;
+        }
+        let n = (sp.len - skip).min(want);
+        out.push(Span {
+            addr: sp.addr.checked_add(skip)?,
+            len: n,
+        });
+        skip = 0;
+        want -= n;
+    }
+    (want == 0).then_some(out)
 }

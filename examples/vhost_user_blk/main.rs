@@ -2,12 +2,13 @@
 //! frontend):
 //!
 //! ```text
-//! vhost_user_blk --socket PATH --image FILE [--queues N] [--loop evfd|rust-vmm]
+//! vhost_user_blk --socket PATH --image FILE [--queues N] [--read-only] [--loop evfd|rust-vmm]
 //! ```
 //!
 //! It listens on PATH, serves one frontend at a time, and after a disconnect (clean, or the
 //! frontend killed in the middle of I/O) resets and serves the next. Nothing a frontend or
-//! a guest does makes it exit.
+//! a guest does makes it exit. With `--read-only` the disk is offered read-only
+//! (`VIRTIO_BLK_F_RO`; the image is opened read-only, every write fails with `IOERR`).
 //!
 //! - `device.rs`: the virtio-blk device (features, config space, requests), written once.
 //! - `evfd_loop.rs`: `--loop evfd` (default), one `evfd::Epoll` as the only wait.
@@ -27,7 +28,7 @@ use std::sync::Arc;
 use vhost::vhost_user::Listener;
 
 const USAGE: &str =
-    "usage: vhost_user_blk --socket PATH --image FILE [--queues N] [--loop evfd|rust-vmm]";
+    "usage: vhost_user_blk --socket PATH --image FILE [--queues N] [--read-only] [--loop evfd|rust-vmm]";
 
 #[derive(Debug, PartialEq)]
 enum LoopKind {
@@ -39,11 +40,13 @@ struct Args {
     socket: String,
     image: String,
     queues: u16,
+    read_only: bool,
     kind: LoopKind,
 }
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     let (mut socket, mut image, mut queues, mut kind) = (None, None, 1u16, LoopKind::Evfd);
+    let mut read_only = false;
     while let Some(a) = it.next() {
         let mut val = || it.next().ok_or_else(|| format!("{a} needs a value"));
         match a.as_str() {
@@ -62,6 +65,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                     other => return Err(format!("--loop {other}: expected evfd or rust-vmm")),
                 }
             }
+            "--read-only" => read_only = true,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other}")),
         }
@@ -70,6 +74,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         socket: socket.ok_or("--socket is required")?,
         image: image.ok_or("--image is required")?,
         queues,
+        read_only,
         kind,
     })
 }
@@ -85,14 +90,18 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let image = match OpenOptions::new().read(true).write(true).open(&args.image) {
+    let opened = OpenOptions::new()
+        .read(true)
+        .write(!args.read_only)
+        .open(&args.image);
+    let image = match opened {
         Ok(f) => f,
         Err(e) => {
             eprintln!("vhost_user_blk: {}: {e}", args.image);
             return ExitCode::FAILURE;
         }
     };
-    let dev = match device::BlockDevice::new(image, args.queues) {
+    let dev = match device::BlockDevice::new(image, args.queues, args.read_only) {
         Ok(d) => Arc::new(d),
         Err(e) => {
             eprintln!("vhost_user_blk: {e}");
@@ -107,8 +116,9 @@ fn main() -> ExitCode {
         }
     };
     eprintln!(
-        "vhost_user_blk: serving {} ({} sectors, {} queues) on {} with the {:?} loop",
+        "vhost_user_blk: serving {}{} ({} sectors, {} queues) on {} with the {:?} loop",
         args.image,
+        if args.read_only { " read-only" } else { "" },
         dev.sectors(),
         dev.num_queues(),
         args.socket,

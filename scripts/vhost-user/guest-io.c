@@ -7,6 +7,15 @@
  *                                                   then verify the whole range
  *   guest-io iops    DEV read|write SECS CPU BASE NBLK   QD1 random I/O pinned to CPU
  *   guest-io hammer  DEV CPU BASE NBLK     write forever (the harness kills the VM)
+ *   guest-io zero    DEV BASE NBLK SEED    pattern on NBLK (>= 72) blocks from BASE, then
+ *                                           BLKZEROOUT of blocks 8..16 (a write-zeroes
+ *                                           request), fallocate PUNCH_HOLE of 32..40 (write
+ *                                           zeroes with unmap), BLKDISCARD of 64..72; verify
+ *                                           zeros there (a discarded block may also keep its
+ *                                           data) and the pattern everywhere else
+ *   guest-io rocheck DEV                   a read-only disk: a block reads; a write to it
+ *                                           fails (at open, or in the device) and changes
+ *                                           nothing
  *
  * Each block holds its block number and seed in every 16-byte cell, so a block that lands
  * at the wrong offset or carries stale data is caught. */
@@ -19,7 +28,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
+
+#ifndef BLKDISCARD
+#define BLKDISCARD _IO(0x12, 119)
+#endif
+#ifndef BLKZEROOUT
+#define BLKZEROOUT _IO(0x12, 127)
+#endif
+#ifndef FALLOC_FL_KEEP_SIZE
+#define FALLOC_FL_KEEP_SIZE 0x01
+#endif
+#ifndef FALLOC_FL_PUNCH_HOLE
+#define FALLOC_FL_PUNCH_HOLE 0x02
+#endif
 
 #define BS 4096
 
@@ -85,9 +108,68 @@ static int verify(int fd, uint64_t nblk, uint64_t seed, uint64_t seed2, uint64_t
   return bad != 0;
 }
 
+static int is_zero(const uint8_t *b) {
+  for (int i = 0; i < BS; i++)
+    if (b[i]) return 0;
+  return 1;
+}
+
+/* Blocks BASE+8..16 zeroed out, BASE+32..40 punched, BASE+64..72 discarded. */
+static int zero_range(int fd, uint64_t base, uint64_t n, uint64_t seed) {
+  uint8_t *b = aligned_alloc(BS, BS);
+  for (uint64_t i = 0; i < n; i++) { fill(b, base + i, seed); if (xpwrite(fd, b, base + i)) return 1; }
+  uint64_t r[2] = {(base + 8) * BS, 8 * BS};
+  if (ioctl(fd, BLKZEROOUT, r)) { perror("BLKZEROOUT"); return 1; }
+  if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)((base + 32) * BS), 8 * BS)) {
+    perror("fallocate PUNCH_HOLE");
+    return 1;
+  }
+  r[0] = (base + 64) * BS;
+  if (ioctl(fd, BLKDISCARD, r)) { perror("BLKDISCARD"); return 1; }
+  uint64_t bad = 0, dz = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    if (xpread(fd, b, base + i)) return 1;
+    int zeroed = (i >= 8 && i < 16) || (i >= 32 && i < 40);
+    int discarded = i >= 64 && i < 72;
+    int ok = zeroed ? is_zero(b) : check(b, base + i, seed) || (discarded && is_zero(b));
+    if (discarded && is_zero(b)) dz++;
+    if (!ok) {
+      if (bad < 5) fprintf(stderr, "block %llu: wrong contents\n", (unsigned long long)(base + i));
+      bad++;
+    }
+  }
+  printf("zeroout 8, punch 8, discard 8 blocks (%llu read back as zeros), %llu blocks verified, %llu bad\n",
+         (unsigned long long)dz, (unsigned long long)n, (unsigned long long)bad);
+  return bad != 0;
+}
+
+static int rocheck(const char *dev) {
+  int fd = open(dev, O_RDONLY | O_DIRECT);
+  if (fd < 0) { perror(dev); return 1; }
+  uint8_t *b = aligned_alloc(BS, BS), *was = aligned_alloc(BS, BS);
+  if (xpread(fd, was, 0)) return 1;
+  /* Linux may open a read-only disk for writing and send the write on (it only warns):
+   * then the device must fail it and keep the block. */
+  char how[96];
+  int w = open(dev, O_RDWR | O_DIRECT);
+  if (w < 0) {
+    snprintf(how, sizeof how, "refused at open (%s)", strerror(errno));
+  } else {
+    memset(b, 0xa5, BS);
+    if (pwrite(w, b, BS, 0) == BS) { fprintf(stderr, "a write to the read-only disk succeeded\n"); return 1; }
+    snprintf(how, sizeof how, "the write failed (%s)", strerror(errno));
+    close(w);
+  }
+  if (xpread(fd, b, 0)) return 1;
+  if (memcmp(b, was, BS)) { fprintf(stderr, "block 0 changed\n"); return 1; }
+  printf("a block read; writing: %s; block 0 unchanged\n", how);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) { fprintf(stderr, "usage: see the source\n"); return 2; }
   const char *cmd = argv[1];
+  if (!strcmp(cmd, "rocheck") && argc == 3) return rocheck(argv[2]);
   int fd = open(argv[2], O_RDWR | O_DIRECT);
   if (fd < 0) { perror(argv[2]); return 1; }
   uint8_t *b = aligned_alloc(BS, BS);
@@ -131,6 +213,11 @@ int main(int argc, char **argv) {
     } while (t - t0 < secs);
     printf("iops %s cpu%d %llu ops %.3f s %.0f\n", argv[3], cpu, (unsigned long long)ops, t - t0, ops / (t - t0));
     return 0;
+  }
+  if (!strcmp(cmd, "zero") && argc == 6) {
+    uint64_t base = strtoull(argv[3], 0, 0), n = strtoull(argv[4], 0, 0), seed = strtoull(argv[5], 0, 0);
+    if (n < 72) { fprintf(stderr, "zero: NBLK must be at least 72\n"); return 2; }
+    return zero_range(fd, base, n, seed);
   }
   if (!strcmp(cmd, "hammer") && argc == 6) {
     int cpu = atoi(argv[3]);
