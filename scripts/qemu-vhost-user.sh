@@ -22,6 +22,7 @@
 #   zeroes             DISCARD and WRITE_ZEROES (with and without unmap) from the guest's
 #                      BLKDISCARD, BLKZEROOUT and fallocate, the rest of the region intact
 #   both-queues        both virtqueues served requests (the backend's per-queue counts)
+#   mem-slots          (evfd loop) QEMU sent its memory region by region (ADD_MEM_REG)
 #   second-sees-first  a second QEMU on the same backend reads the first one's data
 #   killed-frontend    a QEMU SIGKILLed in the middle of I/O; the backend stays up
 #   fresh-after-kill   a full fresh run (pattern, scatter, both queues) after the kill
@@ -251,6 +252,14 @@ if [ $BENCH = 0 ]; then
     from_result "$LOOP" scatter "$S-1.log"
     from_result "$LOOP" zeroes "$S-1.log"
     queues_used "$LOOP" "$BLOG" 1
+    if [ "$LOOP" = evfd ]; then # rust-vmm's handler does not say how memory came
+      n=$(grep -c 'memory region added' "$BLOG")
+      if [ "$n" -gt 0 ]; then
+        check "$LOOP mem-slots" ok "memory added region by region (CONFIGURE_MEM_SLOTS): $n ADD_MEM_REG"
+      else
+        check "$LOOP mem-slots" fail "no region added with ADD_MEM_REG (see $BLOG)"
+      fi
+    fi
     # 2. a second QEMU sees the first one's data.
     start_qemu verify "$S-2.log" vublk_seed=1000
     wait_qemu 150 || log "$LOOP: second guest timed out"

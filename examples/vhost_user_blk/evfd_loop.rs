@@ -53,6 +53,10 @@ use crate::device::{BlockDevice, Mem, MAX_QUEUE_SIZE, VHOST_USER_F_PROTOCOL_FEAT
 /// Epoll `data` of the vhost-user socket.
 const SOCKET: u64 = 0;
 
+/// Memory regions a frontend may add one by one (`CONFIGURE_MEM_SLOTS`); as many as
+/// `vhost-user-backend` takes, under QEMU's 512.
+const MAX_MEM_SLOTS: u64 = 509;
+
 /// One virtqueue's state.
 struct Vring {
     queue: Queue,
@@ -366,7 +370,8 @@ impl VhostUserBackendReqHandlerMut for EvfdBackend {
     fn get_protocol_features(&mut self) -> VuResult<VhostUserProtocolFeatures> {
         Ok(VhostUserProtocolFeatures::CONFIG
             | VhostUserProtocolFeatures::MQ
-            | VhostUserProtocolFeatures::REPLY_ACK)
+            | VhostUserProtocolFeatures::REPLY_ACK
+            | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS)
     }
 
     fn set_protocol_features(&mut self, features: u64) -> VuResult<()> {
@@ -421,20 +426,57 @@ impl VhostUserBackendReqHandlerMut for EvfdBackend {
     }
 
     fn get_max_mem_slots(&mut self) -> VuResult<u64> {
-        Err(invalid("no CONFIGURE_MEM_SLOTS"))
+        Ok(MAX_MEM_SLOTS)
     }
 
+    /// `CONFIGURE_MEM_SLOTS`: one region at a time (QEMU sends its memory this way, rather
+    /// than with `SET_MEM_TABLE`, once the protocol feature is acked).
     fn add_mem_region(
         &mut self,
-        _r: &VhostUserSingleMemoryRegion,
-        _fd: File,
-        _postcopy: Option<bool>,
+        r: &VhostUserSingleMemoryRegion,
+        file: File,
+        postcopy: Option<bool>,
     ) -> VuResult<Option<VhostUserMemoryRegionBase>> {
-        Err(invalid("no CONFIGURE_MEM_SLOTS"))
+        if postcopy.is_some() {
+            return Err(invalid("postcopy is not supported"));
+        }
+        if self.mappings.len() as u64 >= MAX_MEM_SLOTS {
+            return Err(invalid("no memory slot left"));
+        }
+        let region = GuestRegionMmap::new(r.mmap_region(file)?, GuestAddress(r.guest_phys_addr))
+            .ok_or(VuError::InvalidParam)?;
+        // A new collection with the region added (an overlapping one is refused); the old
+        // one stays in place if it is.
+        let mem = self
+            .mem
+            .clone()
+            .unwrap_or_default()
+            .insert_region(Arc::new(region))
+            .map_err(|_| VuError::InvalidParam)?;
+        self.mem = Some(mem);
+        self.mappings.push(Mapping {
+            vmm_addr: r.user_addr,
+            size: r.memory_size,
+            gpa: r.guest_phys_addr,
+        });
+        let (gpa, size) = (r.guest_phys_addr, r.memory_size); // a packed struct's fields
+        eprintln!(
+            "vhost_user_blk: memory region added at {gpa:#x}, {size} bytes ({} regions)",
+            self.mappings.len()
+        );
+        Ok(None)
     }
 
-    fn remove_mem_region(&mut self, _r: &VhostUserSingleMemoryRegion) -> VuResult<()> {
-        Err(invalid("no CONFIGURE_MEM_SLOTS"))
+    fn remove_mem_region(&mut self, r: &VhostUserSingleMemoryRegion) -> VuResult<()> {
+        let Some(mem) = self.mem.as_ref() else {
+            return Err(invalid("no memory region"));
+        };
+        let (mem, _) = mem
+            .remove_region(GuestAddress(r.guest_phys_addr), r.memory_size)
+            .map_err(|_| VuError::InvalidParam)?;
+        self.mem = Some(mem);
+        self.mappings.retain(|m| m.gpa != r.guest_phys_addr);
+        Ok(())
     }
 
     fn set_device_state_fd(
