@@ -276,13 +276,12 @@ impl BlockDevice {
 
     /// Parse and run a request whose layout ends in a writable byte (the status);
     /// `Ok((status, bytes written into the data))`, `Err` for `IOERR`.
-    fn request(&self, mem: &Mem, layout: &Layout) -> Result<(u32, u32), ()> {
-        let readable = total(&layout.readable);
-        let writable = total(&layout.writable); // at least the status byte
-        let hdr_spans = slice(&layout.readable, 0, HEADER_LEN).ok_or(())?;
+    fn request(&self, mem: &Mem, layout: &Layout<'_>) -> Result<(u32, u32), ()> {
+        let readable = total(layout.readable);
+        let writable = total(layout.writable); // at least the status byte
         let mut hdr = [0u8; HEADER_LEN as usize];
         let mut at = 0usize;
-        for sp in &hdr_spans {
+        for sp in slice(layout.readable, 0, HEADER_LEN).ok_or(())? {
             let n = sp.len as usize;
             mem.read_slice(&mut hdr[at..at + n], sp.addr)
                 .map_err(|_| ())?;
@@ -291,8 +290,8 @@ impl BlockDevice {
         let rtype = u32::from_le_bytes(hdr[0..4].try_into().unwrap_or_default());
         let sector = u64::from_le_bytes(hdr[8..16].try_into().unwrap_or_default());
         // What follows the header (readable) and what precedes the status (writable).
-        let from_guest = slice(&layout.readable, HEADER_LEN, readable - HEADER_LEN).ok_or(())?;
-        let to_guest = slice(&layout.writable, 0, writable - 1).ok_or(())?;
+        let from_guest = || slice(layout.readable, HEADER_LEN, readable - HEADER_LEN);
+        let to_guest = || slice(layout.writable, 0, writable - 1);
         let only_header = readable == HEADER_LEN;
         let only_status = writable == 1;
         match rtype {
@@ -301,10 +300,10 @@ impl BlockDevice {
                 if !write_to_guest && self.read_only {
                     return Err(());
                 }
-                let (data, total) = if write_to_guest && only_header {
-                    (&to_guest, writable - 1)
+                let total = if write_to_guest && only_header {
+                    writable - 1
                 } else if !write_to_guest && only_status {
-                    (&from_guest, readable - HEADER_LEN)
+                    readable - HEADER_LEN
                 } else {
                     return Err(()); // data in the wrong direction
                 };
@@ -312,7 +311,12 @@ impl BlockDevice {
                 if total > u64::from(u32::MAX) {
                     return Err(());
                 }
-                match self.transfer(mem, data, off, write_to_guest) {
+                let done = if write_to_guest {
+                    self.transfer(mem, to_guest().ok_or(())?, off, true)
+                } else {
+                    self.transfer(mem, from_guest().ok_or(())?, off, false)
+                };
+                match done {
                     Transfer::Done if write_to_guest => Ok((VIRTIO_BLK_S_OK, total as u32)),
                     Transfer::Done => Ok((VIRTIO_BLK_S_OK, 0)),
                     Transfer::Failed => Err(()),
@@ -327,7 +331,7 @@ impl BlockDevice {
                     return Err(());
                 }
                 let mut written = 0usize;
-                for sp in &to_guest {
+                for sp in to_guest().ok_or(())? {
                     let n = (sp.len as usize).min(ID_LEN - written);
                     mem.write_slice(&self.id[written..written + n], sp.addr)
                         .map_err(|_| ())?;
@@ -342,7 +346,7 @@ impl BlockDevice {
                 if !only_status {
                     return Err(());
                 }
-                self.ranges(mem, &from_guest, rtype == VIRTIO_BLK_T_DISCARD)
+                self.ranges(mem, from_guest().ok_or(())?, rtype == VIRTIO_BLK_T_DISCARD)
                     .map(|s| (s, 0))
             }
             VIRTIO_BLK_T_DISCARD | VIRTIO_BLK_T_WRITE_ZEROES => Err(()),
@@ -365,17 +369,27 @@ impl BlockDevice {
     /// (each [`RANGE_LEN`] bytes) and checked all before any is done: a bad one fails the
     /// whole request and changes nothing. The status: `OK`, or `UNSUPP` for a flag the
     /// request type does not know (the unmap flag on a discard, any other bit).
-    fn ranges(&self, mem: &Mem, data: &[Span], discard: bool) -> Result<u32, ()> {
-        let len = total(data);
-        if len == 0 || len % RANGE_LEN != 0 || len / RANGE_LEN > u64::from(MAX_RANGE_SEGS) {
+    fn ranges(
+        &self,
+        mem: &Mem,
+        data: impl Iterator<Item = Span>,
+        discard: bool,
+    ) -> Result<u32, ()> {
+        let mut bytes = [0u8; (RANGE_LEN * MAX_RANGE_SEGS as u64) as usize];
+        let mut len = 0usize;
+        for sp in data {
+            let end = len
+                .checked_add(sp.len as usize)
+                .filter(|&e| e <= bytes.len())
+                .ok_or(())?;
+            mem.read_slice(&mut bytes[len..end], sp.addr)
+                .map_err(|_| ())?;
+            len = end;
+        }
+        if len == 0 || len as u64 % RANGE_LEN != 0 {
             return Err(());
         }
-        let mut bytes = Vec::with_capacity(len as usize);
-        for sp in data {
-            let mut b = vec![0u8; sp.len as usize];
-            mem.read_slice(&mut b, sp.addr).map_err(|_| ())?;
-            bytes.extend_from_slice(&b);
-        }
+        let bytes = &bytes[..len];
         let mut todo = Vec::new();
         for seg in bytes.chunks_exact(RANGE_LEN as usize) {
             let sector = u64::from_le_bytes(seg[0..8].try_into().unwrap_or_default());
@@ -457,8 +471,14 @@ impl BlockDevice {
 
     /// Move the data's bytes between guest memory and the image at `off`, with one
     /// `preadv`/`pwritev` per pass (more passes only after a short transfer).
-    fn transfer(&self, mem: &Mem, data: &[Span], off: u64, read: bool) -> Transfer {
-        let mut iov: Vec<libc::iovec> = Vec::with_capacity(data.len());
+    fn transfer(
+        &self,
+        mem: &Mem,
+        data: impl Iterator<Item = Span>,
+        off: u64,
+        read: bool,
+    ) -> Transfer {
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(data.size_hint().0);
         for d in data {
             for s in GuestMemoryBackend::get_slices(mem, d.addr, d.len as usize) {
                 let s: VolatileSlice<'_, ()> = match s {
@@ -536,18 +556,20 @@ struct Span {
     len: u64,
 }
 
-/// A chain as the device reads it (module docs, "Any layout"): its device-readable bytes,
-/// then its device-writable ones, each as spans in chain order.
+/// A chain as the device reads it (module docs, "Any layout"): its device-readable
+/// descriptors, then its device-writable ones, in chain order. Borrowed, not copied: a
+/// request's parse allocates nothing of its own.
 #[derive(Debug)]
-struct Layout {
-    readable: Vec<Span>,
-    writable: Vec<Span>,
+struct Layout<'d> {
+    readable: &'d [Descriptor],
+    writable: &'d [Descriptor],
 }
 
-impl Layout {
+impl<'d> Layout<'d> {
     /// `None` if a readable descriptor follows a writable one (the driver must put every
-    /// device-writable descriptor after the device-readable ones).
-    fn of(descs: &[Descriptor]) -> Option<Layout> {
+    /// device-writable descriptor after the device-readable ones), or a descriptor's end
+    /// wraps the address space (so no span below can).
+    fn of(descs: &'d [Descriptor]) -> Option<Layout<'d>> {
         let split = descs
             .iter()
             .position(Descriptor::is_write_only)
@@ -555,47 +577,44 @@ impl Layout {
         if descs[split..].iter().any(|d| !d.is_write_only()) {
             return None;
         }
-        let spans = |ds: &[Descriptor]| -> Vec<Span> {
-            ds.iter()
-                .filter(|d| d.len() > 0)
-                .map(|d| Span {
-                    addr: d.addr(),
-                    len: u64::from(d.len()),
-                })
-                .collect()
-        };
+        if descs
+            .iter()
+            .any(|d| d.addr().checked_add(u64::from(d.len())).is_none())
+        {
+            return None;
+        }
         Some(Layout {
-            readable: spans(&descs[..split]),
-            writable: spans(&descs[split..]),
+            readable: &descs[..split],
+            writable: &descs[split..],
         })
     }
 }
 
-/// The bytes `spans` hold.
-fn total(spans: &[Span]) -> u64 {
-    spans.iter().map(|s| s.len).sum()
+/// The bytes `descs` hold.
+fn total(descs: &[Descriptor]) -> u64 {
+    descs.iter().map(|d| u64::from(d.len())).sum()
 }
 
-/// The `len` bytes of `spans` from byte `start`, as spans; `None` if they hold fewer, or
-/// an address would wrap.
-fn slice(spans: &[Span], start: u64, len: u64) -> Option<Vec<Span>> {
-    let mut out = Vec::new();
+/// The `len` bytes of `descs` from byte `start`, as spans, made as they are walked; `None`
+/// if `descs` hold fewer. (Addresses cannot wrap: [`Layout::of`] refused such a chain.)
+fn slice(descs: &[Descriptor], start: u64, len: u64) -> Option<impl Iterator<Item = Span> + '_> {
+    if start.checked_add(len)? > total(descs) {
+        return None;
+    }
     let (mut skip, mut want) = (start, len);
-    for sp in spans {
-        if want == 0 {
-            break;
+    Some(descs.iter().filter_map(move |d| {
+        let dlen = u64::from(d.len());
+        if want == 0 || dlen == 0 {
+            return None;
         }
-        if skip >= sp.len {
-            skip -= sp.len;
-            continue;
+        if skip >= dlen {
+            skip -= dlen;
+            return None;
         }
-        let n = (sp.len - skip).min(want);
-        out.push(Span {
-            addr: sp.addr.checked_add(skip)?,
-            len: n,
-        });
+        let n = (dlen - skip).min(want);
+        let addr = d.addr().unchecked_add(skip);
         skip = 0;
         want -= n;
-    }
-    (want == 0).then_some(out)
+        Some(Span { addr, len: n })
+    }))
 }
