@@ -19,6 +19,8 @@
 #
 #   pattern            a pattern written with O_DIRECT and read back
 #   scatter            scattered rewrites, then the whole region verified
+#   topology           the guest sees 512-byte logical blocks and the image file system's
+#                      block as its physical block and minimum I/O size
 #   zeroes             DISCARD and WRITE_ZEROES (with and without unmap) from the guest's
 #                      BLKDISCARD, BLKZEROOUT and fallocate, the rest of the region intact
 #   both-queues        both virtqueues served requests (the backend's per-queue counts)
@@ -246,11 +248,12 @@ if [ $BENCH = 0 ]; then
     start_backend "$LOOP" "$BLOG" || { check "$LOOP backend-start" fail "see $BLOG"; continue; }
     S=$WORK/serial-$LOOP
     # 1. pattern, scatter, both queues.
-    start_qemu check "$S-1.log" vublk_seed=1000
+    start_qemu check "$S-1.log" vublk_seed=1000 vublk_pbs="$(stat -c %o "$IMG")"
     wait_qemu 150 || log "$LOOP: first guest timed out"
     from_result "$LOOP" pattern "$S-1.log"
     from_result "$LOOP" scatter "$S-1.log"
     from_result "$LOOP" zeroes "$S-1.log"
+    from_result "$LOOP" topology "$S-1.log"
     queues_used "$LOOP" "$BLOG" 1
     if [ "$LOOP" = evfd ]; then # rust-vmm's handler does not say how memory came
       n=$(grep -c 'memory region added' "$BLOG")

@@ -529,6 +529,15 @@ fn discard_and_write_zeroes_change_exactly_the_ranges() {
     assert!(f & (1 << VIRTIO_BLK_F_DISCARD) != 0 && f & (1 << VIRTIO_BLK_F_WRITE_ZEROES) != 0);
     assert_eq!(f & (1 << VIRTIO_BLK_F_RO), 0);
     let c = dev.config_space();
+    assert_eq!(c[20..24], 512u32.to_le_bytes(), "blk_size");
+    // The topology follows the image's file system: its block, in sectors, as log2 and as
+    // the minimum I/O size.
+    use std::os::unix::fs::MetadataExt;
+    let per_block = std::fs::metadata(&img.path).unwrap().blksize() / 512;
+    if per_block.is_power_of_two() {
+        assert_eq!(u64::from(c[24]), u64::from(per_block.trailing_zeros()));
+        assert_eq!(u64::from(u16::from_le_bytes([c[26], c[27]])), per_block);
+    }
     assert_eq!(
         c[36..40],
         MAX_RANGE_SECTORS.to_le_bytes(),

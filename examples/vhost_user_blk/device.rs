@@ -50,11 +50,11 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use virtio_bindings::bindings::virtio_blk::{
-    VIRTIO_BLK_F_DISCARD, VIRTIO_BLK_F_FLUSH, VIRTIO_BLK_F_MQ, VIRTIO_BLK_F_RO,
-    VIRTIO_BLK_F_SEG_MAX, VIRTIO_BLK_F_WRITE_ZEROES, VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_OK,
-    VIRTIO_BLK_S_UNSUPP, VIRTIO_BLK_T_DISCARD, VIRTIO_BLK_T_FLUSH, VIRTIO_BLK_T_GET_ID,
-    VIRTIO_BLK_T_IN, VIRTIO_BLK_T_OUT, VIRTIO_BLK_T_WRITE_ZEROES,
-    VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP,
+    VIRTIO_BLK_F_BLK_SIZE, VIRTIO_BLK_F_DISCARD, VIRTIO_BLK_F_FLUSH, VIRTIO_BLK_F_MQ,
+    VIRTIO_BLK_F_RO, VIRTIO_BLK_F_SEG_MAX, VIRTIO_BLK_F_TOPOLOGY, VIRTIO_BLK_F_WRITE_ZEROES,
+    VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_OK, VIRTIO_BLK_S_UNSUPP, VIRTIO_BLK_T_DISCARD,
+    VIRTIO_BLK_T_FLUSH, VIRTIO_BLK_T_GET_ID, VIRTIO_BLK_T_IN, VIRTIO_BLK_T_OUT,
+    VIRTIO_BLK_T_WRITE_ZEROES, VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP,
 };
 use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;
 use virtio_bindings::bindings::virtio_ring::{
@@ -104,6 +104,10 @@ pub struct BlockDevice {
     image: File,
     read_only: bool,
     sectors: u64,
+    /// `log2` of the image file system's block size in sectors (config
+    /// `physical_block_exp`): 3 for 4 KiB blocks, 0 where that size is not a power of
+    /// two of at least a sector.
+    physical_block_exp: u8,
     num_queues: u16,
     id: [u8; ID_LEN],
     /// Requests completed per queue since the last [`take_served`](Self::take_served).
@@ -120,7 +124,17 @@ impl BlockDevice {
                 format!("--queues must be 1..=64, not {num_queues}"),
             ));
         }
-        let len = image.metadata()?.len();
+        let meta = image.metadata()?;
+        let len = meta.len();
+        let physical_block_exp = {
+            use std::os::unix::fs::MetadataExt;
+            let per_block = meta.blksize() / SECTOR;
+            if per_block.is_power_of_two() && per_block <= 1 << 15 {
+                per_block.trailing_zeros() as u8
+            } else {
+                0
+            }
+        };
         let mut id = [0u8; ID_LEN];
         let serial = b"evfd-vhost-user-blk";
         id[..serial.len()].copy_from_slice(serial);
@@ -128,6 +142,7 @@ impl BlockDevice {
             image,
             read_only,
             sectors: len / SECTOR,
+            physical_block_exp,
             num_queues,
             id,
             served: (0..num_queues).map(|_| AtomicU64::new(0)).collect(),
@@ -158,6 +173,8 @@ impl BlockDevice {
             | (1 << VIRTIO_BLK_F_SEG_MAX)
             | (1 << VIRTIO_BLK_F_FLUSH)
             | (1 << VIRTIO_BLK_F_MQ)
+            | (1 << VIRTIO_BLK_F_BLK_SIZE)
+            | (1 << VIRTIO_BLK_F_TOPOLOGY)
             | VHOST_USER_F_PROTOCOL_FEATURES;
         if self.read_only {
             common | (1 << VIRTIO_BLK_F_RO)
@@ -167,7 +184,10 @@ impl BlockDevice {
     }
 
     /// `struct virtio_blk_config`, as far as this device fills it: capacity (offset 0),
-    /// `seg_max` (12), `num_queues` (34), and unless read-only the discard and write-zeroes
+    /// `seg_max` (12), `blk_size` (20: 512, the logical block), the topology (24:
+    /// `physical_block_exp`, 26: `min_io_size` in logical blocks, both from the image file
+    /// system's block size, so that the guest keeps its writes to whole host blocks),
+    /// `num_queues` (34), and unless read-only the discard and write-zeroes
     /// limits (36: `max_discard_sectors`, 40: `max_discard_seg`, 44:
     /// `discard_sector_alignment`, 48: `max_write_zeroes_sectors`, 52:
     /// `max_write_zeroes_seg`, 56: `write_zeroes_may_unmap`); everything else 0. 60 bytes,
@@ -176,6 +196,9 @@ impl BlockDevice {
         let mut c = [0u8; 60];
         c[0..8].copy_from_slice(&self.sectors.to_le_bytes());
         c[12..16].copy_from_slice(&SEG_MAX.to_le_bytes());
+        c[20..24].copy_from_slice(&(SECTOR as u32).to_le_bytes());
+        c[24] = self.physical_block_exp;
+        c[26..28].copy_from_slice(&(1u16 << self.physical_block_exp).to_le_bytes());
         c[34..36].copy_from_slice(&self.num_queues.to_le_bytes());
         if !self.read_only {
             c[36..40].copy_from_slice(&MAX_RANGE_SECTORS.to_le_bytes());
