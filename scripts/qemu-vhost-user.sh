@@ -248,7 +248,7 @@ if [ $BENCH = 0 ]; then
     start_backend "$LOOP" "$BLOG" || { check "$LOOP backend-start" fail "see $BLOG"; continue; }
     S=$WORK/serial-$LOOP
     # 1. pattern, scatter, both queues.
-    start_qemu check "$S-1.log" vublk_seed=1000 vublk_pbs="$(stat -c %o "$IMG")"
+    start_qemu check "$S-1.log" vublk_seed=1000 vublk_pbs="$(pbs=$(stat -c %o "$IMG"); [ "$pbs" -gt 4096 ] && pbs=4096; echo "$pbs")"
     wait_qemu 150 || log "$LOOP: first guest timed out"
     from_result "$LOOP" pattern "$S-1.log"
     from_result "$LOOP" scatter "$S-1.log"

@@ -104,7 +104,7 @@ pub struct BlockDevice {
     image: File,
     read_only: bool,
     sectors: u64,
-    /// `log2` of the image file system's block size in sectors (config
+    /// `log2` of the image file system's block size in sectors, at most 3 (config
     /// `physical_block_exp`): 3 for 4 KiB blocks, 0 where that size is not a power of
     /// two of at least a sector.
     physical_block_exp: u8,
@@ -126,11 +126,13 @@ impl BlockDevice {
         }
         let meta = image.metadata()?;
         let len = meta.len();
+        // At most a 4 KiB page: Linux refuses a larger physical block on some kernels, and a
+        // file system with larger blocks (NFS: 1 MiB) gains little from whole-block writes.
         let physical_block_exp = {
             use std::os::unix::fs::MetadataExt;
             let per_block = meta.blksize() / SECTOR;
-            if per_block.is_power_of_two() && per_block <= 1 << 15 {
-                per_block.trailing_zeros() as u8
+            if per_block.is_power_of_two() {
+                per_block.trailing_zeros().min(3) as u8
             } else {
                 0
             }
