@@ -126,8 +126,9 @@ impl BlockDevice {
         }
         let meta = image.metadata()?;
         let len = meta.len();
-        // At most a 4 KiB page: Linux refuses a larger physical block on some kernels, and a
-        // file system with larger blocks (NFS: 1 MiB) gains little from whole-block writes.
+        // At most a 4 KiB page: a file system that reports larger blocks (NFS: 1 MiB) is
+        // not made faster by a guest whose minimum I/O is that large, and it would steer the
+        // guest's own choices (a file system's stripe hints) for nothing.
         let physical_block_exp = {
             use std::os::unix::fs::MetadataExt;
             let per_block = meta.blksize() / SECTOR;
