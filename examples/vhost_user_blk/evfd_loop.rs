@@ -91,6 +91,19 @@ struct Mapping {
     gpa: u64,
 }
 
+/// One guest memory region a frontend sent (`SET_MEM_TABLE`, `ADD_MEM_REG`): mapped from
+/// its fd, and its frontend-address translation.
+fn map_region(r: &VhostUserMemoryRegion, file: File) -> VuResult<(GuestRegionMmap, Mapping)> {
+    let region = GuestRegionMmap::new(r.mmap_region(file)?, GuestAddress(r.guest_phys_addr))
+        .ok_or(VuError::InvalidParam)?;
+    let mapping = Mapping {
+        vmm_addr: r.user_addr,
+        size: r.memory_size,
+        gpa: r.guest_phys_addr,
+    };
+    Ok((region, mapping))
+}
+
 /// The vhost-user protocol state of one session, and the queues it drives.
 pub struct EvfdBackend {
     dev: Arc<BlockDevice>,
@@ -254,15 +267,9 @@ impl VhostUserBackendReqHandlerMut for EvfdBackend {
         let mut regions = Vec::new();
         let mut mappings = Vec::new();
         for (r, file) in ctx.iter().zip(files) {
-            let region =
-                GuestRegionMmap::new(r.mmap_region(file)?, GuestAddress(r.guest_phys_addr))
-                    .ok_or(VuError::InvalidParam)?;
+            let (region, mapping) = map_region(r, file)?;
             regions.push(region);
-            mappings.push(Mapping {
-                vmm_addr: r.user_addr,
-                size: r.memory_size,
-                gpa: r.guest_phys_addr,
-            });
+            mappings.push(mapping);
         }
         let mem = GuestMemoryMmap::from_regions(regions).map_err(|_| VuError::InvalidParam)?;
         self.mem = Some(mem);
@@ -443,8 +450,7 @@ impl VhostUserBackendReqHandlerMut for EvfdBackend {
         if self.mappings.len() as u64 >= MAX_MEM_SLOTS {
             return Err(invalid("no memory slot left"));
         }
-        let region = GuestRegionMmap::new(r.mmap_region(file)?, GuestAddress(r.guest_phys_addr))
-            .ok_or(VuError::InvalidParam)?;
+        let (region, mapping) = map_region(r, file)?;
         // A new collection with the region added (an overlapping one is refused); the old
         // one stays in place if it is.
         let mem = self
@@ -454,11 +460,7 @@ impl VhostUserBackendReqHandlerMut for EvfdBackend {
             .insert_region(Arc::new(region))
             .map_err(|_| VuError::InvalidParam)?;
         self.mem = Some(mem);
-        self.mappings.push(Mapping {
-            vmm_addr: r.user_addr,
-            size: r.memory_size,
-            gpa: r.guest_phys_addr,
-        });
+        self.mappings.push(mapping);
         let (gpa, size) = (r.guest_phys_addr, r.memory_size); // a packed struct's fields
         eprintln!(
             "vhost_user_blk: memory region added at {gpa:#x}, {size} bytes ({} regions)",
