@@ -306,13 +306,11 @@ impl BlockDevice {
         let readable = total(layout.readable);
         let writable = total(layout.writable); // at least the status byte
         let mut hdr = [0u8; HEADER_LEN as usize];
-        let mut at = 0usize;
-        for sp in slice(layout.readable, 0, HEADER_LEN).ok_or(())? {
-            let n = sp.len as usize;
-            mem.read_slice(&mut hdr[at..at + n], sp.addr)
-                .map_err(|_| ())?;
-            at += n;
-        }
+        gather(
+            mem,
+            slice(layout.readable, 0, HEADER_LEN).ok_or(())?,
+            &mut hdr,
+        )?;
         let rtype = u32::from_le_bytes(hdr[0..4].try_into().unwrap_or_default());
         let sector = u64::from_le_bytes(hdr[8..16].try_into().unwrap_or_default());
         // What follows the header (readable) and what precedes the status (writable).
@@ -326,10 +324,10 @@ impl BlockDevice {
                 if !write_to_guest && self.read_only {
                     return Err(());
                 }
-                let total = if write_to_guest && only_header {
-                    writable - 1
+                let (data, total) = if write_to_guest && only_header {
+                    (to_guest(), writable - 1)
                 } else if !write_to_guest && only_status {
-                    readable - HEADER_LEN
+                    (from_guest(), readable - HEADER_LEN)
                 } else {
                     return Err(()); // data in the wrong direction
                 };
@@ -337,12 +335,7 @@ impl BlockDevice {
                 if total > u64::from(u32::MAX) {
                     return Err(());
                 }
-                let done = if write_to_guest {
-                    self.transfer(mem, to_guest().ok_or(())?, off, true)
-                } else {
-                    self.transfer(mem, from_guest().ok_or(())?, off, false)
-                };
-                match done {
+                match self.transfer(mem, data.ok_or(())?, off, write_to_guest) {
                     Transfer::Done if write_to_guest => Ok((VIRTIO_BLK_S_OK, total as u32)),
                     Transfer::Done => Ok((VIRTIO_BLK_S_OK, 0)),
                     Transfer::Failed => Err(()),
@@ -402,16 +395,7 @@ impl BlockDevice {
         discard: bool,
     ) -> Result<u32, ()> {
         let mut bytes = [0u8; (RANGE_LEN * MAX_RANGE_SEGS as u64) as usize];
-        let mut len = 0usize;
-        for sp in data {
-            let end = len
-                .checked_add(sp.len as usize)
-                .filter(|&e| e <= bytes.len())
-                .ok_or(())?;
-            mem.read_slice(&mut bytes[len..end], sp.addr)
-                .map_err(|_| ())?;
-            len = end;
-        }
+        let len = gather(mem, data, &mut bytes)?;
         if len == 0 || len as u64 % RANGE_LEN != 0 {
             return Err(());
         }
@@ -614,6 +598,22 @@ impl<'d> Layout<'d> {
             writable: &descs[split..],
         })
     }
+}
+
+/// Read the bytes of `spans` into the front of `buf`; how many, or `Err` if they do not
+/// fit in `buf` or are not all in guest memory.
+fn gather(mem: &Mem, spans: impl Iterator<Item = Span>, buf: &mut [u8]) -> Result<usize, ()> {
+    let mut len = 0usize;
+    for sp in spans {
+        let end = len
+            .checked_add(sp.len as usize)
+            .filter(|&e| e <= buf.len())
+            .ok_or(())?;
+        mem.read_slice(&mut buf[len..end], sp.addr)
+            .map_err(|_| ())?;
+        len = end;
+    }
+    Ok(len)
 }
 
 /// The bytes `descs` hold.
