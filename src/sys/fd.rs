@@ -93,8 +93,8 @@ impl Fd {
     pub(crate) fn lend(&self) -> BorrowedFd<'_> {
         // Lent already (every borrow after the first): a load, no RMW.
         if !self.lent.load(SeqCst) && !registering(self) && !self.lent.swap(true, SeqCst) {
-            fork::close_private_sections();
-            fork::open_private_sections();
+            let closed = fork::close_private_sections();
+            fork::open_private_sections(closed);
         }
         self.fd.as_fd()
     }

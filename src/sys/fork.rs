@@ -25,8 +25,10 @@
 //! child never inherits one of those locks held.
 //!
 //! LOCKING (the handlers' order): `prepare` takes `TOPOLOGY` and then `FORK_GUARD` (write),
-//! then closes the private sections and waits for them (each is one syscall that does not
-//! wait and takes no lock, so the wait ends).
+//! then closes the private sections (taking `CLOSING`) and waits for them (each is one
+//! syscall that does not wait and takes no lock, so the wait ends). `CLOSING` is a leaf:
+//! its holder only waits for sections, which take no lock, so it is released whatever
+//! else anyone holds.
 //! A thread holding `TOPOLOGY` may enter a guarded section (an epoll add that drops the last
 //! handle of a nested epoll reaches the watcher); a guarded section never takes `TOPOLOGY`
 //! nor a second guard (a write-preferring `RwLock` would deadlock a nested read behind the
@@ -92,9 +94,19 @@ static FORKS: AtomicU32 = AtomicU32::new(0);
 static PRIVATE: [Shard; SHARDS] = [UNUSED; SHARDS];
 
 /// How many closers ([`close_private_sections`]: a fork being prepared, a first lend) are at
-/// work: while it is not 0, a section that starts is told it is not private.
+/// work: while it is not 0, a section that starts is told it is not private. (0 or 1:
+/// [`CLOSING`] lets one closer at a time in.)
 #[cfg(not(evfd_loom))]
 static CLOSERS: AtomicU32 = AtomicU32::new(0);
+
+/// One closer at a time, held from [`close_private_sections`] to [`open_private_sections`]
+/// (by a fork's `prepare` until `parent` or `child`, so that a child never inherits it
+/// held by a thread it does not have). Two closers at once would each wait for the same
+/// sections; one at a time, the second finds the sections the first drained, and waits
+/// only for the ones that started before it closed them again. No lock is taken under it
+/// (module docs, LOCKING).
+#[cfg(not(evfd_loom))]
+static CLOSING: Mutex<()> = Mutex::new(());
 
 // Under loom these are the model's atomics, made afresh for each execution
 // (`tests::loom_fork`, `tests::loom_lend`).
@@ -103,6 +115,7 @@ loom::lazy_static! {
     static ref FORKS: AtomicU32 = AtomicU32::new(0);
     static ref PRIVATE: [Shard; SHARDS] = [Shard(AtomicU32::new(0)), Shard(AtomicU32::new(0))];
     static ref CLOSERS: AtomicU32 = AtomicU32::new(0);
+    static ref CLOSING: crate::loom::sync::Mutex<()> = crate::loom::sync::Mutex::new(());
 }
 
 /// A shard with no section (the initialiser of each of [`PRIVATE`]'s: an array repeat of a
@@ -161,8 +174,11 @@ fn this_threads_shard() -> &'static AtomicU32 {
 /// `SeqCst`: either the section sees the closer, or the closer sees the section's count
 /// and waits for it. (A fork moves its count after the wait, so for it the closers are what
 /// keeps a later section from being told private; a lend sets its flag before, which a
-/// later section sees anyway, so for it they only keep the wait short.)
-pub(crate) fn close_private_sections() {
+/// later section sees anyway, so for it they only keep the wait short.) One closer at a
+/// time ([`CLOSING`]); the returned [`Closed`] is its turn, which
+/// [`open_private_sections`] ends.
+pub(crate) fn close_private_sections() -> Closed {
+    let turn = crate::loom::lock(&CLOSING);
     CLOSERS.fetch_add(1, SeqCst);
     crate::loom::dekker_fence();
     for s in PRIVATE.iter() {
@@ -170,21 +186,30 @@ pub(crate) fn close_private_sections() {
             crate::loom::thread::yield_now();
         }
     }
+    Closed { _turn: turn }
 }
 
-/// A closer is done ([`close_private_sections`]): sections are private again once no other
-/// closer is at work.
-pub(crate) fn open_private_sections() {
+/// The private sections closed by one closer: its turn at [`CLOSING`].
+#[must_use = "the sections stay closed until `open_private_sections`"]
+pub(crate) struct Closed {
+    _turn: crate::loom::sync::MutexGuard<'static, ()>,
+}
+
+/// A closer is done ([`close_private_sections`]): sections are private again, and the next
+/// closer may start.
+pub(crate) fn open_private_sections(closed: Closed) {
     CLOSERS.fetch_sub(1, SeqCst);
+    drop(closed);
 }
 
 /// `prepare`'s half of the private sections: close them, then move the fork count, which
 /// every later section sees, here and in the child. [`open_private_sections`] (the parent)
 /// or a reset (the child) follows.
 #[cfg_attr(miri, allow(dead_code))] // no handlers under Miri
-fn prepare_private_sections() {
-    close_private_sections();
+fn prepare_private_sections() -> Closed {
+    let closed = close_private_sections();
     FORKS.fetch_add(1, Relaxed);
+    closed
 }
 
 /// Stand-ins for a fork through libc, for the loom model (`tests::loom_fork`), which cannot
@@ -192,13 +217,13 @@ fn prepare_private_sections() {
 #[cfg(evfd_loom)]
 pub(crate) mod model {
     /// `prepare`'s half.
-    pub(crate) fn prepare() {
-        super::prepare_private_sections();
+    pub(crate) fn prepare() -> super::Closed {
+        super::prepare_private_sections()
     }
 
     /// `parent`'s half.
-    pub(crate) fn parent() {
-        super::open_private_sections();
+    pub(crate) fn parent(closed: super::Closed) {
+        super::open_private_sections(closed);
     }
 }
 
@@ -224,8 +249,12 @@ mod handlers {
     use std::sync::atomic::Ordering::SeqCst;
 
     /// What the forking thread holds from `prepare` to `parent`/`child`: the topology
-    /// lock and the fork guard (write), released in the reverse order.
-    type Held = (MutexGuard<'static, ()>, RwLockWriteGuard<'static, ()>);
+    /// lock, the fork guard (write) and its closer's turn, released in the reverse order.
+    type Held = (
+        MutexGuard<'static, ()>,
+        RwLockWriteGuard<'static, ()>,
+        super::Closed,
+    );
 
     thread_local! {
         static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
@@ -238,34 +267,33 @@ mod handlers {
         let f = FORK_GUARD
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        super::prepare_private_sections();
-        HELD.with(|h| *h.borrow_mut() = Some((t, f)));
-    }
-
-    fn release() {
-        if let Some((t, f)) = HELD.with(|h| h.borrow_mut().take()) {
-            drop(f);
-            drop(t);
-        }
+        let closed = super::prepare_private_sections();
+        HELD.with(|h| *h.borrow_mut() = Some((t, f, closed)));
     }
 
     extern "C" fn parent() {
-        super::open_private_sections();
-        release();
+        if let Some((t, f, closed)) = HELD.with(|h| h.borrow_mut().take()) {
+            super::open_private_sections(closed);
+            drop(f);
+            drop(t);
+        }
     }
 
     extern "C" fn child() {
         // The only thread of the child: a load and a store are the increment. Kept within
         // `EPOCH_MASK`, so that objects can put flags above an epoch (`GATE_FLAGS`).
         EPOCH.store(EPOCH.load(Relaxed).wrapping_add(1) & EPOCH_MASK, Relaxed);
-        // Sections counted by threads that do not exist here (they saw the closers and
-        // were about to leave) would never end, and so would closers: the lends of other
-        // threads of the parent, and this fork's own.
+        // Sections counted by threads that do not exist here (they saw the closer and were
+        // about to leave) would never end. The one closer is this fork's own (`CLOSING`).
         for s in &PRIVATE {
             s.0.store(0, SeqCst);
         }
         CLOSERS.store(0, SeqCst);
-        release();
+        if let Some((t, f, closed)) = HELD.with(|h| h.borrow_mut().take()) {
+            drop(closed);
+            drop(f);
+            drop(t);
+        }
     }
 
     pub(super) fn register() {

@@ -37,9 +37,9 @@ fn a_call_told_private_ends_before_the_fork() {
                 })
             })
         };
-        fork::model::prepare();
+        let closed = fork::model::prepare();
         forked.store(true, SeqCst);
-        fork::model::parent();
+        fork::model::parent(closed);
         caller.join().unwrap();
         // Afterwards, in the parent, the description is shared with the child.
         assert!(!fork::private_section(
