@@ -31,6 +31,12 @@
 #   backend-alive      the backend never exited
 #   read-only          the backend restarted with --read-only: the guest sees a read-only
 #                      disk that reads, and a write sent to it fails and changes nothing
+#   died-before-call   (evfd loop) under a guest writing and verifying on both vCPUs, the
+#                      backend exits in place of a call, its request in the used ring
+#                      (VUBLK_DIE_BEFORE_CALL); the next one, which QEMU (reconnect=1)
+#                      reconnects to, makes that call, and the guest's passes go on
+#   restarted-backend  then the backend SIGKILLed wherever it is and a new one started:
+#                      the guest's passes finish, every block as written
 #
 # One line per check, then `N passed, N failed`; exit status 1 if a check failed. Skips
 # (exit 0, with a loud SKIPPED line) only when the packages cannot be installed.
@@ -142,7 +148,8 @@ cleanup() {
 trap cleanup EXIT
 
 # start_backend KIND LOG [SOCKET IMAGE]: KIND is evfd, rust-vmm or qsd (default socket and
-# image: $SOCK, $IMG); BACKEND_ARGS are added to our backend's. Sets BPID.
+# image: $SOCK, $IMG); BACKEND_ARGS are added to our backend's arguments, BACKEND_ENV
+# (NAME=VALUE ...) to its environment. Sets BPID.
 start_backend() {
   local sock=${3:-$SOCK} img=${4:-$IMG}
   rm -f "$sock"
@@ -153,7 +160,7 @@ start_backend() {
         --export type=vhost-user-blk,id=exp0,node-name=disk,addr.type=unix,addr.path="$sock",writable=on,num-queues=2 \
         >"$2" 2>&1 &
       ;;
-    *) "$BACKEND" --socket "$sock" --image "$img" --queues 2 --loop "$1" ${BACKEND_ARGS:-} >"$2" 2>&1 & ;;
+    *) env ${BACKEND_ENV:-} "$BACKEND" --socket "$sock" --image "$img" --queues 2 --loop "$1" ${BACKEND_ARGS:-} >"$2" 2>&1 & ;;
   esac
   BPID=$!
   for _ in $(seq 100); do [ -S "$sock" ] && return 0; sleep 0.05; done
@@ -166,11 +173,13 @@ stop_backend() {
 }
 
 # start_qemu MODE SERIAL_LOG [kernel params]: boots the guest in the background (QPID), with
-# one vhost-user-blk-pci disk per socket in QEMU_SOCKS (default: $SOCK alone).
+# one vhost-user-blk-pci disk per socket in QEMU_SOCKS (default: $SOCK alone); with
+# QEMU_RECONNECT=N, QEMU reconnects to a backend that went away, every N s.
 start_qemu() {
   local mode=$1 out=$2 i=0 disks=() sock; shift 2
   for sock in ${QEMU_SOCKS:-$SOCK}; do
-    disks+=(-chardev "socket,id=vu$i,path=$sock" -device "vhost-user-blk-pci,chardev=vu$i,num-queues=2")
+    disks+=(-chardev "socket,id=vu$i,path=$sock${QEMU_RECONNECT:+,reconnect=$QEMU_RECONNECT}"
+            -device "vhost-user-blk-pci,chardev=vu$i,num-queues=2")
     i=$((i + 1))
   done
   : >"$out"
@@ -303,6 +312,63 @@ if [ $BENCH = 0 ]; then
     start_qemu ro "$S-5.log"
     wait_qemu 150 || log "$LOOP: read-only guest timed out"
     from_result "$LOOP" read-only "$S-5.log"
+    stop_backend
+    # 6. backends that die under a guest in the middle of I/O, each followed by a new one on
+    #    the same socket, which QEMU (reconnect=1) connects to; the guest writes and verifies
+    #    on both vCPUs throughout. evfd loop: the first exits in place of its 1 500th call
+    #    (VUBLK_DIE_BEFORE_CALL), its request already in the used ring, so the guest waits
+    #    for a call that only the next backend can make (died-before-call). Then, both
+    #    loops: one is SIGKILLed wherever it is (restarted-backend).
+    die=; [ "$LOOP" = evfd ] && die=VUBLK_DIE_BEFORE_CALL=1500
+    BACKEND_ENV=$die start_backend "$LOOP" "$BLOG.1st" ||
+      { check "$LOOP restarted-backend" fail "backend did not start (see $BLOG.1st)"; continue; }
+    QEMU_RECONNECT=1 start_qemu churn "$S-6.log" vublk_secs=12
+    if wait_mark "$S-6.log" churn 240; then
+      if [ -n "$die" ]; then
+        for _ in $(seq 600); do kill -0 "$BPID" 2>/dev/null || break; sleep 0.1; done
+        if kill -0 "$BPID" 2>/dev/null; then
+          kill -9 "$BPID"; wait "$BPID" 2>/dev/null
+          dbc="fail the backend did not exit at its 1 500th call"
+        else
+          wait "$BPID" 2>/dev/null
+          dbc="ok exited in place of its 1 500th call"
+        fi
+        BPID=
+        sleep 0.5
+        start_backend "$LOOP" "$BLOG.2nd" || dbc="fail the backend after it did not start"
+        sleep 2
+        # Its reads and writes so far (it logs its requests only at a session's end, which
+        # the SIGKILL below does not let it reach).
+        n2=$(awk '/^sysc[rw]:/ { s += $2 } END { print s + 0 }' "/proc/$BPID/io" 2>/dev/null)
+      else
+        sleep 3
+      fi
+      kill -9 "$BPID"; wait "$BPID" 2>/dev/null; BPID=
+      sleep 0.5
+      start_backend "$LOOP" "$BLOG.3rd" ||
+        { check "$LOOP restarted-backend" fail "the backend after the SIGKILL did not start (see $BLOG.3rd)"; }
+      wait_qemu 240 || log "$LOOP: churn guest timed out"
+      r=$(result "$S-6.log" churn)
+      # The deaths must have fallen in the middle of the passes: an I/O waited for them.
+      slow=$(echo "$r" | grep -o 'slowest I/O [0-9.]*' | awk '{ if ($3 > m) m = $3 } END { print m + 0 }')
+      n3=$(wait_served "$BLOG.3rd" 1 && served "$BLOG.3rd" | awk -F', *' '{ print $1 + $2 }')
+      guest="$(echo "${r#ok }" | sed 's/ *$//')"
+      if [ -n "$die" ]; then
+        if [ "${dbc%% *}" = ok ] && [ "${r%% *}" = ok ] && [ "${n2:-0}" -gt 1000 ]; then
+          check "$LOOP died-before-call" ok "${dbc#ok }; the next backend made $n2 reads and writes in 2 s, and the guest's passes went on"
+        else
+          check "$LOOP died-before-call" fail "${dbc#* }; guest: ${r:-no result}; the next backend made ${n2:-no} reads and writes"
+        fi
+      fi
+      if [ "${r%% *}" = ok ] && awk -v s="$slow" 'BEGIN { exit !(s >= 0.4) }' && [ "${n3:-0}" -gt 0 ]; then
+        check "$LOOP restarted-backend" ok "$guest; the backend after the SIGKILL served $n3"
+      else
+        check "$LOOP restarted-backend" fail "guest: ${r:-no result}; slowest I/O ${slow:-?} s; the backend after the SIGKILL served ${n3:-nothing}"
+      fi
+    else
+      kill -9 "$QPID" 2>/dev/null; QPID=
+      check "$LOOP restarted-backend" fail "the guest never started its passes"
+    fi
     stop_backend
   done
   echo "$PASS passed, $FAIL failed ($((SECONDS - START)) s)"

@@ -167,18 +167,40 @@ impl EvfdBackend {
         }
     }
 
+    /// A ring starts (its kick fd set, or the ring enabled): it is served at once (a kick
+    /// that came before its fd was watched is delivered by the epoll, but a request put in
+    /// the ring while no backend ran may have had its kick read by the one before), and
+    /// called once if it ever completed a request, whether or not this serve wants a call.
+    /// A backend that died between putting a request in the used ring and its call (SIGKILL,
+    /// a crash; QEMU reconnects to the next one) leaves the driver waiting for a call that
+    /// nobody else will make: with one request in flight per queue, for ever. The new
+    /// backend cannot tell whether that happened, and a call the driver did not need costs
+    /// it one look at the used ring; so every start of a ring whose used index is not 0
+    /// (a ring the driver set up fresh has 0) makes one.
+    fn start(&mut self, index: usize) {
+        let owed = self.servable(index) && self.vrings[index].queue.next_used() != 0;
+        if self.process(index) || owed {
+            self.call(index);
+        }
+    }
+
+    /// Whether queue `index` is started, enabled and not broken, with memory mapped.
+    fn servable(&self, index: usize) -> bool {
+        let Some(v) = self.vrings.get(index) else {
+            return false;
+        };
+        self.mem.is_some() && v.kick.is_some() && v.enabled && !v.broken && v.queue.ready()
+    }
+
     /// Serve queue `index` as [`serve`](Self::serve) does, and say whether its driver wants
     /// a call.
     fn process(&mut self, index: usize) -> bool {
-        let Some(mem) = self.mem.as_ref() else {
-            return false;
-        };
-        let Some(v) = self.vrings.get_mut(index) else {
-            return false;
-        };
-        if v.kick.is_none() || !v.enabled || v.broken || !v.queue.ready() {
+        if !self.servable(index) {
             return false;
         }
+        let (Some(mem), Some(v)) = (self.mem.as_ref(), self.vrings.get_mut(index)) else {
+            return false;
+        };
         match self.dev.process_queue(index, &mut v.queue, mem) {
             Ok(wanted) => wanted,
             Err(e) => {
@@ -195,6 +217,10 @@ impl EvfdBackend {
     /// Signal queue `index`'s call fd, if it has one: one `write(2)`.
     fn call(&self, index: usize) {
         if let Some(call) = self.vrings.get(index).and_then(|v| v.call.as_ref()) {
+            if dies_here() {
+                eprintln!("vhost_user_blk: VUBLK_DIE_BEFORE_CALL: exiting in place of a call");
+                std::process::exit(3);
+            }
             if let Err(e) = call.notify() {
                 eprintln!("vhost_user_blk: queue {index}: call: {e}");
             }
@@ -348,7 +374,7 @@ impl VhostUserBackendReqHandlerMut for EvfdBackend {
                 v.broken = true;
             }
         }
-        self.serve(index as usize);
+        self.start(index as usize);
         Ok(())
     }
 
@@ -396,7 +422,7 @@ impl VhostUserBackendReqHandlerMut for EvfdBackend {
         }
         self.vring(index)?.enabled = enable;
         if enable {
-            self.serve(index as usize);
+            self.start(index as usize);
         }
         Ok(())
     }
@@ -501,6 +527,18 @@ impl VhostUserBackendReqHandlerMut for EvfdBackend {
     fn set_log_base(&mut self, _log: &VhostUserLog, _file: File) -> VuResult<()> {
         Err(invalid("no dirty logging"))
     }
+}
+
+/// A crash at the worst moment, for the QEMU checks (`scripts/qemu-vhost-user.sh`,
+/// `died-before-call`): with `VUBLK_DIE_BEFORE_CALL=N` in the environment, the process
+/// exits in place of its `N`th call, after that call's requests went into the used ring.
+fn dies_here() -> bool {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::OnceLock;
+    static AT: OnceLock<Option<u64>> = OnceLock::new();
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let at = AT.get_or_init(|| std::env::var("VUBLK_DIE_BEFORE_CALL").ok()?.parse().ok());
+    at.is_some_and(|n| CALLS.fetch_add(1, Relaxed) + 1 == n)
 }
 
 /// Serve frontends on `listener`, one at a time, forever.

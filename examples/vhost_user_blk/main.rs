@@ -9,6 +9,10 @@
 //! frontend killed in the middle of I/O) resets and serves the next. Nothing a frontend or
 //! a guest does makes it exit. With `--read-only` the disk is offered read-only
 //! (`VIRTIO_BLK_F_RO`; the image is opened read-only, every write fails with `IOERR`).
+//! A backend started on the socket of one that died takes its rings over (QEMU reconnects
+//! with `-chardev socket,...,reconnect=1`). For the QEMU checks only,
+//! `VUBLK_DIE_BEFORE_CALL=N` in the environment makes the evfd loop exit in place of its
+//! `N`th call, as a crash at the worst moment would.
 //!
 //! - `device.rs`: the virtio-blk device (features, config space, requests), written once.
 //! - `evfd_loop.rs`: `--loop evfd` (default), one `evfd::Epoll` as the only wait.

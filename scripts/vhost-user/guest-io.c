@@ -7,6 +7,12 @@
  *                                                   then verify the whole range
  *   guest-io iops    DEV read|write SECS CPU BASE NBLK   QD1 random I/O pinned to CPU
  *   guest-io hammer  DEV CPU BASE NBLK     write forever (the harness kills the VM)
+ *   guest-io churn   DEV CPU BASE NBLK SECS  pinned to CPU, for SECS: pass after pass,
+ *                                           write NBLK blocks from BASE (a new seed each
+ *                                           pass), read them all back and verify; reports
+ *                                           the passes, the slowest I/O (the harness
+ *                                           restarts the backend in the middle) and any
+ *                                           bad block
  *   guest-io zero    DEV BASE NBLK SEED    pattern on NBLK (>= 72) blocks from BASE, then
  *                                           BLKZEROOUT of blocks 8..16 (a write-zeroes
  *                                           request), fallocate PUNCH_HOLE of 32..40 (write
@@ -218,6 +224,35 @@ int main(int argc, char **argv) {
     uint64_t base = strtoull(argv[3], 0, 0), n = strtoull(argv[4], 0, 0), seed = strtoull(argv[5], 0, 0);
     if (n < 72) { fprintf(stderr, "zero: NBLK must be at least 72\n"); return 2; }
     return zero_range(fd, base, n, seed);
+  }
+  if (!strcmp(cmd, "churn") && argc == 7) {
+    int cpu = atoi(argv[3]);
+    uint64_t base = strtoull(argv[4], 0, 0), n = strtoull(argv[5], 0, 0), pass = 0, bad = 0, ios = 0;
+    double secs = atof(argv[6]), slowest = 0, t0 = now(), t = t0;
+    pin(cpu);
+    /* One pass: write every block with this pass's seed, then read every block back. */
+    while (t - t0 < secs && !bad) {
+      uint64_t seed = 1000000 + (uint64_t)cpu * 100000 + pass;
+      for (int rd = 0; rd < 2; rd++) {
+        for (uint64_t i = 0; i < n; i++) {
+          double s0 = now();
+          if (rd ? xpread(fd, b, base + i) : (fill(b, base + i, seed), xpwrite(fd, b, base + i))) return 1;
+          double s1 = now();
+          if (s1 - s0 > slowest) slowest = s1 - s0;
+          ios++;
+          if (rd && !check(b, base + i, seed)) {
+            if (bad < 5) fprintf(stderr, "pass %llu block %llu: wrong contents\n", (unsigned long long)pass,
+                                 (unsigned long long)(base + i));
+            bad++;
+          }
+        }
+      }
+      pass++;
+      t = now();
+    }
+    printf("cpu%d: %llu passes of %llu blocks (%llu I/Os, each pass verified), slowest I/O %.3f s, %llu bad\n", cpu,
+           (unsigned long long)pass, (unsigned long long)n, (unsigned long long)ios, slowest, (unsigned long long)bad);
+    return bad != 0;
   }
   if (!strcmp(cmd, "hammer") && argc == 6) {
     int cpu = atoi(argv[3]);
