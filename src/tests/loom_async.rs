@@ -2,7 +2,7 @@
 //! and re-polls.
 //!
 //! Run with
-//! `RUSTFLAGS="--cfg evfd_loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2 cargo test --release --lib loom_async`.
+//! `RUSTFLAGS="--cfg evfd_loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=3 cargo test --release --lib loom_async`.
 //!
 //! The executor is emulated: a pending future is polled again only when its waker was woken
 //! since its last poll. So a lost wakeup shows up as a future that stays pending while the

@@ -1,9 +1,12 @@
 //! In-crate concurrency models, run under `--cfg evfd_loom`:
 //!
 //! ```text
-//! RUSTFLAGS="--cfg evfd_loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2 \
+//! RUSTFLAGS="--cfg evfd_loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=3 \
 //!     cargo test --release --lib tests::loom
 //! ```
+//!
+//! (`.ci/run` runs them so, every model at a preemption bound of 3, ~40 s on 2 cores, and
+//! the small lend and fork models again at 5.)
 //!
 //! They live inside the crate so they can reach the wait queue and the notifier's internals.
 //! One scenario per `#[test]`, two or three threads each.
