@@ -82,6 +82,33 @@ fn settled_mark_is_cleared_by_every_change() {
     assert_eq!(n.read().unwrap(), 6);
 }
 
+/// A settled queue keeps its `IN` entries' bit under `SETTLED` (`wait_queue`, "Settled"):
+/// an entry that joins without `IN` (an `OUT`-only item) must give it back with the mark's
+/// clear, or the next writes would find no `IN` entry and skip the wake for good.
+#[test]
+fn an_entry_without_in_joining_a_settled_queue_keeps_in() {
+    let ep = Epoll::new();
+    let n = Notifier::new();
+    ep.add(&n, Events::IN | Events::ET, 0).unwrap();
+    n.write(1).unwrap();
+    n.write(1).unwrap();
+    assert!(n.core.wq.is_settled());
+    let out_only = Epoll::new();
+    out_only.add(&n, Events::OUT, 1).unwrap();
+    assert!(!n.core.wq.is_settled());
+    assert!(n.core.wq.interest().contains(Events::IN | Events::OUT));
+    // The ET item is delivered and leaves the ready list; each later write queues it again.
+    assert_eq!(wait0(&ep), vec![(1, 0)]);
+    assert_eq!(wait0(&ep), vec![]);
+    n.write(1).unwrap();
+    assert_eq!(
+        wait0(&ep),
+        vec![(1, 0)],
+        "a write after the OUT-only entry joined"
+    );
+    assert_eq!(n.read().unwrap(), 3);
+}
+
 #[test]
 fn lifetimes_items_nesting_drops() {
     let outer = Epoll::new();

@@ -59,24 +59,30 @@
 //! for the item's callback to find it already queued on the ready list (with nobody asleep
 //! on the epoll and nobody polling it) and do nothing, as `ep_poll_callback` does for a
 //! linked item. The `SETTLED` bit of `interest` lets such a write skip the lock: it means
-//! "a wake with key `IN` is a no-op for every entry now".
+//! "a wake with key `IN` is a no-op for every entry now". While it is set, the list's `IN`
+//! bit is *moved* to it (cleared from `interest`: settling is one RMW from `IN` to
+//! `SETTLED`, and every clear one RMW back), so that `IN` in `interest` means "an `IN`
+//! entry a wake must visit" and a write's check is one test of `IN | SLOT`. Only
+//! [`WaitQueue::interest`] puts `IN` back for its callers.
 //!
 //! ```text
 //! set:    a wake with key IN, lock held, finds every IN entry a non-exclusive callback
 //!         whose coalesces() is true (item linked, no scan, no sleeper, no poller); it
-//!         sets SETTLED (SeqCst RMW), then asks every coalesces() again; if one now says no,
-//!         it clears SETTLED and walks as usual (the walk queues what must be queued, which
-//!         covers the writes that skipped in between: their counts were written before they
-//!         read SETTLED, so before the walk's callbacks ran).
-//! clear:  (a) add() and any change of the entries (publish stores the bare union), under
-//!             the lock, before the adder re-checks the source;
+//!         moves IN to SETTLED (SeqCst RMW), then asks every coalesces() again; if one now
+//!         says no, it moves SETTLED back to IN and walks as usual (the walk queues what
+//!         must be queued, which covers the writes that skipped in between: their counts
+//!         were written before they read SETTLED, so before the walk's callbacks ran).
+//! clear:  (a) add() and any change of the entries (publish stores the bare union, IN
+//!             included), under the lock, before the adder re-checks the source;
 //!         (b) unsettle(), lock-free, by whoever is about to make a coalesces() false:
 //!             a harvester before a poll after which it may unlink the item (after it
 //!             published `scanning`: edge-triggered and one-shot items, and a second
 //!             look at a level-triggered one found empty), an epoll that gains a poller
 //!             (after it published the poller's interest).
+//!         Every clear moves SETTLED back to IN in one RMW (a compare-exchange loop:
+//!         the slot's bit may move beside it).
 //! skip:   wake(IN) loads interest (SeqCst) after the caller's state change (SeqCst RMW) and
-//!         returns if SETTLED is set.
+//!         returns if neither IN nor SLOT is set: a settled queue has no IN bit.
 //! ```
 //!
 //! Why no wake is lost: a skipping writer's RMW precedes its load of `SETTLED`, which
@@ -298,8 +304,12 @@ impl Drop for WakeBatch {
 }
 
 /// The bit of `WaitQueue::interest` above the masks: a wake with key `IN` is a no-op for
-/// every entry now (module docs, "Settled").
+/// every entry now (module docs, "Settled"). The list's `IN` bit is moved here while it is
+/// set: never both.
 const SETTLED: u64 = 1 << 32;
+
+/// `IN` in `WaitQueue::interest`.
+const IN: u64 = Events::IN.bits() as u64;
 
 /// The bit of `WaitQueue::interest` that says a task is armed in the task slot (waiting
 /// exclusively for `IN`; `slot`'s module docs). Set by the slot's owner, cleared by
@@ -329,7 +339,8 @@ struct Entry {
 #[cfg_attr(not(evfd_loom), repr(align(64)))]
 pub(crate) struct WaitQueue {
     /// Union of every entry's mask (low 32 bits), written only with `list` locked (SeqCst),
-    /// and the [`SETTLED`] bit (set with `list` locked, cleared by anyone; module docs).
+    /// but for the [`SETTLED`] bit, which takes the place of `IN` (moved there with `list`
+    /// locked, moved back by anyone; module docs).
     /// Read lock-free by [`WaitQueue::wake`] (SeqCst load; pairs with the state change's
     /// SeqCst RMW).
     interest: AtomicU64,
@@ -391,8 +402,10 @@ impl WaitQueue {
     #[inline]
     pub(crate) fn interest(&self) -> Events {
         let i = self.interest.load(SeqCst);
-        // `SLOT` (bit 33) moved onto `IN` (bit 0); nothing lies above it.
-        Events::from_bits_retain((i | (i >> 33)) as u32).difference(QUEUED_READER)
+        // `SETTLED` and `SLOT`, the only bits above the masks, stand for `IN` (the list's,
+        // the slot's).
+        let i = i | u64::from(i >> 32 != 0);
+        Events::from_bits_retain(i as u32).difference(QUEUED_READER)
     }
 
     /// Must be called with `list` locked. Clears [`SETTLED`] (the entries changed) and keeps
@@ -477,7 +490,37 @@ impl WaitQueue {
     #[inline]
     pub(crate) fn unsettle(&self) {
         if self.interest.load(SeqCst) & SETTLED != 0 {
-            self.interest.fetch_and(!SETTLED, SeqCst);
+            self.move_settled_to_in();
+        }
+    }
+
+    /// Move [`SETTLED`] back to `IN`, if it is set: one RMW (module docs, "Settled").
+    #[cold]
+    fn move_settled_to_in(&self) {
+        let mut cur = self.interest.load(SeqCst);
+        while cur & SETTLED != 0 {
+            match self
+                .interest
+                .compare_exchange_weak(cur, (cur & !SETTLED) | IN, SeqCst, SeqCst)
+            {
+                Ok(_) => break,
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+
+    /// Move `IN` to [`SETTLED`] (module docs, "Settled"). Must be called with `list` locked
+    /// and an `IN` entry in it: `IN` or `SETTLED` is set, and only `IN` may be.
+    fn move_in_to_settled(&self) {
+        let mut cur = self.interest.load(SeqCst);
+        while cur & SETTLED == 0 {
+            match self
+                .interest
+                .compare_exchange_weak(cur, (cur & !IN) | SETTLED, SeqCst, SeqCst)
+            {
+                Ok(_) => break,
+                Err(seen) => cur = seen,
+            }
         }
     }
 
@@ -508,12 +551,12 @@ impl WaitQueue {
         if !all() {
             return false;
         }
-        self.interest.fetch_or(SETTLED, SeqCst);
+        self.move_in_to_settled();
         crate::loom::dekker_fence();
         if all() {
             return true;
         }
-        self.interest.fetch_and(!SETTLED, SeqCst);
+        self.move_settled_to_in();
         false
     }
 
@@ -532,7 +575,7 @@ impl WaitQueue {
         // new entry may not coalesce: the queue is not settled any more.
         let old = self.interest.fetch_or(u64::from(mask.bits()), SeqCst);
         if old & SETTLED != 0 {
-            self.interest.fetch_and(!SETTLED, SeqCst);
+            self.move_settled_to_in();
         }
         drop(l);
         crate::loom::dekker_fence();
@@ -619,19 +662,13 @@ impl WaitQueue {
         // with the clears of `SETTLED` ("Settled").
         crate::loom::dekker_fence();
         let i = self.interest.load(SeqCst);
-        // `key` is a constant at every call site, so this folds to a mask and a compare or
-        // two: nobody for `key`, or (key `IN`) a settled list and no task in the slot.
+        // `key` is a constant at every call site, so this folds to one test: nobody for
+        // `key` (a settled list has no `IN` bit), and (key `IN`) no task in the slot.
         let slot = if key.intersects(Events::IN) { SLOT } else { 0 };
-        if key == Events::IN {
-            // `SLOT` is the highest bit: below it, only the list's `IN` unsettled wakes.
-            let x = i & (u64::from(Events::IN.bits()) | SETTLED | SLOT);
-            if x != u64::from(Events::IN.bits()) && x < SLOT {
-                return;
-            }
-        } else if i & (u64::from(key.bits()) | slot) == 0 {
+        if i & (u64::from(key.bits()) | slot) == 0 {
             return;
         }
-        let list = i & u64::from(key.bits()) != 0 && !(key == Events::IN && i & SETTLED != 0);
+        let list = i & u64::from(key.bits()) != 0;
         self.wake_slow(key, nr_exclusive(), i & slot != 0, list);
     }
 
