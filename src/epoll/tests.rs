@@ -96,6 +96,7 @@ fn an_entry_without_in_joining_a_settled_queue_keeps_in() {
     let out_only = Epoll::new();
     out_only.add(&n, Events::OUT, 1).unwrap();
     assert!(!n.core.wq.is_settled());
+    assert_eq!(n.core.wq.stored_bits(), (true, false, false), "IN back");
     assert!(n.core.wq.interest().contains(Events::IN | Events::OUT));
     // The ET item is delivered and leaves the ready list; each later write queues it again.
     assert_eq!(wait0(&ep), vec![(1, 0)]);

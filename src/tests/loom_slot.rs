@@ -1,6 +1,7 @@
 //! loom models of the task slot (`wait_queue::slot`) at the wait-queue level: who gets the
 //! armed waker when a wake and the owner's leaving race, and the `SLOT` bit of `interest`
-//! against the list's `publish`. (`loom_async` covers the slot through real futures.)
+//! against the list's `publish` and the settled mark's moves. (`loom_async` covers the slot
+//! through real futures.)
 //!
 //! loom's `UnsafeCell` checks the cell: two accesses not ordered by the phase word fail
 //! the model.
@@ -12,7 +13,7 @@ use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use loom::thread;
 
 use crate::events::Events;
-use crate::wait_queue::{Target, WaitQueue};
+use crate::wait_queue::{Callback, Target, WaitQueue, WakeBatch};
 
 struct Flag(AtomicUsize);
 
@@ -110,5 +111,63 @@ fn slot_arm_vs_wake() {
         );
         let _ = wq.disarm_task(t);
         assert_eq!(wq.interest(), Events::empty());
+    });
+}
+
+/// An epoll item's stand-in that is always linked with nobody asleep: every `IN` wake is a
+/// no-op for it, so a queue holding only it settles.
+struct Coalescing(AtomicUsize);
+
+impl Callback for Coalescing {
+    fn wake(&self, _key: Events, _batch: &mut WakeBatch) -> bool {
+        self.0.fetch_add(1, SeqCst);
+        true
+    }
+    fn detach(&self) {}
+    fn coalesces(&self) -> bool {
+        true
+    }
+}
+
+/// The settled mark moves between the list's `IN` bit and `SETTLED` (`wait_queue`,
+/// "Settled") while the slot's bit moves beside it, lock-free (an owner arming), and the
+/// list changes (an entry without `IN` added and removed: a clear, then a `publish`): no bit
+/// is lost or made up. Afterwards `IN` and `SLOT` are set and `SETTLED` is not, and a wake
+/// reaches the slot's task (and settles the list again).
+#[test]
+fn settled_mark_vs_slot_bit() {
+    super::model("settled_mark_vs_slot_bit", 3, || {
+        let wq = Arc::new(WaitQueue::new());
+        let item = Arc::new(Coalescing(AtomicUsize::new(0)));
+        wq.add(Events::IN, false, false, Target::Callback(item.clone()));
+        wq.wake(Events::IN, 1); // the one IN entry coalesces: settled, no callback
+        assert_eq!(wq.stored_bits(), (false, true, false));
+        let wq2 = wq.clone();
+        let armer = thread::spawn(move || {
+            let (f, w) = flag();
+            let t = wq2.arm_task(w, false).expect("a free slot");
+            (f, t)
+        });
+        let wq3 = wq.clone();
+        let lister = thread::spawn(move || {
+            let (_, w) = flag();
+            let k = wq3.add(Events::OUT, false, false, Target::Task(w));
+            assert!(wq3.remove(k));
+        });
+        wq.unsettle();
+        let (f, t) = armer.join().unwrap();
+        lister.join().unwrap();
+        assert_eq!(
+            wq.stored_bits(),
+            (true, false, true),
+            "IN, not SETTLED, SLOT"
+        );
+        assert_eq!(wq.interest(), Events::IN);
+        wq.wake(Events::IN, 1);
+        assert_eq!(f.0.load(SeqCst), 1, "the slot's task was not woken");
+        assert!(wq.disarm_task(t).is_err(), "claimed by the wake");
+        assert_eq!(wq.stored_bits(), (false, true, false), "settled again");
+        assert_eq!(item.0.load(SeqCst), 0, "a settled item is never called");
+        wq.detach_all();
     });
 }

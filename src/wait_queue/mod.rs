@@ -530,6 +530,14 @@ impl WaitQueue {
         self.interest.load(SeqCst) & SETTLED != 0
     }
 
+    /// The bits of `interest` above the masks and its `IN` bit, as stored: (`IN`,
+    /// [`SETTLED`], [`SLOT`]) (tests).
+    #[cfg(test)]
+    pub(crate) fn stored_bits(&self) -> (bool, bool, bool) {
+        let i = self.interest.load(SeqCst);
+        (i & IN != 0, i & SETTLED != 0, i & SLOT != 0)
+    }
+
     /// The settle attempt of a wake with key `IN` (module docs, "Settled"). Must be called
     /// with `list` locked. Returns `true` if the queue is settled: the wake is a no-op.
     fn try_settle(&self, l: &List<Entry>) -> bool {
