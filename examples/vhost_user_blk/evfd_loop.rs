@@ -167,10 +167,9 @@ impl EvfdBackend {
         }
     }
 
-    /// A ring starts (its kick fd set, or the ring enabled): it is served at once (a kick
-    /// that came before its fd was watched is delivered by the epoll, but a request put in
-    /// the ring while no backend ran may have had its kick read by the one before), and
-    /// called once if it ever completed a request, whether or not this serve wants a call.
+    /// A ring starts (its kick fd set, or the ring enabled): it is served at once (requests
+    /// may be waiting in it, kicked to a backend before this one), and called once if it
+    /// ever completed a request, whether or not this serve wants a call.
     /// A backend that died between putting a request in the used ring and its call (SIGKILL,
     /// a crash; QEMU reconnects to the next one) leaves the driver waiting for a call that
     /// nobody else will make: with one request in flight per queue, for ever. The new

@@ -509,8 +509,8 @@ impl WaitQueue {
         }
     }
 
-    /// Move `IN` to [`SETTLED`] (module docs, "Settled"). Must be called with `list` locked
-    /// and an `IN` entry in it: `IN` or `SETTLED` is set, and only `IN` may be.
+    /// Move `IN` to [`SETTLED`], unless it is there already (module docs, "Settled"). Must
+    /// be called with `list` locked and an `IN` entry in it, so that one of the two is set.
     fn move_in_to_settled(&self) {
         let mut cur = self.interest.load(SeqCst);
         while cur & SETTLED == 0 {
