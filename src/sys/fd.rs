@@ -43,8 +43,9 @@
 //! thread keeps) and three loads, no lock: the calls stay async-signal-safe. A closer waits
 //! for the private calls of every thread, on any fd, which is what a lend pays once per
 //! description. The first lend is not async-signal-safe (it may wait for a call on
-//! another thread, or — in a signal handler — for the very call it interrupted): take a
-//! borrow before installing a handler that uses it.
+//! another thread, or — in a signal handler — for the very call or the very closer it
+//! interrupted: closers take turns, `fork::CLOSING`): take a borrow before installing a
+//! handler that uses it.
 
 use crate::loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
