@@ -497,26 +497,24 @@ impl WaitQueue {
     /// Move [`SETTLED`] back to `IN`, if it is set: one RMW (module docs, "Settled").
     #[cold]
     fn move_settled_to_in(&self) {
-        let mut cur = self.interest.load(SeqCst);
-        while cur & SETTLED != 0 {
-            match self
-                .interest
-                .compare_exchange_weak(cur, (cur & !SETTLED) | IN, SeqCst, SeqCst)
-            {
-                Ok(_) => break,
-                Err(seen) => cur = seen,
-            }
-        }
+        self.move_bit(SETTLED, IN);
     }
 
     /// Move `IN` to [`SETTLED`], unless it is there already (module docs, "Settled"). Must
     /// be called with `list` locked and an `IN` entry in it, so that one of the two is set.
     fn move_in_to_settled(&self) {
+        debug_assert_ne!(self.interest.load(SeqCst) & (IN | SETTLED), 0);
+        self.move_bit(IN, SETTLED);
+    }
+
+    /// While bit `from` is set, replace it with bit `to` in one compare-exchange (the
+    /// slot's bit may move beside it, lock-free).
+    fn move_bit(&self, from: u64, to: u64) {
         let mut cur = self.interest.load(SeqCst);
-        while cur & SETTLED == 0 {
+        while cur & from != 0 {
             match self
                 .interest
-                .compare_exchange_weak(cur, (cur & !IN) | SETTLED, SeqCst, SeqCst)
+                .compare_exchange_weak(cur, (cur & !from) | to, SeqCst, SeqCst)
             {
                 Ok(_) => break,
                 Err(seen) => cur = seen,
