@@ -195,12 +195,22 @@ start_qemu() {
 }
 # wait_qemu TIMEOUT: waits for the guest to power off; kills it at the timeout.
 wait_qemu() {
-  local t=$(( $1 * 10 ))
-  while kill -0 "$QPID" 2>/dev/null && [ $t -gt 0 ]; do sleep 0.1; t=$((t - 1)); done
-  if kill -0 "$QPID" 2>/dev/null; then kill -9 "$QPID"; wait "$QPID" 2>/dev/null; QPID=; return 1; fi
-  wait "$QPID" 2>/dev/null
+  local r=0
+  wait_exit "$QPID" "$1" || r=1
   QPID=
+  return $r
 }
+# wait_exit PID TIMEOUT: waits for a child to exit; kills it (SIGKILL) at the timeout and
+# returns 1.
+wait_exit() {
+  local t=$(( $2 * 10 ))
+  while kill -0 "$1" 2>/dev/null && [ $t -gt 0 ]; do sleep 0.1; t=$((t - 1)); done
+  if kill -0 "$1" 2>/dev/null; then kill -9 "$1"; wait "$1" 2>/dev/null; return 1; fi
+  wait "$1" 2>/dev/null
+  return 0
+}
+# A process's read/write-family syscalls so far (/proc/PID/io).
+rw_calls() { awk '/^sysc[rw]:/ { s += $2 } END { print s }' "/proc/$1/io"; }
 # wait_mark LOG NAME TIMEOUT
 wait_mark() {
   local t=$(( $3 * 50 ))
@@ -325,13 +335,10 @@ if [ $BENCH = 0 ]; then
     QEMU_RECONNECT=1 start_qemu churn "$S-6.log" vublk_secs=12
     if wait_mark "$S-6.log" churn 240; then
       if [ -n "$die" ]; then
-        for _ in $(seq 600); do kill -0 "$BPID" 2>/dev/null || break; sleep 0.1; done
-        if kill -0 "$BPID" 2>/dev/null; then
-          kill -9 "$BPID"; wait "$BPID" 2>/dev/null
-          dbc="fail the backend did not exit at its 1 500th call"
-        else
-          wait "$BPID" 2>/dev/null
+        if wait_exit "$BPID" 60; then
           dbc="ok exited in place of its 1 500th call"
+        else
+          dbc="fail the backend did not exit at its 1 500th call"
         fi
         BPID=
         sleep 0.5
@@ -339,7 +346,7 @@ if [ $BENCH = 0 ]; then
         sleep 2
         # Its reads and writes so far (it logs its requests only at a session's end, which
         # the SIGKILL below does not let it reach).
-        n2=$(awk '/^sysc[rw]:/ { s += $2 } END { print s + 0 }' "/proc/$BPID/io" 2>/dev/null)
+        n2=$(rw_calls "$BPID" 2>/dev/null)
       else
         sleep 3
       fi
@@ -386,7 +393,6 @@ fi
 # own phases' (an idle backend sleeps in its wait).
 TCK=$(getconf CLK_TCK)
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-rw_calls() { awk '/^sysc[rw]:/ { s += $2 } END { print s }' "/proc/$1/io"; }
 # The median (of an even count: the mean of the two middle values).
 median() {
   tr ' ' '\n' | grep -v '^$' | sort -g |
