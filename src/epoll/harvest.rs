@@ -443,7 +443,7 @@ impl EpInner {
         } else {
             return Single::General;
         };
-        if !self.pollers.interest().is_empty() {
+        if !self.pollers.wants_nothing() {
             return Single::General;
         }
         // `lt_ready`, with the checks of `lt_notifier` made once, and the count loaded once.
@@ -523,7 +523,7 @@ impl EpInner {
             && !self.kernel.present()
             && !self.kernel.below()
             && !self.graveyard.pending()
-            && self.pollers.interest().is_empty()
+            && self.pollers.wants_nothing()
             && LAST.with(|l| {
                 l.borrow()
                     .as_ref()

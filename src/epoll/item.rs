@@ -188,7 +188,7 @@ impl Item {
     /// Nobody waits on this item's epoll and nobody polls it: a wake of an item already
     /// queued would change nothing.
     fn unobserved(&self) -> bool {
-        !self.ep.has_sleeper() && self.ep.pollers.interest().is_empty()
+        !self.ep.has_sleeper() && self.ep.pollers.wants_nothing()
     }
 }
 

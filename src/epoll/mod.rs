@@ -945,7 +945,7 @@ impl EpInner {
     /// Someone may be asleep waiting for this epoll: a thread or task on `waiters`. Read
     /// under `ready` by callbacks.
     pub(crate) fn has_sleeper(&self) -> bool {
-        !self.waiters.interest().is_empty()
+        !self.waiters.wants_nothing()
     }
 
     /// Wake one waiter (LIFO), parked or in a kernel sleep, from inside a source's wake walk
@@ -1052,7 +1052,7 @@ impl EpInner {
         let post = {
             let mut rd = self.ready.lock();
             let queued = rd.queue(item);
-            queued && (self.has_sleeper() || !self.pollers.interest().is_empty())
+            queued && (self.has_sleeper() || !self.pollers.wants_nothing())
         };
         if post {
             batch.push_post(Arc::clone(&item.ep) as Arc<dyn PostWake>, Events::IN);

@@ -629,6 +629,46 @@ mod tests {
         assert_eq!(n.core.wq.interest(), Events::empty());
     }
 
+    /// An epoll item's interest keeps undefined bits as given, but none of them reaches
+    /// the queue's own bits of `interest` (`SETTLED`, `SLOT`, `QUEUED_READER`, which sit
+    /// among the bits no `EPOLL*` flag uses): the item does not pass for a settled queue,
+    /// an armed slot or a queued reader, and the writes it is due still reach it.
+    #[test]
+    fn undefined_interest_bits_stay_out_of_the_queues_own_bits() {
+        use crate::epoll::Epoll;
+        use crate::events::Event;
+        let n = Notifier::new();
+        let ep = Epoll::new();
+        let odd = Events::from_bits_retain(1 << 22 | 1 << 23 | 1 << 24);
+        ep.add(&n, Events::IN | odd, 7).unwrap();
+        assert_eq!(n.core.wq.stored_bits(), (true, false, false));
+        // A reader still takes the slot: no reader passes for queued ahead of it.
+        let (c, w) = waker();
+        let mut f = n.read_async();
+        park(&n, &mut f, &(c.clone(), w.clone()));
+        assert_eq!(
+            n.core.wq.list_len(),
+            1,
+            "the item only: the reader is in the slot"
+        );
+        assert_eq!(n.core.wq.stored_bits(), (true, false, true));
+        n.write(2).unwrap();
+        assert_eq!(c.take(), 1);
+        let mut buf = [Event::default(); 2];
+        assert_eq!(
+            ep.wait(&mut buf, Some(std::time::Duration::ZERO)).unwrap(),
+            1
+        );
+        assert_eq!((buf[0].events, buf[0].data), (Events::IN, 7));
+        assert_eq!(poll(&mut f, &w).map(|r| r.unwrap()), Poll::Ready(2));
+        // Settled, then cleared by a newcomer: the mark moves, the odd bits never show.
+        n.write(1).unwrap();
+        n.write(1).unwrap();
+        assert_eq!(n.core.wq.stored_bits(), (false, true, false));
+        assert!(n.core.wq.interest().contains(Events::IN));
+        assert_eq!(n.read().unwrap(), 2);
+    }
+
     #[test]
     fn pending_then_write_wakes_and_completes() {
         let n = Notifier::new();

@@ -44,7 +44,11 @@ use crate::loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use crate::mode::{self, invalid_write, Mode, Options, WriteRefused};
 use crate::wait_queue::spin::SpinGauge;
 use crate::wait_queue::thread::{self, QueueSleeper};
-use crate::wait_queue::{WaitFor, WaitQueue, WakeBatch};
+use crate::wait_queue::{Due, WaitFor, WaitQueue, WakeBatch};
+
+/// The key of the wake after a consumption that left the count at 0
+/// ([`Inner::wake_after_consume`]).
+const EMPTIED: Events = Events::OUT.union(KEY_EMPTIED);
 
 /// In [`Inner::gate`]: `NONBLOCK` (`read` and `write` are `try_read` and `try_write`).
 const GATE_NONBLOCK: u32 = 1 << 31;
@@ -423,10 +427,24 @@ impl Notifier {
     pub fn write(&self, n: u64) -> io::Result<()> {
         // The fast path's one test: not forked, blocking (`Inner::gate`).
         if !crate::sys::fork::open(self.core.gate) {
-            self.core.check()?;
-            if self.core.nonblock {
-                return self.try_write(n);
-            }
+            return self.write_gated(n);
+        }
+        // `block`'s first step, with its rest in tail calls (no stack frame here).
+        match self.core.add(n) {
+            Ok(None) => Ok(()),
+            Ok(due) => self.core.write_rest(n, due),
+            Err(_) => self.core.write_rest(n, None),
+        }
+    }
+
+    /// [`write`](Self::write) when its gate is closed: refused after a fork, non-blocking
+    /// with `NONBLOCK`, else (Semaphore) the blocking call. Out of line, so that `write`
+    /// reaches it by a tail call (as `Inner::write_rest`).
+    #[inline(never)]
+    fn write_gated(&self, n: u64) -> io::Result<()> {
+        self.core.check()?;
+        if self.core.nonblock {
+            return self.try_write(n);
         }
         self.core.block(Write(&self.core, n), None)
     }
@@ -533,11 +551,21 @@ impl Notifier {
         // The fast path's one test: not forked, blocking, and Counter or AutoReset, whose
         // read takes the whole count (`Inner::gate`).
         if crate::sys::fork::open(self.core.gate) {
-            if let Some(got) = self.core.take_all() {
-                return Ok(got);
-            }
-            return self.core.wait(Read(&self.core), None);
+            // `block`'s first step, with its rest in tail calls (no stack frame here).
+            return match self.core.take_all_due() {
+                Some((got, None)) => Ok(got),
+                Some((got, due)) => self.core.read_rest(got, due),
+                None => self.core.read_rest(0, None),
+            };
         }
+        self.read_gated()
+    }
+
+    /// [`read`](Self::read) when its gate is closed: refused after a fork, non-blocking
+    /// with `NONBLOCK`, else (Semaphore) the blocking call. Out of line, so that `read`
+    /// reaches it by a tail call (as `Inner::read_rest`).
+    #[inline(never)]
+    fn read_gated(&self) -> io::Result<u64> {
         self.core.check()?;
         if self.core.nonblock {
             return self.try_read();
@@ -647,6 +675,16 @@ impl Inner {
     /// The lock-free write: one CAS loop, then wake readers if any entry wants `IN`.
     #[inline]
     pub(crate) fn try_write(&self, n: u64) -> Result<(), WriteRefused> {
+        if let Some(due) = self.add(n)? {
+            self.wake_readers(n, due);
+        }
+        Ok(())
+    }
+
+    /// The count's half of [`try_write`](Self::try_write): one CAS loop, and whether
+    /// readers are due a wake (`WaitQueue::wake_due`), which the caller owes.
+    #[inline(always)]
+    fn add(&self, n: u64) -> Result<Option<Due>, WriteRefused> {
         let mut cur = self.count.load(SeqCst);
         loop {
             let next = mode::write(cur, n)?;
@@ -655,10 +693,32 @@ impl Inner {
                 Err(seen) => cur = seen,
             }
         }
-        // The mode only if someone waits: it shares the count's line, and a load of that
-        // line right behind a locked operation on it waits for the operation.
-        self.wq.wake_counted(Events::IN, || self.readers_to_wake(n));
-        Ok(())
+        Ok(self.wq.wake_due(Events::IN))
+    }
+
+    /// The wake a write of `n` owes its readers. The mode is looked at only here, when
+    /// someone waits: it shares the count's line, and a load of that line right behind a
+    /// locked operation on it waits for the operation.
+    #[inline]
+    fn wake_readers(&self, n: u64, due: Due) {
+        self.wq
+            .wake_due_now(Events::IN, self.readers_to_wake(n), due);
+    }
+
+    /// The rest of `Notifier::write` after its fast path: the readers' wake if its count
+    /// went in and they are `due` one, or else (its count did not go in: too full to fit,
+    /// or `n` invalid) the blocking call. Out of line, so that the write reaches it by a
+    /// tail call and its fast path needs no stack frame; one function for both, so that
+    /// its result stays a real `io::Result` the call can pass through.
+    #[inline(never)]
+    fn write_rest(&self, n: u64, due: Option<Due>) -> io::Result<()> {
+        match due {
+            Some(due) => {
+                self.wake_readers(n, due);
+                Ok(())
+            }
+            None => self.block(Write(self, n), None),
+        }
     }
 
     /// How many readers a successful write of `n` wakes: Semaphore one exclusive reader
@@ -684,7 +744,7 @@ impl Inner {
     #[inline]
     pub(crate) fn wake_after_consume(&self, left: u64) {
         if left == 0 {
-            self.wq.wake(Events::OUT | KEY_EMPTIED, usize::MAX);
+            self.wq.wake(EMPTIED, usize::MAX);
         } else {
             self.wake_writers();
         }
@@ -692,11 +752,7 @@ impl Inner {
 
     /// As [`wake_after_consume`](Self::wake_after_consume), into `batch`.
     fn wake_after_consume_into(&self, left: u64, batch: &mut WakeBatch) {
-        let key = if left == 0 {
-            Events::OUT | KEY_EMPTIED
-        } else {
-            Events::OUT
-        };
+        let key = if left == 0 { EMPTIED } else { Events::OUT };
         self.wq.wake_into(key, usize::MAX, batch);
     }
 
@@ -721,6 +777,18 @@ impl Inner {
     /// The lock-free read of Counter and AutoReset: the whole count. `None` when it is 0.
     #[inline(always)]
     fn take_all(&self) -> Option<u64> {
+        let (got, due) = self.take_all_due()?;
+        if let Some(due) = due {
+            self.wq.wake_due_now(EMPTIED, usize::MAX, due);
+        }
+        Some(got)
+    }
+
+    /// [`take_all`](Self::take_all) without its wake: the count taken, and whether
+    /// writers or fd views are due the wake of a consumption that emptied it
+    /// ([`wake_after_consume(0)`](Self::wake_after_consume)), which the caller owes.
+    #[inline(always)]
+    fn take_all_due(&self) -> Option<(u64, Option<Due>)> {
         debug_assert_ne!(self.mode, Mode::Semaphore);
         // One swap, no CAS loop and no load first (a swap never fails; swapping 0 for 0
         // changes nothing). A load before the swap would cost a wait on the line a write's
@@ -730,8 +798,22 @@ impl Inner {
         if got == 0 {
             return None;
         }
-        self.wake_after_consume(0);
-        Some(got)
+        Some((got, self.wq.wake_due(EMPTIED)))
+    }
+
+    /// The rest of `Notifier::read` after its fast path: the wake a consumption that
+    /// emptied the count owes if it took `got` (non-zero) and writers or fd views are
+    /// `due` one, or else (`got` 0: nothing to take) the blocking call. Out of line, as
+    /// [`write_rest`](Self::write_rest).
+    #[inline(never)]
+    fn read_rest(&self, got: u64, due: Option<Due>) -> io::Result<u64> {
+        if got == 0 {
+            return self.wait(Read(self), None);
+        }
+        if let Some(due) = due {
+            self.wq.wake_due_now(EMPTIED, usize::MAX, due);
+        }
+        Ok(got)
     }
 
     /// Deliver `IN` to a consumer (epoll harvest, async completion, fd-view consume):

@@ -303,10 +303,14 @@ impl Drop for WakeBatch {
     }
 }
 
-/// The bit of `WaitQueue::interest` above the masks: a wake with key `IN` is a no-op for
-/// every entry now (module docs, "Settled"). The list's `IN` bit is moved here while it is
-/// set: never both.
-const SETTLED: u64 = 1 << 32;
+/// The bit of `WaitQueue::interest` that says a wake with key `IN` is a no-op for every
+/// entry now (module docs, "Settled"). The list's `IN` bit is moved here while it is set:
+/// never both.
+///
+/// It and [`SLOT`] sit in the low 32 bits, in two that no `EPOLL*` flag uses (so that a
+/// write's check, `IN | SLOT`, is a 32-bit immediate the `test` takes with its load folded
+/// in); [`OWN_BITS`] keeps them out of every entry's mask.
+const SETTLED: u64 = 1 << 22;
 
 /// `IN` in `WaitQueue::interest`.
 const IN: u64 = Events::IN.bits() as u64;
@@ -314,13 +318,24 @@ const IN: u64 = Events::IN.bits() as u64;
 /// The bit of `WaitQueue::interest` that says a task is armed in the task slot (waiting
 /// exclusively for `IN`; `slot`'s module docs). Set by the slot's owner, cleared by
 /// whoever takes its waker; `publish` keeps it.
-const SLOT: u64 = 1 << 33;
+const SLOT: u64 = 1 << 23;
+
+/// The queue's own bits of `interest` ([`SETTLED`], [`SLOT`], [`QUEUED_READER`]), which a
+/// caller's mask never brings in: an epoll item's interest keeps undefined bits as given
+/// (as the kernel does), and none of these is ever part of a wake key, so dropping them
+/// from a stored mask changes no wake. Only `stored_mask` adds `QUEUED_READER`.
+const OWN_BITS: Events = Events::from_bits_retain((SETTLED | SLOT) as u32 | 1 << 24);
 
 /// Carried in the stored mask of every thread or task entry that waits exclusively for
 /// `IN` (a blocked or queued reader). Never part of a key, so it matches no wake; in the
 /// union it tells a newcomer that a reader is queued ahead of it, so it does not take the
 /// task slot (which is woken first) and jump the queue.
 const QUEUED_READER: Events = Events::from_bits_retain(1 << 24);
+const _: () = assert!(OWN_BITS.contains(QUEUED_READER));
+
+/// What a wake's fast path saw ([`WaitQueue::wake_due`]): someone to visit.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Due(std::num::NonZeroU64);
 
 /// An entry: exclusive flag + target. The mask lives in the list (it feeds `interest`).
 #[derive(Debug)]
@@ -338,9 +353,10 @@ struct Entry {
 #[derive(Debug)]
 #[cfg_attr(not(evfd_loom), repr(align(64)))]
 pub(crate) struct WaitQueue {
-    /// Union of every entry's mask (low 32 bits), written only with `list` locked (SeqCst),
-    /// but for the [`SETTLED`] bit, which takes the place of `IN` (moved there with `list`
-    /// locked, moved back by anyone; module docs).
+    /// Union of every entry's mask, written only with `list` locked (SeqCst), and the
+    /// queue's own bits ([`OWN_BITS`], which no stored mask carries but `QUEUED_READER`):
+    /// [`SETTLED`], which takes the place of `IN` (moved there with `list` locked, moved
+    /// back by anyone; module docs), and [`SLOT`] (the slot's protocol).
     /// Read lock-free by [`WaitQueue::wake`] (SeqCst load; pairs with the state change's
     /// SeqCst RMW).
     interest: AtomicU64,
@@ -402,10 +418,18 @@ impl WaitQueue {
     #[inline]
     pub(crate) fn interest(&self) -> Events {
         let i = self.interest.load(SeqCst);
-        // `SETTLED` and `SLOT`, the only bits above the masks, stand for `IN` (the list's,
-        // the slot's).
-        let i = i | u64::from(i >> 32 != 0);
-        Events::from_bits_retain(i as u32).difference(QUEUED_READER)
+        // `SETTLED` and `SLOT`, the queue's own bits, stand for `IN` (the list's, the
+        // slot's).
+        let i = i | u64::from(i & (SETTLED | SLOT) != 0);
+        Events::from_bits_retain(i as u32).difference(OWN_BITS)
+    }
+
+    /// Whether nobody waits for anything: [`interest`](Self::interest) is empty (one
+    /// load and one test; `SETTLED` and `SLOT` stand for `IN`, so only `QUEUED_READER`,
+    /// never alone, is left out).
+    #[inline]
+    pub(crate) fn wants_nothing(&self) -> bool {
+        self.interest.load(SeqCst) & !u64::from(QUEUED_READER.bits()) == 0
     }
 
     /// Must be called with `list` locked. Clears [`SETTLED`] (the entries changed) and keeps
@@ -474,8 +498,9 @@ impl WaitQueue {
     /// The mask an entry is stored with: an exclusive callback's carries `EXCLUSIVE`
     /// (never part of a wake key, so it matches nothing: the union then tells
     /// `wake_locked` whether any is queued); an exclusive reader's carries
-    /// `QUEUED_READER`.
+    /// `QUEUED_READER`. No other of the queue's own bits ([`OWN_BITS`]).
     fn stored_mask(mask: Events, exclusive: bool, target: &Target) -> Events {
+        let mask = mask.difference(OWN_BITS);
         match target {
             Target::Callback(_) if exclusive => mask | Events::EXCLUSIVE,
             Target::Thread(_) | Target::Task(_) if exclusive && mask.intersects(Events::IN) => {
@@ -528,7 +553,7 @@ impl WaitQueue {
         self.interest.load(SeqCst) & SETTLED != 0
     }
 
-    /// The bits of `interest` above the masks and its `IN` bit, as stored: (`IN`,
+    /// The queue's own bits of `interest` and its `IN` bit, as stored: (`IN`,
     /// [`SETTLED`], [`SLOT`]) (tests).
     #[cfg(test)]
     pub(crate) fn stored_bits(&self) -> (bool, bool, bool) {
@@ -664,18 +689,39 @@ impl WaitQueue {
     /// be woken (a notifier's write looks at its mode for it: not on the fast path).
     #[inline]
     pub(crate) fn wake_counted(&self, key: Events, nr_exclusive: impl FnOnce() -> usize) {
-        // Fast path: the SeqCst load pairs with the waiter's SeqCst store (module docs), and
-        // with the clears of `SETTLED` ("Settled").
+        if let Some(due) = self.wake_due(key) {
+            self.wake_due_now(key, nr_exclusive(), due);
+        }
+    }
+
+    /// The fast path of [`wake`](Self::wake): whether a wake with `key` has anyone to
+    /// visit, and if so what it saw ([`Due`]), for [`wake_due_now`](Self::wake_due_now).
+    /// Split from it so that a hot caller can make the rest a tail call of its own
+    /// (`Notifier::read`, `Notifier::write`: no stack frame on their fast paths).
+    #[inline(always)]
+    pub(crate) fn wake_due(&self, key: Events) -> Option<Due> {
+        // The SeqCst load pairs with the waiter's SeqCst store (module docs), and with the
+        // clears of `SETTLED` ("Settled").
         crate::loom::dekker_fence();
         let i = self.interest.load(SeqCst);
         // `key` is a constant at every call site, so this folds to one test: nobody for
         // `key` (a settled list has no `IN` bit), and (key `IN`) no task in the slot.
         let slot = if key.intersects(Events::IN) { SLOT } else { 0 };
         if i & (u64::from(key.bits()) | slot) == 0 {
-            return;
+            return None;
         }
+        // Not 0: a bit of the test above is set.
+        std::num::NonZeroU64::new(i).map(Due)
+    }
+
+    /// The rest of a wake with `key` that [`wake_due`](Self::wake_due) found due (the same
+    /// `key`).
+    #[inline]
+    pub(crate) fn wake_due_now(&self, key: Events, nr_exclusive: usize, due: Due) {
+        let i = due.0.get();
+        let slot = key.intersects(Events::IN) && i & SLOT != 0;
         let list = i & u64::from(key.bits()) != 0;
-        self.wake_slow(key, nr_exclusive(), i & slot != 0, list);
+        self.wake_slow(key, nr_exclusive, slot, list);
     }
 
     /// As [`wake`](Self::wake), but the foreign wakes go into `batch` (the caller runs it

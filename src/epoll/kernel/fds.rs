@@ -854,7 +854,7 @@ fn requeue(ep: &EpInner, side: &Side, batch: &mut WakeBatch) {
         if !super::linux::listened(ep) {
             return;
         }
-        rd.queue(&side.item) && (ep.has_sleeper() || !ep.pollers.interest().is_empty())
+        rd.queue(&side.item) && (ep.has_sleeper() || !ep.pollers.wants_nothing())
     };
     if post {
         batch.push_post(Arc::clone(&side.item.ep) as Arc<dyn PostWake>, Events::IN);

@@ -354,7 +354,7 @@ mod linux {
         /// [`arm`](Self::arm) once `kfd` is known to hold every registered fd (no parked
         /// eventfd).
         fn arm_relied(&self, ep: &EpInner, side: &Side) {
-            if !ep.pollers.interest().is_empty() {
+            if !ep.pollers.wants_nothing() {
                 if !side.poll.et.swap(true, SeqCst) {
                     super::watcher::arm(&side.poll, &side.item, true);
                 }
@@ -574,6 +574,6 @@ mod linux {
     /// called with `ready` held (invariant W), except for a harvest's requeue that gives up
     /// when nobody listens (`fds::requeue`: a waiter that registers after the look arms).
     pub(super) fn listened(ep: &EpInner) -> bool {
-        ep.waiters.interest().contains(Events::IN) || !ep.pollers.interest().is_empty()
+        ep.waiters.interest().contains(Events::IN) || !ep.pollers.wants_nothing()
     }
 }
