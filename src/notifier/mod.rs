@@ -432,7 +432,7 @@ impl Notifier {
         // `block`'s first step, with its rest in tail calls (no stack frame here).
         match self.core.add(n) {
             Ok(None) => Ok(()),
-            Ok(due) => self.core.write_rest(n, due),
+            Ok(Some(due)) => self.core.write_rest(n, Some(due)),
             Err(_) => self.core.write_rest(n, None),
         }
     }
@@ -554,7 +554,7 @@ impl Notifier {
             // `block`'s first step, with its rest in tail calls (no stack frame here).
             return match self.core.take_all_due() {
                 Some((got, None)) => Ok(got),
-                Some((got, due)) => self.core.read_rest(got, due),
+                Some((got, Some(due))) => self.core.read_rest(got, Some(due)),
                 None => self.core.read_rest(0, None),
             };
         }
@@ -779,7 +779,7 @@ impl Inner {
     fn take_all(&self) -> Option<u64> {
         let (got, due) = self.take_all_due()?;
         if let Some(due) = due {
-            self.wq.wake_due_now(EMPTIED, usize::MAX, due);
+            self.wake_emptied(due);
         }
         Some(got)
     }
@@ -811,9 +811,16 @@ impl Inner {
             return self.wait(Read(self), None);
         }
         if let Some(due) = due {
-            self.wq.wake_due_now(EMPTIED, usize::MAX, due);
+            self.wake_emptied(due);
         }
         Ok(got)
+    }
+
+    /// [`wake_after_consume(0)`](Self::wake_after_consume) once
+    /// [`take_all_due`](Self::take_all_due) found it due.
+    #[inline]
+    fn wake_emptied(&self, due: Due) {
+        self.wq.wake_due_now(EMPTIED, usize::MAX, due);
     }
 
     /// Deliver `IN` to a consumer (epoll harvest, async completion, fd-view consume):

@@ -320,18 +320,17 @@ const IN: u64 = Events::IN.bits() as u64;
 /// whoever takes its waker; `publish` keeps it.
 const SLOT: u64 = 1 << 23;
 
-/// The queue's own bits of `interest` ([`SETTLED`], [`SLOT`], [`QUEUED_READER`]), which a
-/// caller's mask never brings in: an epoll item's interest keeps undefined bits as given
-/// (as the kernel does), and none of these is ever part of a wake key, so dropping them
-/// from a stored mask changes no wake. Only `stored_mask` adds `QUEUED_READER`.
-const OWN_BITS: Events = Events::from_bits_retain((SETTLED | SLOT) as u32 | 1 << 24);
-
 /// Carried in the stored mask of every thread or task entry that waits exclusively for
 /// `IN` (a blocked or queued reader). Never part of a key, so it matches no wake; in the
 /// union it tells a newcomer that a reader is queued ahead of it, so it does not take the
 /// task slot (which is woken first) and jump the queue.
 const QUEUED_READER: Events = Events::from_bits_retain(1 << 24);
-const _: () = assert!(OWN_BITS.contains(QUEUED_READER));
+
+/// The queue's own bits of `interest` ([`SETTLED`], [`SLOT`], [`QUEUED_READER`]), which a
+/// caller's mask never brings in: an epoll item's interest keeps undefined bits as given
+/// (as the kernel does), and none of these is ever part of a wake key, so dropping them
+/// from a stored mask changes no wake. Only `stored_mask` adds `QUEUED_READER`.
+const OWN_BITS: Events = Events::from_bits_retain((SETTLED | SLOT) as u32 | QUEUED_READER.bits());
 
 /// What a wake's fast path saw ([`WaitQueue::wake_due`]): someone to visit.
 #[derive(Debug, Clone, Copy)]
