@@ -308,8 +308,8 @@ impl Drop for WakeBatch {
 /// never both.
 ///
 /// It and [`SLOT`] sit in the low 32 bits, in two that no `EPOLL*` flag uses (so that a
-/// write's check, `IN | SLOT`, is a 32-bit immediate the `test` takes with its load folded
-/// in); [`OWN_BITS`] keeps them out of every entry's mask.
+/// write's check, `IN | SLOT`, is one `test` against a 32-bit immediate, no 64-bit mask
+/// to build); [`OWN_BITS`] keeps them out of every entry's mask.
 const SETTLED: u64 = 1 << 22;
 
 /// `IN` in `WaitQueue::interest`.
