@@ -88,44 +88,98 @@ fn until(what: &str, f: impl Fn() -> bool) {
     thread::sleep(Duration::from_millis(20));
 }
 
-/// A peer saturates the sleep bell (a blocking eventfd) while the reader that sleeps on
-/// it, in another process, cannot read (stopped): the write that must wake it rings into
-/// a bell with no room. The write returns on time, and the reader, let go, reads the count.
-#[test]
-fn ring_into_a_saturated_sleep_bell_returns() {
-    let n = SharedNotifier::new(Mode::Counter).unwrap();
-    let sleep = sleep_bell_of(&n);
+/// A reader in another process sleeps on the sleep bell of `n` and is stopped there
+/// (`SIGSTOP`: from here it takes nothing out of the bell), and a peer saturates the bell (a
+/// blocking eventfd): the write that must wake the reader rings into a bell with no room.
+/// The child exits 0 once it has read `expect` after `SIGCONT`. Returns its pid.
+fn reader_stopped_on_a_saturated_bell(n: &SharedNotifier, expect: u64) -> libc::pid_t {
+    let sleep = sleep_bell_of(n);
     let n2 = n.clone();
     let pid = shared_util::fork_child(move || match n2.read() {
-        Ok(7) => 0,
+        Ok(v) if v == expect => 0,
         _ => 1,
     });
     until("the child never slept", || n.sleepers().0 == 1);
     // SAFETY: `pid` is our child, not yet reaped.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
-    // Stopped for sure (a signal is delivered when the child next runs): from here it
-    // takes nothing out of the bell.
+    // Stopped for sure (a signal is delivered when the child next runs).
     let mut status = 0;
     // SAFETY: `pid` is our child; `status` is a valid out-pointer.
     let waited = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
     assert_eq!(waited, pid);
     assert!(libc::WIFSTOPPED(status), "{status:#x}");
     rustix::io::write(&sleep, &0xffff_ffff_ffff_fffeu64.to_ne_bytes()).unwrap();
+    pid
+}
+
+/// Let the stopped child go and check that it read what it expected.
+fn resume_and_reap(pid: libc::pid_t) {
+    // SAFETY: `pid` is our child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    let mut status = 0;
+    // SAFETY: `pid` is our child; `status` is a valid out-pointer.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the child did not read what was written: {status:#x}"
+    );
+}
+
+/// A non-blocking write rings into the saturated sleep bell and returns on time, and the
+/// reader, let go, reads the count.
+#[test]
+fn try_write_into_a_saturated_sleep_bell_returns() {
+    let n = SharedNotifier::new(Mode::Counter).unwrap();
+    let pid = reader_stopped_on_a_saturated_bell(&n, 7);
     let n3 = n.clone();
-    on_time("write", move || n3.write(7).unwrap());
+    on_time("try_write", move || n3.try_write(7).unwrap());
     assert_eq!(
         n.stats().bell_wakes,
         1,
         "the child held the sleep bell: one ring tried"
     );
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
-    // SAFETY: `pid` is our child; `status` is a valid out-pointer.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    resume_and_reap(pid);
+    assert_eq!(n.count(), 0);
+}
+
+/// A timed write does the same, well within its timeout.
+#[test]
+fn write_timeout_into_a_saturated_sleep_bell_returns() {
+    let n = SharedNotifier::new(Mode::Counter).unwrap();
+    let pid = reader_stopped_on_a_saturated_bell(&n, 7);
+    let n3 = n.clone();
+    on_time("write_timeout", move || {
+        n3.write_timeout(7, Duration::from_secs(60)).unwrap()
+    });
+    assert_eq!(n.stats().bell_wakes, 1);
+    resume_and_reap(pid);
+    assert_eq!(n.count(), 0);
+}
+
+/// A blocking write with no deadline rings with one plain `write(2)`, so it waits while the
+/// peer keeps the bell saturated, as it waits while a peer keeps the count full: the unit
+/// is counted at once, and the call returns once the reader runs again and empties the
+/// bell.
+#[test]
+fn blocking_write_into_a_saturated_sleep_bell_waits_for_the_reader() {
+    let n = SharedNotifier::new(Mode::Counter).unwrap();
+    let pid = reader_stopped_on_a_saturated_bell(&n, 7);
+    let n3 = n.clone();
+    let (tx, rx) = mpsc::channel();
+    let writer = thread::spawn(move || {
+        let r = n3.write(7);
+        let _ = tx.send(());
+        r
+    });
+    until("the write never counted its unit", || n.count() == 7);
+    thread::sleep(Duration::from_millis(100));
     assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "the child did not read the 7: {status:#x}"
+        rx.try_recv().is_err(),
+        "the write returned while the bell was saturated and its holder stopped"
     );
+    resume_and_reap(pid);
+    on_time("write", move || writer.join().unwrap().unwrap());
+    assert_eq!(n.stats().bell_wakes, 1);
     assert_eq!(n.count(), 0);
 }
 

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::protocol::{self, Futex, Os, Woke, Words};
+use super::protocol::{self, Futex, Os, Wait, Woke, Words};
 use crate::sys::{eventfd, futex, shm};
 
 /// The region's words, as atomics in the mapping.
@@ -91,10 +91,13 @@ impl Os for SysOs {
         })
     }
 
-    fn bell_ring(&self) {
+    fn bell_ring(&self, wait: Wait) {
         self.bell_wakes.fetch_add(1, Relaxed);
         // EAGAIN: saturated (a peer's doing), so readable: the holder wakes anyway.
-        let _ = bell_write(self.sleep.as_fd(), 1);
+        let _ = match wait {
+            Wait::Allowed => eventfd::ring_waiting(self.sleep.as_fd()),
+            Wait::Never => bell_write(self.sleep.as_fd(), 1),
+        };
     }
 
     fn ring(&self) {

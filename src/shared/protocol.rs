@@ -80,9 +80,17 @@
 //! The bell's open file description is shared with every process that holds the notifier,
 //! so nothing relies on its flags: the holder's read without a deadline is a blocking
 //! `read(2)` that falls back to `poll(2)` if a peer made the description non-blocking, a
-//! timed one `poll(2)` and a read that never waits; a ring is a write that never waits
-//! (`eventfd::write_now`). A holder killed while it held the slot leaves it held: every
-//! reader then sleeps on the futex, as before the bell existed.
+//! timed one `poll(2)` and a read that never waits. A ring made by a non-blocking, timed or
+//! async call is a write that never waits (`eventfd::write_now`: a `poll(2)`, then the
+//! write). A ring made by a blocking call with no deadline ([`Wait::Allowed`]) is one plain
+//! `write(2)` (`eventfd::ring_waiting`), which waits only while a peer keeps the bell
+//! saturated: legitimately the bell holds a token or two (one per announce, and the
+//! holder's read takes them all), so only a hostile peer can fill it, and the holder's
+//! next read empties it. Such a call already waits as long as a peer holds it back (a peer
+//! that keeps the count at the limit keeps a blocking write waiting), so the wait adds no
+//! new way to hold it; and the `poll(2)` was a third syscall on each parked hop, where the
+//! kernel's eventfd pair makes two. A holder killed while it held the slot leaves it held:
+//! every reader then sleeps on the futex, as before the bell existed.
 //!
 //! # Dead sleepers
 //!
@@ -308,6 +316,16 @@ pub(crate) enum Futex {
     Writers,
 }
 
+/// Whether an operation may wait for a peer: a blocking call with no deadline may
+/// ([`Os::bell_ring`]); a non-blocking, timed or async one never does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// As long as a peer holds it back.
+    Allowed,
+    /// Never: the call returns on time whatever a peer did.
+    Never,
+}
+
 /// How a futex wait ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Woke {
@@ -333,7 +351,10 @@ pub(crate) trait Os: Send + Sync + 'static {
     /// `deadline`. `Maybe` also on a signal or a stale token: the caller looks again.
     fn bell_sleep(&self, deadline: Option<Instant>) -> io::Result<Woke>;
     /// Put a token in the readers' sleep bell (wakes its holder, or the next one).
-    fn bell_ring(&self);
+    /// [`Wait::Allowed`]: the ringing call has no deadline, so the ring may wait for room
+    /// in the bell as that call may wait for anything a peer holds back (module docs, "The
+    /// sleep bell"); [`Wait::Never`]: it must not wait, whatever a peer did to the bell.
+    fn bell_ring(&self, wait: Wait);
     /// Make the doorbell readable.
     fn ring(&self);
     /// Make the doorbell not readable.
@@ -432,16 +453,16 @@ impl<W: Words, O: Os> Protocol<W, O> {
     /// Add `n` without waiting. `Ok(false)`: no room now.
     fn write_step(&self, n: u64) -> io::Result<bool> {
         self.check_header()?;
-        self.put(n)
+        self.put(n, Wait::Never)
     }
 
     /// [`write_step`](Self::write_step) without the header check: for [`block`](Self::block),
     /// which checks once per round.
     #[inline(always)]
-    fn put(&self, n: u64) -> io::Result<bool> {
+    fn put(&self, n: u64, wait: Wait) -> io::Result<bool> {
         match self.update(|c| mode::write(c, n)) {
             Ok((old, new)) => {
-                self.after_write(old, new);
+                self.after_write(old, new, wait);
                 Ok(true)
             }
             Err(Step::Refused(WriteRefused::Invalid)) => Err(mode::invalid_write()),
@@ -517,9 +538,10 @@ impl<W: Words, O: Os> Protocol<W, O> {
     }
 
     /// After a write took the count from `old` to `new`: wake sleeping readers, ring the
-    /// doorbell on the 0 → positive edge.
+    /// doorbell on the 0 → positive edge. `wait`: whether the writing call may wait
+    /// ([`Os::bell_ring`]).
     #[inline]
-    fn after_write(&self, old: u64, new: u64) {
+    fn after_write(&self, old: u64, new: u64, wait: Wait) {
         if new == old || new == 0 {
             return; // write(0): nothing anyone could be waiting for changed
         }
@@ -534,7 +556,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
         if old == 0 && s & FIELD != 0 {
             // Every reader in FUTEX_WAIT (as a kernel eventfd wakes all its blocked readers):
             // the wait flag is cleared here, so one left asleep would hear no later edge.
-            self.wake(Futex::Readers);
+            self.wake(Futex::Readers, wait);
         }
         if old == 0 && (s >> (2 * FIELD_BITS)) & FIELD != 0 {
             self.sync_bell(true);
@@ -558,7 +580,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
         if (s >> FIELD_BITS) & FIELD != 0 {
             // Every waiting writer, blocked (futex) or async (doorbell pulse): each needs
             // its own amount of room, so each must look.
-            self.wake(Futex::Writers);
+            self.wake(Futex::Writers, Wait::Never);
         }
         if new == 0 && old != 0 && (s >> (2 * FIELD_BITS)) & FIELD != 0 {
             self.sync_bell(false);
@@ -571,7 +593,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
     /// the doorbell if an async writer asked for it (module docs, "Dead sleepers"). A
     /// registered sleeper that never set a flag (a dead peer's leftover count) costs two
     /// atomics here, no syscall.
-    fn wake(&self, which: Futex) {
+    fn wake(&self, which: Futex, wait: Wait) {
         let word = match which {
             Futex::Readers => self.words.rseq(),
             Futex::Writers => self.words.wseq(),
@@ -601,7 +623,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
             }
         }
         if ring {
-            self.os.bell_ring();
+            self.os.bell_ring(wait);
         }
         if flags & WAIT_FLAG != 0 {
             self.os.futex_wake(which, word, u32::MAX);
@@ -715,7 +737,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
                 self.check_header()?;
                 if let Some(r) = step()? {
                     if woken {
-                        self.hand_on(which);
+                        self.hand_on(which, Self::may_wait(deadline));
                     }
                     if parked {
                         let from = self
@@ -759,7 +781,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
                     self.words.sleepers().fetch_sub(me, SeqCst);
                     if let Ok(Some(_)) = other {
                         if woken {
-                            self.hand_on(which);
+                            self.hand_on(which, Self::may_wait(deadline));
                         }
                     }
                     return other.map(|r| r.expect("matched Some"));
@@ -798,12 +820,22 @@ impl<W: Words, O: Os> Protocol<W, O> {
     /// Only Semaphore can leave units: a Counter or AutoReset read takes them all, and a
     /// write after it is a 0 → positive edge, which wakes the sleepers itself.
     #[inline(always)]
-    fn hand_on(&self, which: Futex) {
+    fn hand_on(&self, which: Futex, wait: Wait) {
         if which == Futex::Readers && self.mode == Mode::Semaphore && self.count() > 0 {
             crate::loom::dekker_fence();
             if self.words.sleepers().load(SeqCst) & FIELD != 0 {
-                self.wake(Futex::Readers);
+                self.wake(Futex::Readers, wait);
             }
+        }
+    }
+
+    /// Whether a blocking call with this deadline may wait for a peer ([`Wait`]).
+    #[inline(always)]
+    fn may_wait(deadline: Option<Instant>) -> Wait {
+        if deadline.is_none() {
+            Wait::Allowed
+        } else {
+            Wait::Never
         }
     }
 
@@ -814,8 +846,9 @@ impl<W: Words, O: Os> Protocol<W, O> {
 
     /// Blocking write until `deadline` (`None`: forever).
     pub(crate) fn write(&self, n: u64, deadline: Option<Instant>) -> io::Result<()> {
+        let wait = Self::may_wait(deadline);
         self.block(Futex::Writers, deadline, || {
-            Ok(if self.put(n)? { Some(()) } else { None })
+            Ok(if self.put(n, wait)? { Some(()) } else { None })
         })
     }
 

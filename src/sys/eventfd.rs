@@ -265,6 +265,21 @@ pub(crate) fn write_waiting(fd: BorrowedFd<'_>, n: u64) -> io::Result<()> {
     }
 }
 
+/// Add one token to a sleep bell (a `SharedNotifier`'s, `shared::protocol`, "The sleep
+/// bell") for a call with no deadline: one plain `write(2)`, whatever the shared
+/// description's `O_NONBLOCK` says, where [`write_now`] makes two (the `poll(2)` first).
+/// `EAGAIN` (a peer made the description non-blocking and saturated the bell) is `Ok`: a
+/// saturated bell is readable, so its holder wakes anyway. Blocking, the write waits only
+/// while a peer keeps the bell saturated, and the holder's read empties it; a call that
+/// waits for a peer by its meaning may wait for that too (the caller decides).
+#[cfg_attr(evfd_loom, allow(dead_code))]
+pub(crate) fn ring_waiting(fd: BorrowedFd<'_>) -> io::Result<()> {
+    match write(fd, 1) {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
+        r => r,
+    }
+}
+
 /// `eventfd-count` from `/proc/self/fdinfo/<fd>`, read into a stack buffer (no allocation,
 /// so async-signal-safe). `None` if it cannot be read or parsed.
 fn fdinfo_count(fd: BorrowedFd<'_>) -> Option<u64> {

@@ -74,6 +74,8 @@ pub(crate) mod heap {
         pub(crate) tokens: AtomicU64,
         /// Sleep-bell writes so far.
         pub(crate) bell_rings: AtomicU64,
+        /// The rings of those made for a call that may wait ([`Wait::Allowed`]).
+        pub(crate) waiting_rings: AtomicU64,
         bell_cv: Condvar,
         /// The doorbell's readability.
         pub(crate) bell: AtomicBool,
@@ -94,6 +96,7 @@ pub(crate) mod heap {
                 sleep_cv: Condvar::new(),
                 tokens: AtomicU64::new(0),
                 bell_rings: AtomicU64::new(0),
+                waiting_rings: AtomicU64::new(0),
                 bell_cv: Condvar::new(),
                 bell: AtomicBool::new(false),
                 rings: AtomicU64::new(0),
@@ -202,8 +205,11 @@ pub(crate) mod heap {
             Ok(Woke::Maybe)
         }
 
-        fn bell_ring(&self) {
+        fn bell_ring(&self, wait: Wait) {
             self.bell_rings.fetch_add(1, SeqCst);
+            if wait == Wait::Allowed {
+                self.waiting_rings.fetch_add(1, SeqCst);
+            }
             let _g = crate::loom::lock(&self.lock);
             self.tokens.fetch_add(1, SeqCst);
             self.sleep_cv.notify_all();
@@ -416,6 +422,32 @@ mod unit {
         assert_eq!(t.join().unwrap().unwrap(), 3);
     }
 
+    /// Only a write with no deadline may wait in its ring of the sleep bell
+    /// ([`Wait::Allowed`]: one plain `write(2)`); `try_write` and a timed write ring with
+    /// [`Wait::Never`].
+    #[test]
+    fn only_a_write_without_a_deadline_rings_the_bell_waiting() {
+        let (a, b) = pair(Mode::Counter, 0);
+        // A reader that holds the sleep bell, announced (its flag is cleared by each wake,
+        // so it is set again before each write).
+        b.words.sleepers.fetch_add(READER, SeqCst);
+        let ring = |w: &dyn Fn()| {
+            b.words.rseq.fetch_or(RING_FLAG, SeqCst);
+            w();
+            assert_eq!(b.try_read().unwrap(), 1);
+        };
+        ring(&|| a.try_write(1).unwrap());
+        ring(&|| {
+            a.write(1, Some(Instant::now() + Duration::from_secs(10)))
+                .unwrap()
+        });
+        assert_eq!(a.os.bell_rings.load(SeqCst), 2);
+        assert_eq!(a.os.waiting_rings.load(SeqCst), 0);
+        ring(&|| a.write(1, None).unwrap());
+        assert_eq!(a.os.bell_rings.load(SeqCst), 3);
+        assert_eq!(a.os.waiting_rings.load(SeqCst), 1);
+    }
+
     /// The first blocked reader sleeps on the sleep bell (one ring wakes it, no
     /// `FUTEX_WAKE`); a second, at the same time, on the futex; both are woken by the edges
     /// they are owed, and each leaves the slot and its registration behind it.
@@ -539,10 +571,10 @@ mod unit {
             // The edge that wakes the sleeper (the checks of `b`'s own steps would refuse).
             if blocked_writer {
                 b.words.count.store(0, SeqCst);
-                b.wake(Futex::Writers);
+                b.wake(Futex::Writers, Wait::Never);
             } else {
                 b.words.count.store(5, SeqCst);
-                b.wake(Futex::Readers);
+                b.wake(Futex::Readers, Wait::Never);
             }
             let e = t.join().unwrap().unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{blocked_writer}");
