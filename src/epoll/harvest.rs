@@ -40,78 +40,56 @@ impl PostWake for WakeViews {
     }
 }
 
-/// What a job found: how many events it reported, and an item to put back at the head of
-/// the ready list (the readiness check's first ready item, which it must not consume).
+/// What a job found: how many events it reported, and whether it met and dropped the
+/// kernel item (nothing ready in the kernel epoll).
 struct Found {
     n: usize,
-    keep: Option<Arc<Item>>,
-    /// The kernel item was met and dropped (nothing ready in the kernel epoll).
     kernel_dropped: bool,
 }
 
 /// `ep_send_events`' loop: deliver up to `out.len()` events from the transfer list.
-/// Level-triggered items go to `requeue`; the rest of the transfer list is left in `it`.
-/// `collect` delivers the kernel item's events (`kernel::Collector`) into the slots left.
+/// Level-triggered items stay queued (requeued in place, [`Tx::requeue_run`]); what is
+/// not looked at is left in `tx`. `collect` delivers the kernel item's events
+/// (`kernel::Collector`) into the slots left.
 ///
 /// The loop is split for the common case: a level-triggered in-memory notifier found
 /// ready ([`lt_ready`]) is delivered inline, and a run of them is looked at in place and
-/// requeued in one move; every other item goes through [`send_one`], out of line, which
+/// requeued where it lies; every other item goes through [`send_one`], out of line, which
 /// gives each kind its rules. Events and requeued items keep the list's order.
 fn send_events(
-    it: &mut Tx<'_>,
+    tx: &mut Tx,
     out: &mut [Event],
-    requeue: &mut Vec<Arc<Item>>,
     batch: &mut WakeBatch,
     collect: &mut dyn FnMut(&mut [Event]) -> usize,
 ) -> Found {
     let mut n = 0;
     let mut kernel_dropped = false;
-    // The general path: the item's own rules, out of line.
-    macro_rules! general {
-        ($item:expr) => {{
-            let item = $item;
-            let s = send_one(&item, &mut out[n..], batch, collect);
-            n += s.n;
-            kernel_dropped |= s.kernel_dropped;
-            if s.requeue {
-                requeue.push(item);
-            }
-        }};
-    }
-    // One item: the inline path if it applies (`lt_ready`), else the general one.
-    macro_rules! step {
-        ($item:expr) => {{
-            let item = $item;
+    if !out.is_empty() {
+        if let Some(item) = tx.one.take() {
             let r = lt_ready(&item);
-            if r.is_empty() {
-                general!(item);
+            let requeue = if r.is_empty() {
+                let s = send_one(&item, &mut out[n..], batch, collect);
+                n += s.n;
+                kernel_dropped |= s.kernel_dropped;
+                s.requeue
             } else {
                 out[n] = Event {
                     events: r,
                     data: item.data.load(Relaxed),
                 };
                 n += 1;
-                requeue.push(item);
+                true
+            };
+            if requeue {
+                tx.one_back = Some(item);
             }
-        }};
-    }
-    if !out.is_empty() {
-        if let Some(item) = it.one.take() {
-            step!(item);
         }
     }
     while n < out.len() {
-        if it.rest.len() <= 1 {
-            // The last item (the one-item lists of a hand-off): no run to set up.
-            if let Some(item) = it.rest.next() {
-                step!(item);
-            }
-            break;
-        }
-        // A run of items the inline path delivers, looked at in place (no move per item),
-        // then requeued in one move; the item that ends it takes the general path.
+        // A run of items the inline path delivers, looked at and requeued in place; the
+        // item that ends it takes the general path.
         let mut run = 0;
-        for (slot, item) in out[n..].iter_mut().zip(it.rest.as_slice()) {
+        for (slot, item) in out[n..].iter_mut().zip(tx.rest()) {
             let r = lt_ready(item);
             if r.is_empty() {
                 break;
@@ -124,19 +102,22 @@ fn send_events(
         }
         if run > 0 {
             n += run;
-            requeue.extend(it.rest.by_ref().take(run));
+            tx.requeue_run(run);
         }
         if n >= out.len() {
             break;
         }
-        let Some(item) = it.rest.next() else { break };
-        general!(item);
+        let Some(item) = tx.rest().first() else { break };
+        let s = send_one(item, &mut out[n..], batch, collect);
+        n += s.n;
+        kernel_dropped |= s.kernel_dropped;
+        if s.requeue {
+            tx.requeue_run(1);
+        } else {
+            tx.skip();
+        }
     }
-    Found {
-        n,
-        keep: None,
-        kernel_dropped,
-    }
+    Found { n, kernel_dropped }
 }
 
 /// What `EpInner::harvest_single` did.
@@ -296,28 +277,41 @@ fn poll_again(item: &Item, ev: Events, deliver: bool, batch: &mut WakeBatch) -> 
     item.src.poll(ev, deliver, batch) & ev & !Events::PRIVATE
 }
 
-/// `__ep_eventpoll_poll`'s loop: stop at the first ready item and keep it (consume
-/// nothing); the not-ready ones before it are dropped from the list.
-fn first_ready(it: &mut Tx<'_>, batch: &mut WakeBatch) -> Found {
-    let mut kernel_dropped = false;
-    for item in it.by_ref() {
+/// `__ep_eventpoll_poll`'s loop: stop at the first ready item and leave it where it is,
+/// at the head of the leftovers (consume nothing); the not-ready ones before it are
+/// dropped from the list.
+fn first_ready(tx: &mut Tx, batch: &mut WakeBatch) -> Found {
+    // A level-triggered look: a ready item stays queued, only a dropped one is unlinked.
+    let ready = |item: &Item, batch: &mut WakeBatch| {
         let ev = item.events();
-        // A level-triggered look: a ready item stays queued, only a dropped one is unlinked.
-        if !item.is_dead()
-            && !poll_to_unlink(&item, ev & !Events::ONESHOT & !Events::ET, false, batch).is_empty()
-        {
+        !item.is_dead()
+            && !poll_to_unlink(item, ev & !Events::ONESHOT & !Events::ET, false, batch).is_empty()
+    };
+    let mut kernel_dropped = false;
+    if let Some(item) = tx.one.take() {
+        if ready(&item, batch) {
+            tx.one = Some(item);
             return Found {
                 n: 1,
-                keep: Some(item),
                 kernel_dropped,
             };
         }
         kernel_dropped |= matches!(item.src, SourceCore::Kernel(_));
         item.set_linked(false);
     }
+    while let Some(item) = tx.rest().first() {
+        if ready(item, batch) {
+            return Found {
+                n: 1,
+                kernel_dropped,
+            };
+        }
+        kernel_dropped |= matches!(item.src, SourceCore::Kernel(_));
+        item.set_linked(false);
+        tx.skip();
+    }
     Found {
         n: 0,
-        keep: None,
         kernel_dropped,
     }
 }
@@ -544,10 +538,8 @@ impl EpInner {
             // and `finish` collects from the kernel epoll (a wake of a task through the
             // reactor, whose harvest finds only kernel events: `kernel::reactor`).
             let n = if self.ready.hint() {
-                self.scan(reg, batch, |it, requeue, reg, batch| {
-                    send_events(it, out, requeue, batch, &mut |o| {
-                        kernel.collect(&reg.kernel, o)
-                    })
+                self.scan(reg, batch, |tx, reg, batch| {
+                    send_events(tx, out, batch, &mut |o| kernel.collect(&reg.kernel, o))
                 })
             } else {
                 0
@@ -592,10 +584,8 @@ impl EpInner {
             // runs even with no room, for its LT cascade to the next waiter.
             let n = if self.ready.hint() {
                 let (mem, _) = out.split_at_mut(room);
-                self.scan(reg, batch, |it, requeue, reg, batch| {
-                    send_events(it, mem, requeue, batch, &mut |o| {
-                        kernel.collect(&reg.kernel, o)
-                    })
+                self.scan(reg, batch, |tx, reg, batch| {
+                    send_events(tx, mem, batch, &mut |o| kernel.collect(&reg.kernel, o))
                 })
             } else {
                 0
@@ -649,35 +639,22 @@ impl EpInner {
         self: &Arc<Self>,
         reg: &mut Registry,
         batch: &mut WakeBatch,
-        job: impl FnOnce(&mut Tx<'_>, &mut Vec<Arc<Item>>, &Registry, &mut WakeBatch) -> Found,
+        job: impl FnOnce(&mut Tx, &Registry, &mut WakeBatch) -> Found,
     ) -> usize {
-        let (one, mut tx) = {
-            // `scanning` is published before any source is polled (SeqCst store, then
-            // SeqCst loads of the sources): pairs with Item::wake's lock-free coalescing.
-            let Some(scan) = self.ready.lock().start_scan() else {
-                return 0;
-            };
-            scan
+        // `scanning` is published before any source is polled (SeqCst store, then SeqCst
+        // loads of the sources): pairs with Item::wake's lock-free coalescing.
+        let Some(mut tx) = self.ready.lock().start_scan() else {
+            return 0;
         };
         crate::loom::dekker_fence();
-        let mut requeue = std::mem::take(&mut reg.requeue);
-        let mut it = Tx {
-            one,
-            rest: tx.drain(..),
-        };
         // Wakes a delivery owes (an AutoReset reset waking blocked writers, whose wakers are
         // foreign code) go into `batch`, to run once `registry` is released.
-        let Found {
-            n,
-            keep,
-            kernel_dropped,
-        } = job(&mut it, &mut requeue, reg, batch);
+        let Found { n, kernel_dropped } = job(&mut tx, reg, batch);
+        // Before `ready` is taken: an item's last reference may go here.
+        tx.drop_consumed();
         let mut rd = self.ready.lock();
-        let any_left = keep.is_some() || it.len() > 0;
         // The scan ends after every `linked = false` of this scan (`ReadyGuard::done_scan`).
-        rd.done_scan(keep.into_iter().chain(it), any_left, &mut requeue);
-        rd.recycle(tx);
-        reg.requeue = requeue;
+        rd.done_scan(&mut tx);
         if !rd.is_empty() && self.has_sleeper() {
             // The LT cascade: let the next sleeper look too.
             batch.push_post(
@@ -713,7 +690,7 @@ impl EpInner {
     /// nested one with its own registry held.
     pub(crate) fn readiness_into(self: &Arc<Self>, batch: &mut WakeBatch) -> Events {
         let n = self.with_registry_into(batch, |reg, batch| {
-            self.scan(reg, batch, |it, _, _, batch| first_ready(it, batch))
+            self.scan(reg, batch, |tx, _, batch| first_ready(tx, batch))
         });
         // Kernel sources, whether or not the kernel item is queued: a poll of the kernel
         // epoll, which consumes nothing.

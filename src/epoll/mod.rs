@@ -105,8 +105,6 @@ struct Registry {
     items: HashMap<u64, Reg>,
     /// Kernel-fd sources and nested epolls' items (`kernel`).
     kernel: kernel::Fds,
-    /// Reused for level-triggered requeues in the harvest.
-    requeue: Vec<Arc<Item>>,
 }
 
 /// Ids of items whose source closed, purged from `registry` by the next operation, with
@@ -1073,7 +1071,6 @@ impl EpInner {
                     q.remove(r.key);
                 }
             }
-            reg.requeue.clear();
             let left = self.kernel.close(&mut reg.kernel);
             (regs, left)
         };

@@ -116,9 +116,6 @@ impl Ready {
     }
 }
 
-/// What a scan takes from the ready list: its first item, then the rest.
-pub(crate) type Scan = (Option<Arc<Item>>, Vec<Arc<Item>>);
-
 /// Everything a closed epoll had queued (`ReadyGuard::take_all`).
 pub(crate) type Taken = (
     Option<Arc<Item>>,
@@ -202,7 +199,7 @@ impl ReadyGuard<'_> {
     /// `ep_start_scan`, `None` if the list is empty. `scanning` is published (SeqCst)
     /// before any source is polled: it pairs with `Item::wake`'s lock-free coalescing check.
     #[inline]
-    pub(crate) fn start_scan(&mut self) -> Option<Scan> {
+    pub(crate) fn start_scan(&mut self) -> Option<Tx> {
         if self.rd.is_empty() {
             return None;
         }
@@ -212,16 +209,10 @@ impl ReadyGuard<'_> {
         Some(self.rd.start_scan())
     }
 
-    /// `ep_done_scan` (see [`ReadyState::done_scan`]). The caller then hands the drained
-    /// transfer list's buffer back ([`recycle`](Self::recycle)).
+    /// `ep_done_scan` (see [`ReadyState::done_scan`]), after [`Tx::drop_consumed`].
     #[inline]
-    pub(crate) fn done_scan(
-        &mut self,
-        leftovers: impl Iterator<Item = Arc<Item>>,
-        any_leftovers: bool,
-        requeued: &mut Vec<Arc<Item>>,
-    ) {
-        self.rd.done_scan(leftovers, any_leftovers, requeued);
+    pub(crate) fn done_scan(&mut self, tx: &mut Tx) {
+        self.rd.done_scan(tx);
         self.sync_parked();
         self.sync_quiet();
         self.mirrors.hint.store(!self.rd.is_empty(), Relaxed);
@@ -296,12 +287,6 @@ impl ReadyGuard<'_> {
         r
     }
 
-    /// Keep the drained transfer list's buffer for the next scan.
-    #[inline]
-    pub(crate) fn recycle(&mut self, spare: Vec<Arc<Item>>) {
-        self.rd.spare = spare;
-    }
-
     /// `close`: everything queued, to be dropped after the lock is released.
     pub(crate) fn take_all(&mut self) -> Taken {
         let rd = &mut *self.rd;
@@ -346,7 +331,8 @@ pub(crate) struct ReadyState {
     /// While a scan runs (`ovf_active`), wakes are chained here in arrival order instead.
     ovf: Vec<Arc<Item>>,
     ovf_active: bool,
-    /// A recycled buffer for the harvester's transfer list.
+    /// The buffer the ready list takes while a scan runs (empty: wakes go to `ovf` then),
+    /// and gives back at its end: the ready list's buffer and this one swap at each scan.
     spare: Vec<Arc<Item>>,
     /// How many items on `list` died (deleted, or their source closed) since the list was
     /// last compacted or handed to a harvester: see [`ReadyState::forget`].
@@ -484,9 +470,9 @@ impl ReadyState {
         gone
     }
 
-    /// `ep_start_scan`: hand the ready list to the harvester (`one`, then the rest), turn
-    /// the overflow list on.
-    fn start_scan(&mut self) -> Scan {
+    /// `ep_start_scan`: hand the ready list to the harvester (`one`, then the rest, in
+    /// its buffer), turn the overflow list on.
+    fn start_scan(&mut self) -> Tx {
         debug_assert!(
             !self.ovf_active,
             "scans are serialised by EpInner::registry"
@@ -495,26 +481,38 @@ impl ReadyState {
         // The harvester meets (and drops) every dead entry of the list it takes.
         self.dead = 0;
         let spare = std::mem::take(&mut self.spare);
-        (self.one.take(), std::mem::replace(&mut self.list, spare))
+        Tx {
+            one: self.one.take(),
+            one_back: None,
+            list: std::mem::replace(&mut self.list, spare),
+            requeued: 0,
+            next: 0,
+        }
     }
 
     /// `ep_done_scan`: the ready list becomes `[leftovers] ++ [overflow arrivals] ++
-    /// [requeued]`, where `requeued` is what the harvester put back (level-triggered items),
-    /// each item once.
-    fn done_scan(
-        &mut self,
-        leftovers: impl Iterator<Item = Arc<Item>>,
-        any_leftovers: bool,
-        requeued: &mut Vec<Arc<Item>>,
-    ) {
+    /// [requeued]`, where `requeued` is what the harvester put back (level-triggered
+    /// items), each item once; the buffer the list used during the scan becomes the spare.
+    /// `tx`'s consumed items are already dropped ([`Tx::drop_consumed`]).
+    fn done_scan(&mut self, tx: &mut Tx) {
         self.ovf_active = false;
         debug_assert!(self.is_empty(), "wakes go to ovf during a scan");
-        if !any_leftovers && self.ovf.is_empty() {
-            // The common case: the list is exactly what was requeued. Swap, don't copy.
-            std::mem::swap(&mut self.list, requeued);
+        debug_assert_eq!(tx.requeued, tx.next, "consumed items are dropped first");
+        if tx.one.is_none() && tx.next == tx.list.len() && self.ovf.is_empty() {
+            // The common case: the list is exactly what was requeued, in the transfer
+            // list's own buffer, `one` (if requeued) still first. Nothing moves.
+            self.one = tx.one_back.take();
+            std::mem::swap(&mut self.list, &mut tx.list);
+            self.spare = std::mem::take(&mut tx.list);
             return;
         }
-        self.list.extend(leftovers);
+        // `[requeued] ++ [leftovers]` in the buffer: rotate the leftovers to the front,
+        // and put the overflow arrivals and a requeued `one` between the two.
+        let mut list = std::mem::take(&mut tx.list);
+        let requeued = tx.requeued;
+        list.rotate_left(requeued);
+        let at = list.len() - requeued;
+        let mut mid = Vec::new();
         for it in self.ovf.drain(..) {
             it.set_ovf(false);
             if self.kept.as_ref().is_some_and(|k| Arc::ptr_eq(k, &it)) {
@@ -522,38 +520,84 @@ impl ReadyState {
                 // `forget` drops the kept reference). The kept reference is not the last.
                 if !it.is_dead() {
                     self.kept = None;
-                    self.list.push(it);
+                    mid.push(it);
                 }
             } else if !it.is_linked() && !it.is_dead() {
                 it.set_linked(true);
-                self.list.push(it);
+                mid.push(it);
             }
         }
-        self.list.append(requeued);
+        mid.extend(tx.one_back.take());
+        list.splice(at..at, mid);
+        if let Some(one) = tx.one.take() {
+            // Not consumed: the head of the leftovers.
+            list.insert(0, one);
+        }
+        self.spare = std::mem::replace(&mut self.list, list);
     }
 }
 
-/// The harvester's transfer list: the ready list's `one`, then the drained rest.
-pub(crate) struct Tx<'a> {
+/// The harvester's transfer list (the kernel's `txlist`): the ready list's `one`, then
+/// the rest, left in the ready list's own buffer and consumed from the front. An item the
+/// harvester requeues (level-triggered, still ready) stays in the buffer, moved down to
+/// the requeued prefix if an item before it was not requeued, so that the common harvest
+/// (every item delivered and requeued) moves no item, and the buffer becomes the ready
+/// list again as it is ([`ReadyState::done_scan`]).
+///
+/// ```text
+/// list: [ requeued | consumed, not requeued | not looked at yet ]
+///         0 ..       requeued ..              next .. len
+/// ```
+pub(crate) struct Tx {
+    /// The ready list's first item, until the harvester takes it; left here, it is the
+    /// head of the leftovers.
     pub(crate) one: Option<Arc<Item>>,
-    pub(crate) rest: std::vec::Drain<'a, Arc<Item>>,
+    /// `one`, taken and requeued: the head of the requeued items.
+    pub(crate) one_back: Option<Arc<Item>>,
+    list: Vec<Arc<Item>>,
+    requeued: usize,
+    next: usize,
 }
 
-impl Iterator for Tx<'_> {
-    type Item = Arc<Item>;
-
+impl Tx {
+    /// The items not looked at yet, after `one`.
     #[inline]
-    fn next(&mut self) -> Option<Arc<Item>> {
-        self.one.take().or_else(|| self.rest.next())
+    pub(crate) fn rest(&self) -> &[Arc<Item>] {
+        &self.list[self.next..]
     }
 
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        let n = usize::from(self.one.is_some()) + self.rest.len();
-        (n, Some(n))
+    /// The next `run` items of [`rest`](Self::rest) were delivered and stay queued.
+    #[inline]
+    pub(crate) fn requeue_run(&mut self, run: usize) {
+        debug_assert!(self.next + run <= self.list.len());
+        if self.requeued != self.next {
+            // Some item before them was not requeued: close the gap (order kept).
+            for j in 0..run {
+                self.list.swap(self.requeued + j, self.next + j);
+            }
+        }
+        self.requeued += run;
+        self.next += run;
+    }
+
+    /// The next item of [`rest`](Self::rest) was consumed and leaves the list (dropped by
+    /// [`drop_consumed`](Self::drop_consumed)).
+    #[inline]
+    pub(crate) fn skip(&mut self) {
+        debug_assert!(self.next < self.list.len());
+        self.next += 1;
+    }
+
+    /// Drop the items consumed and not requeued (with `EpInner::ready` not held: an item's
+    /// last reference may go here).
+    #[inline]
+    pub(crate) fn drop_consumed(&mut self) {
+        if self.requeued != self.next {
+            self.list.drain(self.requeued..self.next);
+            self.next = self.requeued;
+        }
     }
 }
-
-impl ExactSizeIterator for Tx<'_> {}
 
 #[cfg(all(test, not(evfd_loom)))]
 mod tests {

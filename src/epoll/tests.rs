@@ -345,3 +345,44 @@ fn quiet_item_stays_queued_for_its_reader() {
     assert_eq!(wait0(&ep), vec![(Events::IN.bits(), 7)]);
     assert_eq!(n.read().unwrap(), 3);
 }
+
+/// The harvest requeues level-triggered items where they lie in the transfer list
+/// (`ready::Tx`): an item before them that leaves (edge-triggered, one-shot) closes up, and
+/// a harvest that stops early leaves `[leftovers] ++ [arrivals during the scan] ++
+/// [requeued]`, the kernel's order (`ep_done_scan`).
+#[test]
+fn requeue_in_place_keeps_the_kernels_order() {
+    let ep = Epoll::new();
+    let ns: Vec<Notifier> = (0..5).map(|_| Notifier::new()).collect();
+    let flags = [
+        Events::IN,
+        Events::IN | Events::ET,
+        Events::IN,
+        Events::IN | Events::ONESHOT,
+        Events::IN,
+    ];
+    for (i, (n, f)) in ns.iter().zip(flags).enumerate() {
+        ep.add(n, f, i as u64).unwrap();
+        n.write(1).unwrap();
+    }
+    let wait = |room: usize| -> Vec<u64> {
+        let mut buf = [Event::default(); 8];
+        let n = ep.wait(&mut buf[..room], Some(Duration::ZERO)).unwrap();
+        buf[..n].iter().map(|e| e.data).collect()
+    };
+    assert_eq!(wait(8), vec![0, 1, 2, 3, 4]);
+    // 1 (ET) and 3 (one-shot) left; 0, 2, 4 closed up, in order.
+    assert_eq!(wait(8), vec![0, 2, 4]);
+    // Room for two: 4 is left over, ahead of the two requeued.
+    assert_eq!(wait(2), vec![0, 2]);
+    assert_eq!(wait(2), vec![4, 0]);
+    // An edge of 1 between harvests queues it at the tail.
+    ns[1].write(1).unwrap();
+    assert_eq!(wait(8), vec![2, 4, 0, 1]);
+    assert_eq!(wait(8), vec![2, 4, 0]);
+    // A drained item leaves from the middle; the others close up.
+    ns[4].read().unwrap();
+    assert_eq!(wait(8), vec![2, 0]);
+    assert_eq!(wait(1), vec![2]);
+    assert_eq!(wait(8), vec![0, 2]);
+}
