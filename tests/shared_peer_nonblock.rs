@@ -125,35 +125,30 @@ fn resume_and_reap(pid: libc::pid_t) {
     );
 }
 
-/// A non-blocking write rings into the saturated sleep bell and returns on time, and the
-/// reader, let go, reads the count.
+/// A non-blocking write and a timed one ring into the saturated sleep bell and return on
+/// time (the timed one well within its timeout), and the reader, let go, reads the count.
 #[test]
-fn try_write_into_a_saturated_sleep_bell_returns() {
-    let n = SharedNotifier::new(Mode::Counter).unwrap();
-    let pid = reader_stopped_on_a_saturated_bell(&n, 7);
-    let n3 = n.clone();
-    on_time("try_write", move || n3.try_write(7).unwrap());
-    assert_eq!(
-        n.stats().bell_wakes,
-        1,
-        "the child held the sleep bell: one ring tried"
-    );
-    resume_and_reap(pid);
-    assert_eq!(n.count(), 0);
-}
-
-/// A timed write does the same, well within its timeout.
-#[test]
-fn write_timeout_into_a_saturated_sleep_bell_returns() {
-    let n = SharedNotifier::new(Mode::Counter).unwrap();
-    let pid = reader_stopped_on_a_saturated_bell(&n, 7);
-    let n3 = n.clone();
-    on_time("write_timeout", move || {
-        n3.write_timeout(7, Duration::from_secs(60)).unwrap()
-    });
-    assert_eq!(n.stats().bell_wakes, 1);
-    resume_and_reap(pid);
-    assert_eq!(n.count(), 0);
+fn try_write_and_write_timeout_into_a_saturated_sleep_bell_return() {
+    type Write = fn(&SharedNotifier) -> std::io::Result<()>;
+    let writes: [(&str, Write); 2] = [
+        ("try_write", |n| n.try_write(7)),
+        ("write_timeout", |n| {
+            n.write_timeout(7, Duration::from_secs(60))
+        }),
+    ];
+    for (what, write) in writes {
+        let n = SharedNotifier::new(Mode::Counter).unwrap();
+        let pid = reader_stopped_on_a_saturated_bell(&n, 7);
+        let n3 = n.clone();
+        on_time(what, move || write(&n3).unwrap());
+        assert_eq!(
+            n.stats().bell_wakes,
+            1,
+            "{what}: the child held the sleep bell: one ring tried"
+        );
+        resume_and_reap(pid);
+        assert_eq!(n.count(), 0, "{what}");
+    }
 }
 
 /// A blocking write with no deadline rings with one plain `write(2)`, so it waits while the
