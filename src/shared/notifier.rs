@@ -459,10 +459,10 @@ impl SharedNotifier {
     /// With `NONBLOCK`, behaves as [`try_write`](Self::try_write).
     ///
     /// A call with no deadline waits as long as a peer holds it back, and that includes
-    /// the wake of a reader asleep in another process: that wake is one plain `write(2)`
-    /// of the readers' sleep bell, which waits only while a peer keeps the bell saturated
-    /// (no honest peer does; the sleeping reader's next read empties it). The unit is
-    /// counted before. [`try_write`](Self::try_write),
+    /// the wake of a blocked reader (in any process): that wake is one plain `write(2)` of
+    /// the readers' sleep bell, which waits only while a peer keeps the bell saturated (no
+    /// honest peer does; the sleeping reader's next read empties it). The unit is counted
+    /// before. [`try_write`](Self::try_write),
     /// [`write_timeout`](Self::write_timeout) and [`write_async`](Self::write_async) never
     /// wait for that: they check for room in the bell first.
     ///
