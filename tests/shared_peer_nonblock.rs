@@ -91,8 +91,8 @@ fn until(what: &str, f: impl Fn() -> bool) {
 /// A reader in another process sleeps on the sleep bell of `n` and is stopped there
 /// (`SIGSTOP`: from here it takes nothing out of the bell), and a peer saturates the bell (a
 /// blocking eventfd): the write that must wake the reader rings into a bell with no room.
-/// The child exits 0 once it has read `expect` after `SIGCONT`. Returns its pid.
-fn reader_stopped_on_a_saturated_bell(n: &SharedNotifier, expect: u64) -> libc::pid_t {
+/// The child exits 0 once it has read `expect` after `SIGCONT`.
+fn reader_stopped_on_a_saturated_bell(n: &SharedNotifier, expect: u64) -> StoppedReader {
     let sleep = sleep_bell_of(n);
     let n2 = n.clone();
     let pid = shared_util::fork_child(move || match n2.read() {
@@ -108,17 +108,36 @@ fn reader_stopped_on_a_saturated_bell(n: &SharedNotifier, expect: u64) -> libc::
     let waited = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
     assert_eq!(waited, pid);
     assert!(libc::WIFSTOPPED(status), "{status:#x}");
+    let child = StoppedReader(pid);
     rustix::io::write(&sleep, &0xffff_ffff_ffff_fffeu64.to_ne_bytes()).unwrap();
-    pid
+    child
+}
+
+/// The stopped reader's pid. A test that fails before [`resume_and_reap`] kills and reaps
+/// it on the way out: left stopped, it would hold the test's output pipe open for ever.
+struct StoppedReader(libc::pid_t);
+
+impl Drop for StoppedReader {
+    fn drop(&mut self) {
+        // SAFETY: our child, not reaped yet (`resume_and_reap` forgets the guard once it
+        // has reaped it); `status` is a valid out-pointer.
+        unsafe {
+            libc::kill(self.0, libc::SIGKILL);
+            let mut status = 0;
+            libc::waitpid(self.0, &mut status, 0);
+        }
+    }
 }
 
 /// Let the stopped child go and check that it read what it expected.
-fn resume_and_reap(pid: libc::pid_t) {
+fn resume_and_reap(child: StoppedReader) {
+    let pid = child.0;
     // SAFETY: `pid` is our child, not yet reaped.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
     let mut status = 0;
     // SAFETY: `pid` is our child; `status` is a valid out-pointer.
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    std::mem::forget(child); // reaped: no kill on drop
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "the child did not read what was written: {status:#x}"
@@ -138,7 +157,7 @@ fn try_write_and_write_timeout_into_a_saturated_sleep_bell_return() {
     ];
     for (what, write) in writes {
         let n = SharedNotifier::new(Mode::Counter).unwrap();
-        let pid = reader_stopped_on_a_saturated_bell(&n, 7);
+        let child = reader_stopped_on_a_saturated_bell(&n, 7);
         let n3 = n.clone();
         on_time(what, move || write(&n3).unwrap());
         assert_eq!(
@@ -146,7 +165,7 @@ fn try_write_and_write_timeout_into_a_saturated_sleep_bell_return() {
             1,
             "{what}: the child held the sleep bell: one ring tried"
         );
-        resume_and_reap(pid);
+        resume_and_reap(child);
         assert_eq!(n.count(), 0, "{what}");
     }
 }
@@ -158,7 +177,7 @@ fn try_write_and_write_timeout_into_a_saturated_sleep_bell_return() {
 #[test]
 fn blocking_write_into_a_saturated_sleep_bell_waits_for_the_reader() {
     let n = SharedNotifier::new(Mode::Counter).unwrap();
-    let pid = reader_stopped_on_a_saturated_bell(&n, 7);
+    let child = reader_stopped_on_a_saturated_bell(&n, 7);
     let n3 = n.clone();
     let (tx, rx) = mpsc::channel();
     let writer = thread::spawn(move || {
@@ -172,7 +191,7 @@ fn blocking_write_into_a_saturated_sleep_bell_waits_for_the_reader() {
         rx.try_recv().is_err(),
         "the write returned while the bell was saturated and its holder stopped"
     );
-    resume_and_reap(pid);
+    resume_and_reap(child);
     on_time("write", move || writer.join().unwrap().unwrap());
     assert_eq!(n.stats().bell_wakes, 1);
     assert_eq!(n.count(), 0);
