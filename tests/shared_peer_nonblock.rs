@@ -99,6 +99,8 @@ fn reader_stopped_on_a_saturated_bell(n: &SharedNotifier, expect: u64) -> Stoppe
         Ok(v) if v == expect => 0,
         _ => 1,
     });
+    // Guarded from here: a check below that fails kills and reaps the child too.
+    let child = StoppedReader(pid);
     until("the child never slept", || n.sleepers().0 == 1);
     // SAFETY: `pid` is our child, not yet reaped.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
@@ -108,13 +110,13 @@ fn reader_stopped_on_a_saturated_bell(n: &SharedNotifier, expect: u64) -> Stoppe
     let waited = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
     assert_eq!(waited, pid);
     assert!(libc::WIFSTOPPED(status), "{status:#x}");
-    let child = StoppedReader(pid);
     rustix::io::write(&sleep, &0xffff_ffff_ffff_fffeu64.to_ne_bytes()).unwrap();
     child
 }
 
-/// The stopped reader's pid. A test that fails before [`resume_and_reap`] kills and reaps
-/// it on the way out: left stopped, it would hold the test's output pipe open for ever.
+/// The reader's pid. A test that fails before [`resume_and_reap`] kills and reaps it on
+/// the way out: left stopped (or asleep), it would hold the test's output pipe open for
+/// ever.
 struct StoppedReader(libc::pid_t);
 
 impl Drop for StoppedReader {

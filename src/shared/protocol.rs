@@ -699,6 +699,8 @@ impl<W: Words, O: Os> Protocol<W, O> {
             Futex::Readers => (self.words.rseq(), READER),
             Futex::Writers => (self.words.wseq(), WRITER),
         };
+        // For the wake a woken reader hands on (`hand_on`).
+        let wait = Self::may_wait(deadline);
         // Step 1 of the in-process wait (`wait_queue::thread`): try once before anything
         // else. A call that finds what it wants at once teaches the gauge nothing: counting
         // it as a spin that paid would clear the misses of the spins that did not (in a
@@ -737,7 +739,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
                 self.check_header()?;
                 if let Some(r) = step()? {
                     if woken {
-                        self.hand_on(which, Self::may_wait(deadline));
+                        self.hand_on(which, wait);
                     }
                     if parked {
                         let from = self
@@ -781,7 +783,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
                     self.words.sleepers().fetch_sub(me, SeqCst);
                     if let Ok(Some(_)) = other {
                         if woken {
-                            self.hand_on(which, Self::may_wait(deadline));
+                            self.hand_on(which, wait);
                         }
                     }
                     return other.map(|r| r.expect("matched Some"));
