@@ -17,8 +17,9 @@ with `--all-features`; both counted whole, as `async` and `notify` are). `:parke
 runs it with the peer certainly asleep at each write (the full futex path); `:cross` pins
 the two threads to CPUs 0 and 1 (where the adaptive spin can catch wakes). For evfd's
 threaded shapes only instructions inside its public calls (`Epoll::wait`, `Notifier::write`,
-`Notifier::read` and what they call) are counted, so that the harness and the pause before
-each write are not. Under callgrind the threads run one at a time, so a spin never catches
+`Notifier::read` and what they call; the last two inline into their callers, so the example
+calls them through functions of its own, `notifier_write` and `notifier_read`) are counted,
+so that the harness and the pause before each write are not. Under callgrind the threads run one at a time, so a spin never catches
 a wake there: its instruction counts describe the parked path; the syscall and
 context-switch counts come from real runs.
 """
@@ -74,8 +75,8 @@ def callgrind(mode, n):
         # The public calls a hand-off is made of (none calls another, so that the toggles
         # do not cancel out).
         extra = ['--toggle-collect=evfd::epoll::Epoll::wait',
-                 '--toggle-collect=evfd::notifier::Notifier::write',
-                 '--toggle-collect=evfd::notifier::Notifier::read']
+                 '--toggle-collect=handoff::notifier_write',
+                 '--toggle-collect=handoff::notifier_read']
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, 'cg.out')
         subprocess.run(['valgrind', '--tool=callgrind', '--dump-instr=yes', '--dump-line=no',

@@ -424,6 +424,7 @@ impl Notifier {
     /// t.join().unwrap().unwrap();
     /// assert_eq!(n.read().unwrap(), 5);
     /// ```
+    #[inline]
     pub fn write(&self, n: u64) -> io::Result<()> {
         // The fast path's one test: not forked, blocking (`Inner::gate`).
         if !crate::sys::fork::open(self.core.gate) {
@@ -499,6 +500,7 @@ impl Notifier {
     /// n.notify().unwrap();
     /// assert_eq!(n.read().unwrap(), 2);
     /// ```
+    #[inline]
     pub fn notify(&self) -> io::Result<()> {
         self.write(1)
     }
@@ -547,6 +549,7 @@ impl Notifier {
     /// n.write(2).unwrap();
     /// assert_eq!(t.join().unwrap(), 2);
     /// ```
+    #[inline]
     pub fn read(&self) -> io::Result<u64> {
         // The fast path's one test: not forked, blocking, and Counter or AutoReset, whose
         // read takes the whole count (`Inner::gate`).
