@@ -11,6 +11,7 @@ use std::io;
 
 use rustix::io::Errno;
 
+#[inline]
 fn os(e: Errno) -> io::Error {
     io::Error::from_raw_os_error(e.raw_os_error())
 }
@@ -20,7 +21,9 @@ pub(crate) fn invalid() -> io::Error {
     os(Errno::INVAL)
 }
 
-/// `EAGAIN` (kind `WouldBlock`): a non-blocking read of 0 or write past the limit.
+/// `EAGAIN` (kind `WouldBlock`): a non-blocking read of 0 or write past the limit. Inline:
+/// `Notifier::try_read`'s fast path returns it, in the user's code.
+#[inline]
 pub(crate) fn would_block() -> io::Error {
     os(Errno::AGAIN)
 }

@@ -235,6 +235,18 @@ pub(crate) fn invalid_write() -> io::Error {
     crate::error::invalid()
 }
 
+/// The error of a non-blocking write refused for `why`: `EINVAL` for `u64::MAX`, `EAGAIN`
+/// for a count too full. Out of line and cold: the callers' fast paths inline into the
+/// user's code, and a refusal is their rare case.
+#[cold]
+#[inline(never)]
+pub(crate) fn write_refused(why: WriteRefused) -> io::Error {
+    match why {
+        WriteRefused::Invalid => invalid_write(),
+        WriteRefused::Full => crate::error::would_block(),
+    }
+}
+
 /// Why a write cannot be applied now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WriteRefused {

@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use crate::events::{next_id, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
-use crate::mode::{self, invalid_write, Mode, Options, WriteRefused};
+use crate::mode::{self, invalid_write, write_refused, Mode, Options, WriteRefused};
 use crate::wait_queue::spin::SpinGauge;
 use crate::wait_queue::thread::{self, QueueSleeper};
 use crate::wait_queue::{Due, WaitFor, WaitQueue, WakeBatch};
@@ -393,13 +393,26 @@ impl Notifier {
     /// assert_eq!(n.try_write(u64::MAX).unwrap_err().kind(), ErrorKind::InvalidInput);
     /// assert_eq!(n.count(), evfd::LIMIT);
     /// ```
+    #[inline]
     pub fn try_write(&self, n: u64) -> io::Result<()> {
-        self.core.check()?;
-        match self.core.try_write(n) {
-            Ok(()) => Ok(()),
-            Err(WriteRefused::Invalid) => Err(invalid_write()),
-            Err(WriteRefused::Full) => Err(would_block()),
+        // `write`'s fast path and gate; a refusal is built out of line.
+        if !crate::sys::fork::open(self.core.gate) {
+            return self.try_write_gated(n);
         }
+        match self.core.add(n) {
+            Ok(None) => Ok(()),
+            Ok(Some(due)) => self.core.write_rest(n, Some(due)),
+            Err(refused) => Err(write_refused(refused)),
+        }
+    }
+
+    /// [`try_write`](Self::try_write) when its gate is closed: refused after a fork, else
+    /// (`NONBLOCK`, Semaphore) the same lock-free write. Out of line, as
+    /// [`write_gated`](Self::write_gated).
+    #[inline(never)]
+    fn try_write_gated(&self, n: u64) -> io::Result<()> {
+        self.core.check()?;
+        self.core.try_write(n).map_err(write_refused)
     }
 
     /// Add `n` to the count, waiting for room if it would pass [`LIMIT`](crate::LIMIT) (a later read makes
@@ -524,7 +537,24 @@ impl Notifier {
     /// assert_eq!(n.try_read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
     /// assert_eq!(n.try_read().unwrap_err().raw_os_error(), Some(libc::EAGAIN));
     /// ```
+    #[inline]
     pub fn try_read(&self) -> io::Result<u64> {
+        // `read`'s fast path and gate, with `EAGAIN` where `read` would wait.
+        if crate::sys::fork::open(self.core.gate) {
+            return match self.core.take_all_due() {
+                Some((got, None)) => Ok(got),
+                Some((got, Some(due))) => self.core.read_rest(got, Some(due)),
+                None => Err(would_block()),
+            };
+        }
+        self.try_read_gated()
+    }
+
+    /// [`try_read`](Self::try_read) when its gate is closed: refused after a fork, else
+    /// (`NONBLOCK`, Semaphore) the general lock-free read. Out of line, as
+    /// [`read_gated`](Self::read_gated).
+    #[inline(never)]
+    fn try_read_gated(&self) -> io::Result<u64> {
         self.core.check()?;
         self.core.try_read().ok_or_else(would_block)
     }
@@ -1105,6 +1135,64 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `try_read` and `try_write` share that gate: through the fast path (open) and the
+    /// general one (Semaphore, `NONBLOCK`) each answers as the kernel's non-blocking
+    /// eventfd, errno included, and a refusal changes nothing.
+    #[test]
+    fn try_read_and_try_write_keep_each_options_meaning() {
+        for mode in [Mode::Counter, Mode::Semaphore, Mode::AutoReset] {
+            for nonblock in [false, true] {
+                let n = Notifier::builder()
+                    .mode(mode)
+                    .nonblocking(nonblock)
+                    .build()
+                    .unwrap();
+                let what = format!("{mode:?} nonblock={nonblock}");
+                let e = n.try_read().unwrap_err();
+                assert_eq!(e.raw_os_error(), Some(libc::EAGAIN), "{what}");
+                n.try_write(3).unwrap();
+                let want = if mode == Mode::Semaphore { 1 } else { 3 };
+                assert_eq!(n.try_read().unwrap(), want, "{what}");
+                assert_eq!(n.count(), 3 - want, "{what}");
+                let e = n.try_write(u64::MAX).unwrap_err();
+                assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{what}");
+                assert_eq!(n.count(), 3 - want, "{what}");
+                while n.count() > 0 {
+                    n.try_read().unwrap();
+                }
+                n.try_write(LIMIT).unwrap();
+                let e = n.try_write(1).unwrap_err();
+                assert_eq!(e.raw_os_error(), Some(libc::EAGAIN), "{what}");
+                assert_eq!(n.count(), LIMIT, "{what}");
+            }
+        }
+    }
+
+    /// The wakes the fast paths owe: `try_write` wakes a blocked reader, and `try_read`
+    /// of a full count wakes a blocked writer.
+    #[test]
+    fn try_read_and_try_write_wake_the_blocked_side() {
+        let wait = Duration::from_secs(10);
+        let n = Notifier::new();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (n2, tx2) = (n.clone(), tx.clone());
+        std::thread::spawn(move || tx2.send(n2.read().unwrap()).unwrap());
+        while n.core.wq.len() == 0 {
+            std::thread::yield_now();
+        }
+        n.try_write(5).unwrap();
+        assert_eq!(rx.recv_timeout(wait).expect("the reader was not woken"), 5);
+        n.try_write(LIMIT).unwrap();
+        let n2 = n.clone();
+        std::thread::spawn(move || tx.send(n2.write(2).map(|()| 0).unwrap()).unwrap());
+        while n.core.wq.len() == 0 {
+            std::thread::yield_now();
+        }
+        assert_eq!(n.try_read().unwrap(), LIMIT);
+        assert_eq!(rx.recv_timeout(wait).expect("the writer was not woken"), 0);
+        assert_eq!(n.try_read().unwrap(), 2);
     }
 
     #[test]
