@@ -1103,6 +1103,35 @@ mod tests {
     /// `WouldBlock` instead of waiting, at the limit as at 0.
     #[test]
     fn read_and_write_keep_each_options_meaning() {
+        for_each_option(|n, mode, nonblock| {
+            let open = crate::sys::fork::open(n.core.gate);
+            assert_eq!(
+                open,
+                !nonblock && mode != Mode::Semaphore,
+                "{mode:?} {nonblock}"
+            );
+            n.write(3).unwrap();
+            let want = if mode == Mode::Semaphore { 1 } else { 3 };
+            assert_eq!(n.read().unwrap(), want, "{mode:?} {nonblock}");
+            assert_eq!(n.count(), 3 - want);
+            assert_eq!(
+                n.write(u64::MAX).unwrap_err().kind(),
+                io::ErrorKind::InvalidInput
+            );
+            if nonblock {
+                while n.count() > 0 {
+                    n.read().unwrap();
+                }
+                assert_eq!(n.read().unwrap_err().kind(), io::ErrorKind::WouldBlock);
+                n.write(LIMIT).unwrap();
+                assert_eq!(n.write(1).unwrap_err().kind(), io::ErrorKind::WouldBlock);
+                assert_eq!(n.count(), LIMIT);
+            }
+        });
+    }
+
+    /// A fresh notifier of every mode, blocking and not, each given to `f`.
+    fn for_each_option(mut f: impl FnMut(Notifier, Mode, bool)) {
         for mode in [Mode::Counter, Mode::Semaphore, Mode::AutoReset] {
             for nonblock in [false, true] {
                 let n = Notifier::builder()
@@ -1110,29 +1139,7 @@ mod tests {
                     .nonblocking(nonblock)
                     .build()
                     .unwrap();
-                let open = crate::sys::fork::open(n.core.gate);
-                assert_eq!(
-                    open,
-                    !nonblock && mode != Mode::Semaphore,
-                    "{mode:?} {nonblock}"
-                );
-                n.write(3).unwrap();
-                let want = if mode == Mode::Semaphore { 1 } else { 3 };
-                assert_eq!(n.read().unwrap(), want, "{mode:?} {nonblock}");
-                assert_eq!(n.count(), 3 - want);
-                assert_eq!(
-                    n.write(u64::MAX).unwrap_err().kind(),
-                    io::ErrorKind::InvalidInput
-                );
-                if nonblock {
-                    while n.count() > 0 {
-                        n.read().unwrap();
-                    }
-                    assert_eq!(n.read().unwrap_err().kind(), io::ErrorKind::WouldBlock);
-                    n.write(LIMIT).unwrap();
-                    assert_eq!(n.write(1).unwrap_err().kind(), io::ErrorKind::WouldBlock);
-                    assert_eq!(n.count(), LIMIT);
-                }
+                f(n, mode, nonblock);
             }
         }
     }
@@ -1142,32 +1149,25 @@ mod tests {
     /// eventfd, errno included, and a refusal changes nothing.
     #[test]
     fn try_read_and_try_write_keep_each_options_meaning() {
-        for mode in [Mode::Counter, Mode::Semaphore, Mode::AutoReset] {
-            for nonblock in [false, true] {
-                let n = Notifier::builder()
-                    .mode(mode)
-                    .nonblocking(nonblock)
-                    .build()
-                    .unwrap();
-                let what = format!("{mode:?} nonblock={nonblock}");
-                let e = n.try_read().unwrap_err();
-                assert_eq!(e.raw_os_error(), Some(libc::EAGAIN), "{what}");
-                n.try_write(3).unwrap();
-                let want = if mode == Mode::Semaphore { 1 } else { 3 };
-                assert_eq!(n.try_read().unwrap(), want, "{what}");
-                assert_eq!(n.count(), 3 - want, "{what}");
-                let e = n.try_write(u64::MAX).unwrap_err();
-                assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{what}");
-                assert_eq!(n.count(), 3 - want, "{what}");
-                while n.count() > 0 {
-                    n.try_read().unwrap();
-                }
-                n.try_write(LIMIT).unwrap();
-                let e = n.try_write(1).unwrap_err();
-                assert_eq!(e.raw_os_error(), Some(libc::EAGAIN), "{what}");
-                assert_eq!(n.count(), LIMIT, "{what}");
+        for_each_option(|n, mode, nonblock| {
+            let what = format!("{mode:?} nonblock={nonblock}");
+            let e = n.try_read().unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EAGAIN), "{what}");
+            n.try_write(3).unwrap();
+            let want = if mode == Mode::Semaphore { 1 } else { 3 };
+            assert_eq!(n.try_read().unwrap(), want, "{what}");
+            assert_eq!(n.count(), 3 - want, "{what}");
+            let e = n.try_write(u64::MAX).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{what}");
+            assert_eq!(n.count(), 3 - want, "{what}");
+            while n.count() > 0 {
+                n.try_read().unwrap();
             }
-        }
+            n.try_write(LIMIT).unwrap();
+            let e = n.try_write(1).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EAGAIN), "{what}");
+            assert_eq!(n.count(), LIMIT, "{what}");
+        });
     }
 
     /// The wakes the fast paths owe: `try_write` wakes a blocked reader, and `try_read`
