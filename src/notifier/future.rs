@@ -48,6 +48,7 @@ impl ReadOp {
         }
     }
 
+    #[inline]
     fn poll(&mut self, inner: &Inner, cx: &mut Context<'_>) -> Poll<io::Result<u64>> {
         if self.done {
             return Poll::Ready(Err(polled_after_completion()));
@@ -83,6 +84,7 @@ impl WriteOp {
         }
     }
 
+    #[inline]
     fn poll(&mut self, inner: &Inner, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if self.done {
             return Poll::Ready(Err(polled_after_completion()));
@@ -227,6 +229,7 @@ macro_rules! impl_future {
         impl Future for $ty {
             type Output = io::Result<$out>;
 
+            #[inline]
             fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
                 let this = self.get_mut();
                 this.op.poll(&this.notifier.core, cx)
@@ -234,9 +237,11 @@ macro_rules! impl_future {
         }
 
         impl Drop for $ty {
+            #[inline]
             fn drop(&mut self) {
-                // A child's copy of a pre-fork future: take no lock (see `sys::fork`).
-                if !self.notifier.core.forked() {
+                // Nothing to undo unless registered (the common drop, after `Ready`). A
+                // child's copy of a pre-fork future: take no lock (see `sys::fork`).
+                if self.op.wait.is_registered() && !self.notifier.core.forked() {
                     self.op.cancel(&self.notifier.core);
                 }
             }
@@ -318,6 +323,7 @@ impl Notifier {
     /// assert_eq!(futures::executor::block_on(n.read_async()).unwrap(), 5);
     /// t.join().unwrap();
     /// ```
+    #[inline]
     pub fn read_async(&self) -> ReadFuture<'_> {
         ReadFuture {
             notifier: self,
@@ -378,6 +384,7 @@ impl Notifier {
     /// let e = block_on(n.write_async(u64::MAX)).unwrap_err();
     /// assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     /// ```
+    #[inline]
     pub fn write_async(&self, n: u64) -> WriteFuture<'_> {
         WriteFuture {
             notifier: self,

@@ -138,6 +138,7 @@ impl TaskWait {
 
     /// Whether this waiter has an entry in the queue, or had one that a wake removed and has
     /// not yet been polled or dropped since.
+    #[inline]
     pub(crate) fn is_registered(&self) -> bool {
         matches!(self.state, State::Queued(_) | State::Slot(_))
     }
