@@ -324,6 +324,7 @@ impl Notifier {
     /// ```
     /// assert_eq!(evfd::Notifier::new().mode(), evfd::Mode::Counter);
     /// ```
+    #[inline]
     pub fn mode(&self) -> Mode {
         self.core.mode
     }
@@ -333,6 +334,7 @@ impl Notifier {
     /// ```
     /// assert!(!evfd::Notifier::new().is_nonblocking());
     /// ```
+    #[inline]
     pub fn is_nonblocking(&self) -> bool {
         self.core.nonblock
     }
@@ -343,6 +345,7 @@ impl Notifier {
     /// let n = evfd::Notifier::from_flags(0, evfd::flags::CLOEXEC).unwrap();
     /// assert!(n.is_cloexec());
     /// ```
+    #[inline]
     pub fn is_cloexec(&self) -> bool {
         self.core.cloexec
     }
@@ -354,6 +357,7 @@ impl Notifier {
     /// n.write(4).unwrap();
     /// assert_eq!(n.count(), 4);
     /// ```
+    #[inline]
     pub fn count(&self) -> u64 {
         self.core.count.load(SeqCst)
     }
@@ -365,6 +369,7 @@ impl Notifier {
     /// assert!(a.ptr_eq(&a.clone()));
     /// assert!(!a.ptr_eq(&evfd::Notifier::new()));
     /// ```
+    #[inline]
     pub fn ptr_eq(&self, other: &Notifier) -> bool {
         Arc::ptr_eq(&self.core, &other.core)
     }
