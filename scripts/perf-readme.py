@@ -186,6 +186,22 @@ def verdict(key, groups):
     return f'≥ {t:g}: **missed** (met in {ok} of {len(ratios)} runs)', False
 
 
+def staleness(commits, first_runs, first):
+    """For a machine other than the first whose runs are at another commit: how many commits
+    of the first machine's runs they lack (git's count; nothing if git cannot tell)."""
+    newest = sorted({r['commit'] for r in first_runs if r['commit']})
+    if first or not commits or len(newest) != 1 or set(commits) == set(newest):
+        return ''
+    try:
+        n = max(int(subprocess.run(['git', '-C', ROOT, 'rev-list', '--count',
+                                    f'{c}..{newest[0]}'], capture_output=True, text=True,
+                                   check=True).stdout.strip()) for c in commits)
+    except (OSError, ValueError, subprocess.CalledProcessError):
+        return ''
+    return (f' ({n} commit{"s" if n != 1 else ""} before machine 1\'s runs: its columns do not '
+            'show what changed since)') if n else ''
+
+
 def section(machines, args=''):
     """`machines`: [(machine name, [run, ...], [saved path, ...])], this machine first."""
     keys = []
@@ -212,6 +228,7 @@ def section(machines, args=''):
                    f'{n} {"full " if not args else ""}run{"s" if n > 1 else ""} of `cargo run --release '
                    f'--all-features --example stress_epoll{args}` ({header})'
                    + (f', at commit {", ".join(commits)}' if commits else '')
+                   + staleness(commits, machines[0][1], first=machines[0][0] == m)
                    + '; raw output in the source repository: '
                    + ', '.join(f'`{os.path.relpath(p, ROOT)}`' for p in names)
                    + ' (not in the published package).')
