@@ -412,7 +412,8 @@ impl Notifier {
     }
 
     /// [`try_write`](Self::try_write) when its gate is closed: refused after a fork, else
-    /// (`NONBLOCK`, Semaphore) the same lock-free write. Out of line, as
+    /// (`NONBLOCK`, Semaphore) the same lock-free write; also every write form of a
+    /// `NONBLOCK` notifier, whose gate is always closed. Out of line, as
     /// [`write_gated`](Self::write_gated).
     #[inline(never)]
     fn try_write_gated(&self, n: u64) -> io::Result<()> {
@@ -461,10 +462,10 @@ impl Notifier {
     /// reaches it by a tail call (as `Inner::write_rest`).
     #[inline(never)]
     fn write_gated(&self, n: u64) -> io::Result<()> {
-        self.core.check()?;
         if self.core.nonblock {
-            return self.try_write(n);
+            return self.try_write_gated(n);
         }
+        self.core.check()?;
         self.core.block(Write(&self.core, n), None)
     }
 
@@ -495,10 +496,10 @@ impl Notifier {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_timeout(&self, n: u64, timeout: Duration) -> io::Result<()> {
-        self.core.check()?;
         if self.core.nonblock {
-            return self.try_write(n);
+            return self.try_write_gated(n);
         }
+        self.core.check()?;
         let deadline = crate::sys::deadline(timeout);
         self.core.block(Write(&self.core, n), deadline)
     }
@@ -556,7 +557,8 @@ impl Notifier {
     }
 
     /// [`try_read`](Self::try_read) when its gate is closed: refused after a fork, else
-    /// (`NONBLOCK`, Semaphore) the general lock-free read. Out of line, as
+    /// (`NONBLOCK`, Semaphore) the general lock-free read; also every read form of a
+    /// `NONBLOCK` notifier, whose gate is always closed. Out of line, as
     /// [`read_gated`](Self::read_gated).
     #[inline(never)]
     fn try_read_gated(&self) -> io::Result<u64> {
@@ -604,10 +606,10 @@ impl Notifier {
     /// reaches it by a tail call (as `Inner::read_rest`).
     #[inline(never)]
     fn read_gated(&self) -> io::Result<u64> {
-        self.core.check()?;
         if self.core.nonblock {
-            return self.try_read();
+            return self.try_read_gated();
         }
+        self.core.check()?;
         self.core.block(Read(&self.core), None)
     }
 
@@ -629,10 +631,10 @@ impl Notifier {
     /// assert_eq!(n.read_timeout(Duration::from_millis(5)).unwrap(), 1);
     /// ```
     pub fn read_timeout(&self, timeout: Duration) -> io::Result<u64> {
-        self.core.check()?;
         if self.core.nonblock {
-            return self.try_read();
+            return self.try_read_gated();
         }
+        self.core.check()?;
         let deadline = crate::sys::deadline(timeout);
         self.core.block(Read(&self.core), deadline)
     }

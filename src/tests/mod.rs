@@ -6,10 +6,8 @@
 //! ```
 //!
 //! (`.ci/run` runs every model at a preemption bound of 4, ~2 min on 2 cores, except the
-//! three heaviest — `loom_fd::epoll_view_edge_after_empty_harvest`,
-//! `loom_kernel_item::kernel_item_other_harvester_arms` and the shared futex's
-//! `shared_futex_counter_two_readers_two_edges`, minutes each at 4 — which it runs at 3;
-//! and the small lend and fork models again at 5.)
+//! three heaviest, named there (`HEAVY`: minutes each at 4), which it runs at 3; and the
+//! small lend and fork models again at 5.)
 //!
 //! They live inside the crate so they can reach the wait queue and the notifier's internals.
 //! One scenario per `#[test]`, two or three threads each.
