@@ -19,9 +19,9 @@ the two threads to CPUs 0 and 1 (where the adaptive spin can catch wakes). For e
 threaded shapes only instructions inside its public calls (`Epoll::wait`, `Notifier::write`,
 `Notifier::read` and what they call; the last two inline into their callers, so the example
 calls them through functions of its own, `notifier_write` and `notifier_read`) are counted,
-so that the harness and the pause before each write are not. Under callgrind the threads run one at a time, so a spin never catches
-a wake there: its instruction counts describe the parked path; the syscall and
-context-switch counts come from real runs.
+so that the harness and the pause before each write are not. Under callgrind the threads
+run one at a time, so a spin never catches a wake there: its instruction counts describe
+the parked path; the syscall and context-switch counts come from real runs.
 """
 import collections
 import os
