@@ -19,15 +19,16 @@
 //! - `kepoll`, `kread`: the kernel twins of `epoll` and `read` (eventfd + epoll_wait + read).
 //! - `notify`: tokio `Notify` between two tasks (the async peer).
 //! - Not hand-offs, per-operation counts: `queued` (a `write` + `read` pair while the
-//!   notifier's epoll item is queued), `harvest` (per event of a 200-event level-triggered
-//!   harvest), `fdwake` (a blocking `Epoll::wait` returning one ready `KernelNotifier`) and
-//!   its kernel twin `kfdwake` (`write`, `epoll_wait`, `read`); `asyncwake` (a task's
-//!   `wait_async` woken through its runtime's reactor by a kernel fd, `stress_epoll`'s
-//!   `mixed wake_async`, built with `--features tokio`) and its twin `kasyncwake` (tokio's
-//!   `AsyncFd` on an eventfd, read until `EAGAIN`). Each wake of these two is preceded by a
-//!   300 µs pause (the task is asleep in its runtime when the write lands), and everything
-//!   is counted (the runtime's reactor, the harness), the same in both; `spinrt`, the work
-//!   of a spinning `epoll` round trip whose spins catch their wakes at once, in one thread.
+//!   notifier's epoll item is queued; `squeued` the pair on a `SharedNotifier`), `harvest`
+//!   (per event of a 200-event level-triggered harvest), `fdwake` (a blocking
+//!   `Epoll::wait` returning one ready `KernelNotifier`) and its kernel twin `kfdwake`
+//!   (`write`, `epoll_wait`, `read`); `asyncwake` (a task's `wait_async` woken through
+//!   its runtime's reactor by a kernel fd, `stress_epoll`'s `mixed wake_async`, built with
+//!   `--features tokio`) and its twin `kasyncwake` (tokio's `AsyncFd` on an eventfd, read
+//!   until `EAGAIN`). Each wake of these two is preceded by a 300 µs pause (the task is
+//!   asleep in its runtime when the write lands), and everything is counted (the runtime's
+//!   reactor, the harness), the same in both; `spinrt`, the work of a spinning `epoll`
+//!   round trip whose spins catch their wakes at once, in one thread.
 //!
 //! A third argument `parked` makes each thread sleep 300 µs before it writes, so that the
 //! peer is certainly asleep when the write lands: the hand-off then takes the full path
@@ -51,6 +52,18 @@ fn notifier_write(x: &Notifier) {
 /// `Notifier::read()`, as a function of its own (as [`notifier_write`]).
 #[inline(never)]
 fn notifier_read(x: &Notifier) -> u64 {
+    x.read().expect("read")
+}
+
+/// `SharedNotifier::write(1)`, as a function of its own (as [`notifier_write`]).
+#[inline(never)]
+fn shared_write(x: &evfd::SharedNotifier) {
+    x.write(1).expect("write");
+}
+
+/// `SharedNotifier::read()`, as a function of its own (as [`notifier_write`]).
+#[inline(never)]
+fn shared_read(x: &evfd::SharedNotifier) -> u64 {
     x.read().expect("read")
 }
 
@@ -163,16 +176,17 @@ fn shared_mode(n: u64) {
         n,
         evfd::SharedNotifier::new(Mode::Counter).expect("shared"),
         evfd::SharedNotifier::new(Mode::Counter).expect("shared"),
-        |x| x.write(1).expect("write"),
+        shared_write,
         |x| {
-            x.read().expect("read");
+            shared_read(x);
         },
     );
 }
 
 /// The blocking ping-pong of `read_mode` and `shared_mode` over two notifiers `a` and `b`
 /// of one kind: this thread writes `b` and reads `a`, the other reads `b` and writes `a`.
-/// `write` and `read` call the kind's own methods (the symbols `handoff_count.py` counts).
+/// `write` and `read` call the kind's own methods through this example's wrappers (the
+/// symbols `handoff_count.py` counts).
 fn read_pingpong<N: Clone + Send + 'static>(n: u64, a: N, b: N, write: fn(&N), read: fn(&N)) {
     let (a2, b2) = (a.clone(), b.clone());
     two_threads(
@@ -308,6 +322,16 @@ fn queued_mode(n: u64) {
         notifier_read(&a);
     }
     drop(ep);
+}
+
+/// Not a hand-off: `queued`'s pair on a `SharedNotifier` (nobody waits; each "round trip"
+/// is two `write` + `read` pairs, so the per-hand-off figures are per pair).
+fn squeued_mode(n: u64) {
+    let a = evfd::SharedNotifier::new(Mode::Counter).expect("shared");
+    for _ in 0..2 * n {
+        shared_write(&a);
+        shared_read(&a);
+    }
 }
 
 /// Not a hand-off: `stress_epoll`'s `harvest` shape. 200 ready level-triggered notifiers in
@@ -516,6 +540,7 @@ fn main() {
         "kread" => kread_mode(n),
         "notify" => notify_mode(n),
         "queued" => queued_mode(n),
+        "squeued" => squeued_mode(n),
         "harvest" => harvest_mode(n),
         "fdwake" => fdwake_mode(n),
         "kfdwake" => kfdwake_mode(n),
@@ -526,7 +551,7 @@ fn main() {
         other => {
             eprintln!(
                 "unknown mode {other:?}: epoll, epoll_auto, read, shared, async, kepoll, kread, notify, \
-                 queued, harvest, fdwake, kfdwake, asyncwake, kasyncwake, spinrt"
+                 queued, squeued, harvest, fdwake, kfdwake, asyncwake, kasyncwake, spinrt"
             );
             std::process::exit(2);
         }

@@ -9,8 +9,9 @@ round trips (callgrind), and syscalls and context switches (the kernel's own cou
 
 Each mode of `examples/handoff.rs` is run for N and 2N round trips; the difference divided
 by 2N (two hand-offs per round trip) is the cost of one hand-off, setup excluded. The modes
-that are not hand-offs count per operation instead: `queued` per `write` + `read` pair,
-`harvest` per event of a 200-event level-triggered harvest, `fdwake` per blocking
+that are not hand-offs count per operation instead: `queued` per `write` + `read` pair
+(`squeued`: the pair on a `SharedNotifier`), `harvest` per event of a 200-event
+level-triggered harvest, `fdwake` per blocking
 `Epoll::wait` returning one ready kernel fd (`kfdwake`: its kernel twin), `asyncwake` per
 `wait_async` woken by a kernel fd through the tokio reactor (`kasyncwake`: `AsyncFd`; build
 with `--all-features`; both counted whole, as `async` and `notify` are). `:parked`
@@ -18,7 +19,8 @@ runs it with the peer certainly asleep at each write (the full futex path); `:cr
 the two threads to CPUs 0 and 1 (where the adaptive spin can catch wakes). For evfd's
 threaded shapes only instructions inside its public calls (`Epoll::wait`, `Notifier::write`,
 `Notifier::read` and what they call; the last two inline into their callers, so the example
-calls them through functions of its own, `notifier_write` and `notifier_read`) are counted,
+calls them through functions of its own, `notifier_write` and `notifier_read`, and the
+`SharedNotifier`'s through `shared_write` and `shared_read`) are counted,
 so that the harness and the pause before each write are not. Under callgrind the threads
 run one at a time, so a spin never catches a wake there: its instruction counts describe
 the parked path; the syscall and context-switch counts come from real runs.
@@ -31,7 +33,7 @@ import sys
 import tempfile
 
 BIN = os.path.join(os.path.dirname(__file__), '..', 'target', 'release', 'examples', 'handoff')
-MODES = ['epoll', 'epoll_auto', 'read', 'async', 'kepoll', 'kread', 'notify', 'queued',
+MODES = ['epoll', 'epoll_auto', 'read', 'async', 'kepoll', 'kread', 'notify', 'queued', 'squeued',
          'harvest', 'fdwake', 'kfdwake', 'asyncwake', 'kasyncwake', 'spinrt',
          'epoll:parked', 'read:parked', 'shared:parked', 'kepoll:parked', 'kread:parked',
          'epoll:cross', 'read:cross', 'kepoll:cross']
@@ -68,9 +70,11 @@ def args(mode, n):
 def callgrind(mode, n):
     """Total instructions, and executed RMW / syscall instructions, for `n` round trips."""
     extra = []
-    if mode.split(':')[0] == 'shared':
-        extra = ['--toggle-collect=evfd::shared::notifier::SharedNotifier::read',
-                 '--toggle-collect=evfd::shared::notifier::SharedNotifier::write']
+    if mode.split(':')[0] in ('shared', 'squeued'):
+        # `SharedNotifier::write` / `read` inline into their callers: the example calls
+        # them through functions of its own.
+        extra = ['--toggle-collect=handoff::shared_write',
+                 '--toggle-collect=handoff::shared_read']
     elif not mode.startswith('k') and mode.split(':')[0] not in ('async', 'notify', 'asyncwake'):
         # The public calls a hand-off is made of (none calls another, so that the toggles
         # do not cancel out).

@@ -451,6 +451,7 @@ impl SharedNotifier {
     /// assert_eq!(s.try_write(u64::MAX).unwrap_err().kind(), ErrorKind::InvalidInput);
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    #[inline]
     pub fn try_write(&self, n: u64) -> io::Result<()> {
         self.inner.proto.try_write(n)
     }
@@ -481,6 +482,7 @@ impl SharedNotifier {
     /// assert_eq!(s.read()?, 5);
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    #[inline]
     pub fn write(&self, n: u64) -> io::Result<()> {
         if self.inner.nonblock {
             return self.try_write(n);
@@ -539,6 +541,7 @@ impl SharedNotifier {
     /// assert_eq!(s.try_read().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    #[inline]
     pub fn try_read(&self) -> io::Result<u64> {
         self.inner.proto.try_read()
     }
@@ -559,6 +562,7 @@ impl SharedNotifier {
     /// assert_eq!(t.join().unwrap()?, 2);
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    #[inline]
     pub fn read(&self) -> io::Result<u64> {
         if self.inner.nonblock {
             return self.try_read();

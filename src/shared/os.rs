@@ -16,27 +16,35 @@ use crate::sys::{eventfd, futex, shm};
 pub(super) struct Region(pub(super) shm::Mapping);
 
 impl Words for Region {
+    #[inline]
     fn magic(&self) -> &AtomicU64 {
         self.0.u64_at(protocol::OFF_MAGIC)
     }
+    #[inline]
     fn meta(&self) -> &AtomicU64 {
         self.0.u64_at(protocol::OFF_META)
     }
+    #[inline]
     fn count(&self) -> &AtomicU64 {
         self.0.u64_at(protocol::OFF_COUNT)
     }
+    #[inline]
     fn sleepers(&self) -> &AtomicU64 {
         self.0.u64_at(protocol::OFF_SLEEPERS)
     }
+    #[inline]
     fn rseq(&self) -> &AtomicU32 {
         self.0.u32_at(protocol::OFF_RSEQ)
     }
+    #[inline]
     fn wseq(&self) -> &AtomicU32 {
         self.0.u32_at(protocol::OFF_WSEQ)
     }
+    #[inline]
     fn rslot(&self) -> &AtomicU32 {
         self.0.u32_at(protocol::OFF_RSLOT)
     }
+    #[inline]
     fn waker_cpu(&self, which: Futex) -> Option<&AtomicU32> {
         Some(self.0.u32_at(match which {
             Futex::Readers => protocol::OFF_RWAKER,

@@ -257,6 +257,16 @@ pub(crate) const fn meta(mode: Mode) -> u64 {
     VERSION as u64 | (mode_code(mode) as u64) << 16 | (REGION_SIZE as u64) << 32
 }
 
+/// [`Protocol::check_header`]'s error: out of line, so that the check inlines as two loads
+/// and a compare.
+#[cold]
+#[inline(never)]
+fn header_overwritten(magic: u64, meta_now: u64) -> io::Error {
+    bad_data(format!(
+        "shared region header was overwritten (magic {magic:#018x}, meta {meta_now:#018x})"
+    ))
+}
+
 fn bad_data(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg)
 }
@@ -418,9 +428,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
         let magic = self.words.magic().load(SeqCst);
         let meta_now = self.words.meta().load(SeqCst);
         if magic != MAGIC || meta_now != meta(self.mode) {
-            return Err(bad_data(format!(
-                "shared region header was overwritten (magic {magic:#018x}, meta {meta_now:#018x})"
-            )));
+            return Err(header_overwritten(magic, meta_now));
         }
         Ok(())
     }
@@ -451,6 +459,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
     }
 
     /// Add `n` without waiting. `Ok(false)`: no room now.
+    #[inline(always)]
     fn write_step(&self, n: u64) -> io::Result<bool> {
         self.check_header()?;
         self.put(n, Wait::Never)
@@ -472,6 +481,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
     }
 
     /// `try_write`: `WouldBlock` when there is no room.
+    #[inline]
     pub(crate) fn try_write(&self, n: u64) -> io::Result<()> {
         if self.write_step(n)? {
             Ok(())
@@ -481,6 +491,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
     }
 
     /// Take from the count without waiting. `Ok(None)`: it is 0.
+    #[inline(always)]
     fn read_step(&self) -> io::Result<Option<u64>> {
         self.check_header()?;
         self.take()
@@ -519,6 +530,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
     }
 
     /// `try_read`: `WouldBlock` when the count is 0.
+    #[inline]
     pub(crate) fn try_read(&self) -> io::Result<u64> {
         self.read_step()?.ok_or_else(would_block)
     }
@@ -689,7 +701,31 @@ impl<W: Words, O: Os> Protocol<W, O> {
     /// block. `step` does not check the header: the loop does, before its first try and
     /// again after every sleep, so an operation fails with `InvalidData` if the header was
     /// overwritten before it began or while it slept.
+    ///
+    /// Step 1 of the in-process wait (`wait_queue::thread`): try once before anything
+    /// else. A call that finds what it wants at once teaches the gauge nothing: counting it
+    /// as a spin that paid would clear the misses of the spins that did not (in a ping-pong
+    /// sharing one CPU, every other read finds the answer already there), and the site would
+    /// never stop spinning. That try is inlined into the caller ([`read`](Self::read),
+    /// [`write`](Self::write), and through them the public calls): the rest, in
+    /// [`block_wait`](Self::block_wait), is out of line.
+    #[inline(always)]
     fn block<R>(
+        &self,
+        which: Futex,
+        deadline: Option<Instant>,
+        step: impl Fn() -> io::Result<Option<R>>,
+    ) -> io::Result<R> {
+        self.check_header()?;
+        if let Some(r) = step()? {
+            return Ok(r);
+        }
+        self.block_wait(which, deadline, step)
+    }
+
+    /// [`block`](Self::block) after its first try failed: spin, then sleep.
+    #[inline(never)]
+    fn block_wait<R>(
         &self,
         which: Futex,
         deadline: Option<Instant>,
@@ -701,15 +737,6 @@ impl<W: Words, O: Os> Protocol<W, O> {
         };
         // For the wake a woken reader hands on (`hand_on`).
         let wait = Self::may_wait(deadline);
-        // Step 1 of the in-process wait (`wait_queue::thread`): try once before anything
-        // else. A call that finds what it wants at once teaches the gauge nothing: counting
-        // it as a spin that paid would clear the misses of the spins that did not (in a
-        // ping-pong sharing one CPU, every other read finds the answer already there), and
-        // the site would never stop spinning.
-        self.check_header()?;
-        if let Some(r) = step()? {
-            return Ok(r);
-        }
         let mut woken = false;
         let mut idle_rounds = 0u32;
         // Then spin, unregistered, on a load of the count: a peer that answers within the
@@ -842,11 +869,13 @@ impl<W: Words, O: Os> Protocol<W, O> {
     }
 
     /// Blocking read until `deadline` (`None`: forever).
+    #[inline]
     pub(crate) fn read(&self, deadline: Option<Instant>) -> io::Result<u64> {
         self.block(Futex::Readers, deadline, || self.take())
     }
 
     /// Blocking write until `deadline` (`None`: forever).
+    #[inline]
     pub(crate) fn write(&self, n: u64, deadline: Option<Instant>) -> io::Result<()> {
         let wait = Self::may_wait(deadline);
         self.block(Futex::Writers, deadline, || {
