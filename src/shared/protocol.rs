@@ -562,6 +562,13 @@ impl<W: Words, O: Os> Protocol<W, O> {
         if s == 0 {
             return; // the fast path: nobody may sleep, no syscall
         }
+        self.after_write_slow(s, old, wait);
+    }
+
+    /// [`after_write`](Self::after_write) when someone may sleep (`s`: `sleepers`): out of
+    /// line, so that a write that wakes nobody keeps a small frame.
+    #[inline(never)]
+    fn after_write_slow(&self, s: u64, old: u64, wait: Wait) {
         // Only the 0 -> positive edge wakes: a reader sleeps only after seeing 0 (module
         // docs), so the edge's write is the one that finds it; later writes coalesce, and a
         // woken Semaphore reader that leaves units hands the wake on.
