@@ -698,8 +698,9 @@ impl KernelNotifier {
 /// and every read and write of it guards against the peer's `O_NONBLOCK` (the type docs).
 /// The first borrow waits for the private reads and writes running on other threads (of
 /// any notifier; each one syscall that does not wait), so that none that saw this one
-/// private reaches the kernel after the borrow is out; take it before a signal handler
-/// that uses it is installed.
+/// private reaches the kernel after the borrow is out. It is async-signal-safe: taken in a
+/// signal handler, it does not wait for the call the handler interrupted (docs/semantics.md
+/// §6.4 says what that call then relies on).
 ///
 /// ```
 /// use std::os::fd::{AsFd, AsRawFd};

@@ -703,11 +703,11 @@ impl<W: Words, O: Os> Protocol<W, O> {
         self.words.sleepers().fetch_sub(BELL, SeqCst);
     }
 
-    /// The blocking loop of `read`/`read_timeout` (`Futex::Readers`) and `write`
+    /// The blocking call of `read`/`read_timeout` (`Futex::Readers`) and `write`
     /// (`Futex::Writers`). `step` is the non-blocking attempt: `Ok(None)` while it would
-    /// block. `step` does not check the header: the loop does, before its first try and
-    /// again after every sleep, so an operation fails with `InvalidData` if the header was
-    /// overwritten before it began or while it slept.
+    /// block. `step` does not check the header: this does, before the first try, and
+    /// [`block_wait`](Self::block_wait) again after every sleep, so an operation fails with
+    /// `InvalidData` if the header was overwritten before it began or while it slept.
     ///
     /// Step 1 of the in-process wait (`wait_queue::thread`): try once before anything
     /// else. A call that finds what it wants at once teaches the gauge nothing: counting it
@@ -730,7 +730,8 @@ impl<W: Words, O: Os> Protocol<W, O> {
         self.block_wait(which, deadline, step)
     }
 
-    /// [`block`](Self::block) after its first try failed: spin, then sleep.
+    /// [`block`](Self::block) after its first try failed: spin (trying `step` when the count
+    /// moves), then sleep, checking the header and trying `step` again after each sleep.
     #[inline(never)]
     fn block_wait<R>(
         &self,

@@ -40,12 +40,16 @@
 //!   sees it.
 //!
 //! Two atomic RMWs per private call (its shard's increment and decrement, on a line its
-//! thread keeps) and three loads, no lock: the calls stay async-signal-safe. A closer waits
-//! for the private calls of every thread, on any fd, which is what a lend pays once per
-//! description. The first lend is not async-signal-safe (it may wait for a call on
-//! another thread, or — in a signal handler — for the very call or the very closer it
-//! interrupted: closers take turns, `fork::CLOSING`): take a borrow before installing a
-//! handler that uses it.
+//! thread keeps), three loads and the thread's own count of its sections (a plain cell),
+//! no lock: the calls stay async-signal-safe. A closer waits for the private calls of every
+//! thread, on any fd, which is what a lend pays once per description. The first lend is
+//! async-signal-safe too (`fork::close_for_lend`): made by a signal handler that
+//! interrupted a private call or a closer on its thread, which cannot go on before the
+//! handler returns, it waits for the other threads' calls only and takes no turn
+//! (`fork::CLOSING`). The one thing it cannot wait for is that interrupted call: if it is
+//! a private call on the very fd the handler lends, its plain syscall comes after the
+//! borrow is out, and waits if the handler (or whoever it gave the borrow to) cleared
+//! `O_NONBLOCK` before returning.
 
 use crate::loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -94,8 +98,7 @@ impl Fd {
     pub(crate) fn lend(&self) -> BorrowedFd<'_> {
         // Lent already (every borrow after the first): a load, no RMW.
         if !self.lent.load(SeqCst) && !registering(self) && !self.lent.swap(true, SeqCst) {
-            let closed = fork::close_private_sections();
-            fork::open_private_sections(closed);
+            fork::close_for_lend();
         }
         self.fd.as_fd()
     }

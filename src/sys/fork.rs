@@ -28,7 +28,9 @@
 //! then closes the private sections (taking `CLOSING`) and waits for them (each is one
 //! syscall that does not wait and takes no lock, so the wait ends). `CLOSING` is a leaf:
 //! its holder only waits for sections, which take no lock, so it is released whatever
-//! else anyone holds.
+//! else anyone holds. A first lend takes it too, except in a signal handler whose thread
+//! is taking or holds it, or is in a section (`close_for_lend`): that lend takes no lock
+//! and waits for the other threads' sections only.
 //! A thread holding `TOPOLOGY` may enter a guarded section (an epoll add that drops the last
 //! handle of a nested epoll reaches the watcher); a guarded section never takes `TOPOLOGY`
 //! nor a second guard (a write-preferring `RwLock` would deadlock a nested read behind the
@@ -44,7 +46,9 @@
 //! the running ones to end before it moves the count (loom: `tests::loom_fork`, which runs
 //! `prepare`'s and `parent`'s halves against a section). The first lend of a private
 //! description closes them too (`super::fd`), for the same reason: the borrow goes out
-//! only once no call that saw the description private is still on its way.
+//! only once no call that saw the description private is still on its way — but for a
+//! call on the lending thread itself, which a signal handler's lend interrupted and cannot
+//! wait for (`close_for_lend`; each thread counts its own sections in a cell, `MINE`).
 //!
 //! `fork(2)` through libc (what `libc::fork`, `nix::unistd::fork` and `std::process::Command`
 //! call) runs the handlers; a raw `clone(2)` syscall does not, and is not detected.
@@ -58,6 +62,7 @@ use crate::loom::sync::atomic::{
     AtomicU32,
     Ordering::{Relaxed, SeqCst},
 };
+use std::cell::Cell;
 #[cfg(not(any(miri, evfd_loom)))]
 use std::sync::Once;
 use std::sync::{Mutex, RwLock, RwLockReadGuard};
@@ -94,8 +99,9 @@ static FORKS: AtomicU32 = AtomicU32::new(0);
 static PRIVATE: [Shard; SHARDS] = [UNUSED; SHARDS];
 
 /// How many closers ([`close_private_sections`]: a fork being prepared, a first lend) are at
-/// work: while it is not 0, a section that starts is told it is not private. (0 or 1:
-/// [`CLOSING`] lets one closer at a time in.)
+/// work: while it is not 0, a section that starts is told it is not private. ([`CLOSING`]
+/// lets one closer at a time in; a signal handler's lend ([`close_for_lend`]) may add one
+/// more on the thread it interrupted.)
 #[cfg(not(evfd_loom))]
 static CLOSERS: AtomicU32 = AtomicU32::new(0);
 
@@ -135,17 +141,17 @@ const SHARDS: usize = 2;
 #[repr(align(64))]
 struct Shard(AtomicU32);
 
-/// The calling thread's shard: picked by the address of its stack (threads' stacks are
-/// apart; a signal handler on an alternate stack may pick another, which is as good: a
-/// section ends on the shard it started on).
+/// The calling thread's shard (its index in [`PRIVATE`]): picked by the address of its
+/// stack (threads' stacks are apart; a signal handler on an alternate stack may pick
+/// another, which is as good: a section ends on the shard it started on, and [`MINE`]
+/// counts by shard).
 #[cfg(not(evfd_loom))]
 #[inline(always)]
-fn this_threads_shard() -> &'static AtomicU32 {
+fn this_threads_shard() -> usize {
     let probe = 0u8;
     let at = std::hint::black_box(std::ptr::addr_of!(probe)) as usize;
     // 2 MiB apart (a Rust thread's default stack), mixed so that neighbours spread.
-    let i = ((at >> 21).wrapping_mul(0x9E37_79B9) >> 16) % SHARDS;
-    &PRIVATE[i].0
+    ((at >> 21).wrapping_mul(0x9E37_79B9) >> 16) % SHARDS
 }
 
 /// Under loom, the shard is picked by the model's thread number instead: where a model
@@ -153,7 +159,7 @@ fn this_threads_shard() -> &'static AtomicU32 {
 /// deterministic (with stack-picked shards loom explored inconsistent histories and failed
 /// its own assertions in ~8% of the runs of `tests::loom_lend`).
 #[cfg(evfd_loom)]
-fn this_threads_shard() -> &'static AtomicU32 {
+fn this_threads_shard() -> usize {
     // `ThreadId(n)`: the model's own numbering (its `Hash` also covers the execution's id,
     // which moves between executions).
     let id = format!("{:?}", loom::thread::current().id());
@@ -161,7 +167,54 @@ fn this_threads_shard() -> &'static AtomicU32 {
         .trim_matches(|c: char| !c.is_ascii_digit())
         .parse()
         .unwrap_or(0);
-    &PRIVATE[n % SHARDS].0
+    n % SHARDS
+}
+
+/// What this thread has under way that a lend made by a signal handler on it must not wait
+/// for ([`close_for_lend`]): its private sections by shard, and whether it is taking or
+/// holds [`CLOSING`]. Plain cells: only this thread (and its handlers, which run on it)
+/// touch them.
+struct Mine {
+    sections: [Cell<u32>; SHARDS],
+    closing: Cell<bool>,
+}
+
+/// A shard's count in [`Mine`] before any section (the array's initialiser, as [`UNUSED`]).
+#[allow(clippy::declare_interior_mutable_const)]
+const NONE_MINE: Cell<u32> = Cell::new(0);
+
+impl Mine {
+    const fn new() -> Mine {
+        Mine {
+            sections: [NONE_MINE; SHARDS],
+            closing: Cell::new(false),
+        }
+    }
+}
+
+#[cfg(not(evfd_loom))]
+std::thread_local! {
+    static MINE: Mine = const { Mine::new() };
+}
+
+#[cfg(evfd_loom)]
+loom::thread_local! {
+    static MINE: Mine = Mine::new();
+}
+
+/// Add `d` (±1) to this thread's count of sections on `shard` ([`Mine`]). No destructor
+/// and a constant initialiser: usable until the thread's end, and from a signal handler.
+#[inline(always)]
+fn mine_add(shard: usize, d: i32) {
+    MINE.with(|m| {
+        let c = &m.sections[shard];
+        c.set(c.get().wrapping_add_signed(d));
+    });
+}
+
+/// Mark this thread as taking or holding [`CLOSING`] ([`Mine`]).
+fn mine_closing(on: bool) {
+    MINE.with(|m| m.closing.set(on));
 }
 
 /// Close the private sections and wait for the ones running: a section that starts from
@@ -178,6 +231,9 @@ fn this_threads_shard() -> &'static AtomicU32 {
 /// time ([`CLOSING`]); the returned [`Closed`] is its turn, which
 /// [`open_private_sections`] ends.
 pub(crate) fn close_private_sections() -> Closed {
+    // Marked before the lock is taken, cleared after it is released: a handler that runs
+    // on this thread in between never waits for the turn this thread takes or holds.
+    mine_closing(true);
     let turn = crate::loom::lock(&CLOSING);
     CLOSERS.fetch_add(1, SeqCst);
     crate::loom::dekker_fence();
@@ -186,13 +242,49 @@ pub(crate) fn close_private_sections() -> Closed {
             crate::loom::thread::yield_now();
         }
     }
-    Closed { _turn: turn }
+    Closed { turn: Some(turn) }
 }
 
 /// The private sections closed by one closer: its turn at [`CLOSING`].
 #[must_use = "the sections stay closed until `open_private_sections`"]
 pub(crate) struct Closed {
-    _turn: crate::loom::sync::MutexGuard<'static, ()>,
+    turn: Option<crate::loom::sync::MutexGuard<'static, ()>>,
+}
+
+impl Drop for Closed {
+    fn drop(&mut self) {
+        drop(self.turn.take());
+        mine_closing(false);
+    }
+}
+
+/// The first lend's closer (`sys::fd::Fd::lend`): [`close_private_sections`] and
+/// [`open_private_sections`], unless this thread has a section or a closer under way —
+/// then this is a signal handler that interrupted it (a section neither lends nor forks,
+/// and a closer does neither while it holds its turn), which cannot end before the handler
+/// returns. Then it waits for every other section and for no turn: it raises [`CLOSERS`],
+/// waits until each shard holds none but this thread's own sections ([`MINE`]), and lowers
+/// [`CLOSERS`] again. So a first lend is async-signal-safe: atomics, this thread's cells and
+/// `sched_yield`, and a wait that only other threads' sections (each one syscall that does
+/// not wait) can hold up. What it cannot wait for: the interrupted section itself, if it
+/// is a private call on the very fd being lent, makes its plain syscall after the borrow is
+/// out (the handler returns first); it waits only if the handler, or whoever it handed the
+/// borrow to, cleared `O_NONBLOCK` before it returned (docs/semantics.md §6.4).
+pub(crate) fn close_for_lend() {
+    let (mine, closing) = MINE.with(|m| (m.sections.iter().any(|c| c.get() != 0), m.closing.get()));
+    if !mine && !closing {
+        open_private_sections(close_private_sections());
+        return;
+    }
+    CLOSERS.fetch_add(1, SeqCst);
+    crate::loom::dekker_fence();
+    for (i, s) in PRIVATE.iter().enumerate() {
+        let own = MINE.with(|m| m.sections[i].get());
+        while s.0.load(SeqCst) > own {
+            crate::loom::thread::yield_now();
+        }
+    }
+    CLOSERS.fetch_sub(1, SeqCst);
 }
 
 /// A closer is done ([`close_private_sections`]): sections are private again, and the next
@@ -333,28 +425,36 @@ pub(crate) fn forks() -> u32 {
 /// prepared, a first lend). A closer waits for the sections that were told `true` to end,
 /// so such a section's look (at [`forked_since`], at an fd's lent flag) and its syscall
 /// both come before the fork or the lend (the Dekker pair of
-/// [`close_private_sections`]). Atomics only, two RMWs of the thread's own shard and a
-/// load: async-signal-safe, and a handler that interrupts a section is told `true` or
-/// `false` as any section, never waits. `f` must not fork nor lend.
+/// [`close_private_sections`]). Atomics only, two RMWs of the thread's own shard, a load,
+/// and this thread's count of its sections ([`MINE`], a plain cell): async-signal-safe, and
+/// a handler that interrupts a section is told `true` or `false` as any section, never
+/// waits. `f` must not fork nor lend (a signal handler that interrupts it may:
+/// [`close_for_lend`]).
 #[inline]
 pub(crate) fn private_section<R>(f: impl FnOnce(bool) -> R) -> R {
-    /// Ends the section however `f` leaves.
-    struct End(&'static AtomicU32);
+    /// Ends the section however `f` leaves: the shard's count, then this thread's.
+    struct End(usize);
     impl Drop for End {
         fn drop(&mut self) {
-            self.0.fetch_sub(1, SeqCst);
+            PRIVATE[self.0].0.fetch_sub(1, SeqCst);
+            mine_add(self.0, -1);
         }
     }
-    let shard = this_threads_shard();
+    let i = this_threads_shard();
+    // This thread's count first, the shard's second (and the reverse at the end): a
+    // handler's lend in between waits for no section it cannot see end (`close_for_lend`).
+    mine_add(i, 1);
+    let shard = &PRIVATE[i].0;
     shard.fetch_add(1, SeqCst);
     crate::loom::dekker_fence();
     if CLOSERS.load(SeqCst) != 0 {
         // Closed: leave at once, so that a closer's wait is never held up by sections
         // that started after it, then make the call on the shared path.
         shard.fetch_sub(1, SeqCst);
+        mine_add(i, -1);
         return f(false);
     }
-    let _end = End(shard);
+    let _end = End(i);
     f(true)
 }
 

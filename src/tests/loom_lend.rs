@@ -1,8 +1,10 @@
 //! loom model of a private description's first lend (`sys::fd`): a call that saw the
 //! description private must make its syscall before the borrow goes out, so that a peer
-//! holding the borrow cannot clear `O_NONBLOCK` under it. Two scenarios: a private call
+//! holding the borrow cannot clear `O_NONBLOCK` under it. The scenarios: a private call
 //! racing the first lend, the borrower "clearing the flag" as soon as it has the borrow;
-//! and the same with a fork at once (two closers of the private sections, one at a time).
+//! and the same with a fork at once (two closers of the private sections, one at a time);
+//! and a lend nested in a section or in a closer of its own thread, as a signal handler
+//! makes it.
 
 use std::sync::Arc;
 
@@ -83,6 +85,76 @@ fn a_lend_and_a_fork_at_once() {
         crate::sys::fork::model::parent(closed);
         caller.join().unwrap();
         lender.join().unwrap();
+        assert!(!f.guarded(|_, p| p));
+    });
+}
+
+/// A first lend made inside a private section of its own thread, as a signal handler that
+/// interrupted the section makes it (`sys::fork::close_for_lend`): it must not wait for
+/// that section (which cannot end before it returns), and must still wait for a private
+/// call of the lent fd on another thread. (With the lend waiting for every section, as
+/// before, the model spins for ever on the interrupted one.)
+#[test]
+fn a_lend_nested_in_a_section_waits_for_the_others_only() {
+    model(
+        "a_lend_nested_in_a_section_waits_for_the_others_only",
+        3,
+        || {
+            let other = Arc::new(Fd::private(
+                crate::sys::eventfd::create(0, false, true).expect("eventfd"),
+            ));
+            let f = Arc::new(Fd::private(
+                crate::sys::eventfd::create(0, false, true).expect("eventfd"),
+            ));
+            let cleared = Arc::new(AtomicBool::new(false));
+            let caller = {
+                let (f, cleared) = (Arc::clone(&f), Arc::clone(&cleared));
+                thread::spawn(move || {
+                    f.guarded(|_, private| {
+                        if private {
+                            assert!(!cleared.load(SeqCst), "a private call ran after the lend");
+                        }
+                    })
+                })
+            };
+            // The interrupted call: a private section on another fd; the "handler" lends `f`.
+            other.guarded(|_, _| {
+                let _ = f.lend();
+                cleared.store(true, SeqCst);
+            });
+            caller.join().unwrap();
+            assert!(!f.guarded(|_, p| p));
+            assert!(other.guarded(|_, p| p), "the other fd is still private");
+        },
+    );
+}
+
+/// A first lend made while its own thread holds the closers' turn, as a signal handler
+/// that interrupted a closer (a fork's `prepare`, another first lend) makes it: it must not
+/// wait for the turn (held until the handler returns), and must still wait for a private
+/// call of the lent fd on another thread. (Taking the turn, as before, deadlocks.)
+#[test]
+fn a_lend_nested_in_a_closer_takes_no_turn() {
+    model("a_lend_nested_in_a_closer_takes_no_turn", 3, || {
+        let f = Arc::new(Fd::private(
+            crate::sys::eventfd::create(0, false, true).expect("eventfd"),
+        ));
+        let cleared = Arc::new(AtomicBool::new(false));
+        let caller = {
+            let (f, cleared) = (Arc::clone(&f), Arc::clone(&cleared));
+            thread::spawn(move || {
+                f.guarded(|_, private| {
+                    if private {
+                        assert!(!cleared.load(SeqCst), "a private call ran after the lend");
+                    }
+                })
+            })
+        };
+        let closed = crate::sys::fork::close_private_sections();
+        let _ = f.lend();
+        cleared.store(true, SeqCst);
+        crate::sys::fork::open_private_sections(closed);
+        caller.join().unwrap();
         assert!(!f.guarded(|_, p| p));
     });
 }
