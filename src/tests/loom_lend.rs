@@ -14,29 +14,35 @@ use loom::thread;
 use super::model;
 use crate::sys::fd::Fd;
 
+/// A private description, as a `KernelNotifier` holds one.
+fn private_fd() -> Arc<Fd> {
+    let efd = crate::sys::eventfd::create(0, false, true).expect("eventfd");
+    Arc::new(Fd::private(efd))
+}
+
+/// A thread making one call on `f`: told private, its syscall must come before the peer
+/// could clear `O_NONBLOCK` (`cleared`, set by the model once the lend returned).
+fn private_call(f: &Arc<Fd>, cleared: &Arc<AtomicBool>) -> thread::JoinHandle<()> {
+    let (f, cleared) = (Arc::clone(f), Arc::clone(cleared));
+    thread::spawn(move || {
+        f.guarded(|_, private| {
+            if private {
+                assert!(!cleared.load(SeqCst), "a private call ran after the lend");
+            }
+        })
+    })
+}
+
 #[test]
 fn a_call_told_private_ends_before_the_first_lend_returns() {
     model(
         "a_call_told_private_ends_before_the_first_lend_returns",
         3,
         || {
-            let efd = crate::sys::eventfd::create(0, false, true).expect("eventfd");
-            let f = Arc::new(Fd::private(efd));
+            let f = private_fd();
             // Stands for the peer's `fcntl` clearing `O_NONBLOCK`: it can only follow the lend.
             let cleared = Arc::new(AtomicBool::new(false));
-            let caller = {
-                let (f, cleared) = (Arc::clone(&f), Arc::clone(&cleared));
-                thread::spawn(move || {
-                    f.guarded(|_, private| {
-                        // The call's syscall: a plain one only if told private, and then the
-                        // description must still be non-blocking.
-                        if private {
-                            assert!(!cleared.load(SeqCst), "a private call ran after the lend");
-                        }
-                        private
-                    })
-                })
-            };
+            let caller = private_call(&f, &cleared);
             let _ = f.lend();
             cleared.store(true, SeqCst);
             caller.join().unwrap();
@@ -55,8 +61,7 @@ fn a_call_told_private_ends_before_the_first_lend_returns() {
 #[test]
 fn a_lend_and_a_fork_at_once() {
     model("a_lend_and_a_fork_at_once", 2, || {
-        let efd = crate::sys::eventfd::create(0, false, true).expect("eventfd");
-        let f = Arc::new(Fd::private(efd));
+        let f = private_fd();
         let cleared = Arc::new(AtomicBool::new(false));
         let forked = Arc::new(AtomicBool::new(false));
         let caller = {
@@ -100,23 +105,9 @@ fn a_lend_nested_in_a_section_waits_for_the_others_only() {
         "a_lend_nested_in_a_section_waits_for_the_others_only",
         3,
         || {
-            let other = Arc::new(Fd::private(
-                crate::sys::eventfd::create(0, false, true).expect("eventfd"),
-            ));
-            let f = Arc::new(Fd::private(
-                crate::sys::eventfd::create(0, false, true).expect("eventfd"),
-            ));
+            let (other, f) = (private_fd(), private_fd());
             let cleared = Arc::new(AtomicBool::new(false));
-            let caller = {
-                let (f, cleared) = (Arc::clone(&f), Arc::clone(&cleared));
-                thread::spawn(move || {
-                    f.guarded(|_, private| {
-                        if private {
-                            assert!(!cleared.load(SeqCst), "a private call ran after the lend");
-                        }
-                    })
-                })
-            };
+            let caller = private_call(&f, &cleared);
             // The interrupted call: a private section on another fd; the "handler" lends `f`.
             other.guarded(|_, _| {
                 let _ = f.lend();
@@ -136,20 +127,9 @@ fn a_lend_nested_in_a_section_waits_for_the_others_only() {
 #[test]
 fn a_lend_nested_in_a_closer_takes_no_turn() {
     model("a_lend_nested_in_a_closer_takes_no_turn", 3, || {
-        let f = Arc::new(Fd::private(
-            crate::sys::eventfd::create(0, false, true).expect("eventfd"),
-        ));
+        let f = private_fd();
         let cleared = Arc::new(AtomicBool::new(false));
-        let caller = {
-            let (f, cleared) = (Arc::clone(&f), Arc::clone(&cleared));
-            thread::spawn(move || {
-                f.guarded(|_, private| {
-                    if private {
-                        assert!(!cleared.load(SeqCst), "a private call ran after the lend");
-                    }
-                })
-            })
-        };
+        let caller = private_call(&f, &cleared);
         let closed = crate::sys::fork::close_private_sections();
         let _ = f.lend();
         cleared.store(true, SeqCst);
