@@ -94,7 +94,8 @@ impl Fd {
 
     /// The borrow handed to the caller (or to code the crate does not control): from now on
     /// the description may be shared. The first one waits for the private calls running
-    /// (module docs): any fd's, each one syscall that does not wait.
+    /// (module docs): any fd's, each one syscall that does not wait — but, in a signal
+    /// handler, not the one its thread was making (`fork::close_for_lend`).
     pub(crate) fn lend(&self) -> BorrowedFd<'_> {
         // Lent already (every borrow after the first): a load, no RMW.
         if !self.lent.load(SeqCst) && !registering(self) && !self.lent.swap(true, SeqCst) {
