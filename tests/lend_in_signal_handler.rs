@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use evfd::{KernelNotifier, Mode};
 
+mod signal_util;
+
 /// The notifier the handler lends and writes (null between rounds).
 static TARGET: AtomicPtr<KernelNotifier> = AtomicPtr::new(std::ptr::null_mut());
 /// Handler runs that found a notifier and wrote its unit.
@@ -41,17 +43,10 @@ extern "C" fn on_usr1(_: libc::c_int) {
     }
 }
 
+/// The handler only touches atomics, borrows an fd (atomics, a thread-local cell,
+/// `sched_yield`) and calls `write(2)`.
 fn install() {
-    // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; the handler only
-    // touches atomics, borrows an fd (atomics, a thread-local cell, `sched_yield`) and
-    // calls `write(2)`.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_usr1 as *const () as usize;
-        sa.sa_flags = libc::SA_RESTART;
-        libc::sigemptyset(&mut sa.sa_mask);
-        assert_eq!(libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut()), 0);
-    }
+    signal_util::install_handler(libc::SIGUSR1, on_usr1, libc::SA_RESTART);
 }
 
 #[test]

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use evfd::{Epoll, Event, Events, Notifier, SignalNotifier};
 
+mod signal_util;
+
 static TARGET: OnceLock<std::sync::Mutex<Option<Arc<SignalNotifier>>>> = OnceLock::new();
 /// The handle the handler writes (swapped between scenarios while the timer is off).
 static CURRENT: std::sync::atomic::AtomicPtr<SignalNotifier> =
@@ -36,15 +38,9 @@ extern "C" fn on_alarm(_: libc::c_int) {
     };
 }
 
+/// The handler only touches atomics and calls `SignalNotifier::notify`.
 fn install() {
-    // SAFETY: a plain handler that only touches atomics and calls SignalNotifier::notify.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_alarm as *const () as usize;
-        sa.sa_flags = libc::SA_RESTART;
-        libc::sigemptyset(&mut sa.sa_mask);
-        assert_eq!(libc::sigaction(libc::SIGALRM, &sa, std::ptr::null_mut()), 0);
-    }
+    signal_util::install_handler(libc::SIGALRM, on_alarm, libc::SA_RESTART);
 }
 
 fn timer(interval_us: i64) {

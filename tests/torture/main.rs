@@ -16,6 +16,8 @@
 mod harness;
 #[path = "../shared_util/mod.rs"]
 mod shared_util;
+#[path = "../signal_util/mod.rs"]
+mod signal_util;
 
 mod cancel;
 mod conservation;

@@ -22,17 +22,9 @@ extern "C" fn on_signal(_: libc::c_int) {
 
 fn install() {
     static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; the handler is
-        // async-signal-safe (one atomic add). No SA_RESTART: interrupted syscalls fail EINTR.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
-            sa.sa_flags = 0;
-            libc::sigemptyset(&mut sa.sa_mask);
-            assert_eq!(libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut()), 0);
-        }
-    });
+    // The handler is async-signal-safe (one atomic add). No SA_RESTART: interrupted
+    // syscalls fail with EINTR.
+    ONCE.call_once(|| crate::signal_util::install_handler(libc::SIGUSR1, on_signal, 0));
 }
 
 /// The reader kinds, each on its own thread.
