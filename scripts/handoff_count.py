@@ -11,19 +11,19 @@ Each mode of `examples/handoff.rs` is run for N and 2N round trips; the differen
 by 2N (two hand-offs per round trip) is the cost of one hand-off, setup excluded. The modes
 that are not hand-offs count per operation instead: `queued` per `write` + `read` pair
 (`squeued`: the pair on a `SharedNotifier`), `harvest` per event of a 200-event
-level-triggered harvest, `fdwake` per blocking
-`Epoll::wait` returning one ready kernel fd (`kfdwake`: its kernel twin), `asyncwake` per
-`wait_async` woken by a kernel fd through the tokio reactor (`kasyncwake`: `AsyncFd`; build
-with `--all-features`; both counted whole, as `async` and `notify` are). `:parked`
-runs it with the peer certainly asleep at each write (the full futex path); `:cross` pins
-the two threads to CPUs 0 and 1 (where the adaptive spin can catch wakes). For evfd's
-threaded shapes only instructions inside its public calls (`Epoll::wait`, `Notifier::write`,
-`Notifier::read` and what they call; the last two inline into their callers, so the example
-calls them through functions of its own, `notifier_write` and `notifier_read`, and the
-`SharedNotifier`'s through `shared_write` and `shared_read`) are counted,
-so that the harness and the pause before each write are not. Under callgrind the threads
-run one at a time, so a spin never catches a wake there: its instruction counts describe
-the parked path; the syscall and context-switch counts come from real runs.
+level-triggered harvest, `fdwake` per blocking `Epoll::wait` returning one ready kernel fd
+(`kfdwake`: its kernel twin), `asyncwake` per `wait_async` woken by a kernel fd through the
+tokio reactor (`kasyncwake`: `AsyncFd`; build with `--all-features`; both counted whole, as
+`async` and `notify` are). `:parked` runs it with the peer certainly asleep at each write
+(the full futex path); `:cross` pins the two threads to CPUs 0 and 1 (where the adaptive
+spin can catch wakes). For evfd's threaded shapes only instructions inside its public calls
+(`Epoll::wait`, `Notifier::write`, `Notifier::read` and what they call; the last two inline
+into their callers, so the example calls them through functions of its own,
+`notifier_write` and `notifier_read`, and the `SharedNotifier`'s through `shared_write` and
+`shared_read`) are counted, so that the harness and the pause before each write are not.
+Under callgrind the threads run one at a time, so a spin never catches a wake there: its
+instruction counts describe the parked path; the syscall and context-switch counts come
+from real runs.
 """
 import collections
 import os
