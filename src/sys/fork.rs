@@ -1,4 +1,6 @@
-//! Fork detection: a process-wide epoch that a `pthread_atfork` child handler bumps.
+//! Fork detection: a process-wide epoch that a `pthread_atfork` child handler bumps, on a
+//! page the kernel hands a child zeroed (`MADV_WIPEONFORK`), which a child made without the
+//! handlers sees moved too.
 //!
 //! A child process gets a *copy* of the parent's memory. An in-memory object made before
 //! the fork is then a private copy whose locks may be held forever (by parent threads that
@@ -9,7 +11,8 @@
 //!
 //! Ordering: the child handler runs in the forking thread, the only thread of the child,
 //! before `fork()` returns there; every later load in the child is in program order after
-//! it (or after a thread spawn, which synchronises). In the parent the epoch never moves.
+//! it (or after a thread spawn, which synchronises); a wiped epoch is 0 from the child's
+//! first instruction. In the parent the epoch never moves once set (the first [`epoch`]).
 //! So `Relaxed` is exact.
 //!
 //! The handlers also hold the crate's one global lock (the epoll topology lock) across the
@@ -51,7 +54,14 @@
 //! wait for (`close_for_lend`; each thread counts its own sections in a cell, `MINE`).
 //!
 //! `fork(2)` through libc (what `libc::fork`, `nix::unistd::fork` and `std::process::Command`
-//! call) runs the handlers; a raw `clone(2)` syscall does not, and is not detected.
+//! call) runs the handlers; a raw `clone(2)` syscall and glibc's `_Fork` do not. Their child
+//! still finds the epoch wiped (Linux 4.14 and later), so its copies refuse; but nothing
+//! held the locks across that fork, and the fork count did not move (module docs above):
+//! the child may inherit [`TOPOLOGY`], [`CLOSING`] or a guarded section's lock held by a
+//! thread it does not have, and a private description stays private to both processes'
+//! calls. A `fork` from a signal handler is outside the contract (POSIX.1-2024 no longer
+//! lists `fork` as async-signal-safe, for its handlers' locks; glibc's own take `malloc`'s):
+//! `prepare` would wait for a section or a guard the handler interrupted.
 //!
 //! # References
 //!
@@ -319,9 +329,52 @@ pub(crate) mod model {
     }
 }
 
-/// Bumped in every child by the atfork handler. Not the loom shim's atomic: written only by
-/// the handler, never part of a modelled protocol.
-static EPOCH: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+/// The epoch, alone on a page of its own that [`install`] marks `MADV_WIPEONFORK`: a child
+/// made by any fork-like `clone` (the handlers run or not: glibc's `_Fork`, a raw `clone(2)`
+/// or `clone3(2)` without `CLONE_VM`) finds it 0, which no object's epoch is, so every
+/// in-memory object made before the fork refuses there. The atfork `child` handler, when it
+/// runs, then sets a new one; else the first object made in the child does ([`epoch`]).
+/// Not the loom shim's atomic: written only outside the modelled protocols.
+static EPOCH: EpochPage = EpochPage {
+    epoch: std::sync::atomic::AtomicU32::new(0),
+    _rest: [0; 4092],
+};
+
+/// [`EPOCH`]'s page: page-aligned and a page long, so that the wipe touches nothing else
+/// (and, zero-initialised, it lies in the anonymous memory of `.bss`, the only kind the
+/// kernel wipes).
+#[repr(C, align(4096))]
+struct EpochPage {
+    epoch: std::sync::atomic::AtomicU32,
+    _rest: [u8; 4092],
+}
+
+/// The last epoch this process (or, in a child, its parent line) set: kept off the wiped
+/// page, so that a child's new epoch is never one its parent's objects were made in.
+static LAST: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// The epoch after `e`, within [`EPOCH_MASK`] and never 0 (a wiped epoch).
+fn next_epoch(e: u32) -> u32 {
+    match e.wrapping_add(1) & EPOCH_MASK {
+        0 => 1,
+        n => n,
+    }
+}
+
+/// Set a new epoch if the current one is 0 (never set in this process, or wiped by a fork
+/// that ran no handler): the one after [`LAST`]. Threads racing here agree on one value.
+#[cold]
+fn new_epoch() -> u32 {
+    use std::sync::atomic::Ordering::{Acquire, Relaxed as R};
+    let next = next_epoch(LAST.load(R));
+    // `LAST` first: a fork that copies this process between the two finds `LAST` at
+    // `next` at least, and gives its child an epoch after it.
+    LAST.fetch_max(next, SeqCst);
+    match EPOCH.epoch.compare_exchange(0, next, SeqCst, Acquire) {
+        Ok(_) => next,
+        Err(now) => now,
+    }
+}
 
 /// An epoch's bits: it wraps within them (after 2^30 forks down one line of processes).
 const EPOCH_MASK: u32 = (1 << 30) - 1;
@@ -337,7 +390,7 @@ mod handlers {
     use std::sync::atomic::Ordering::Relaxed;
     use std::sync::{MutexGuard, RwLockWriteGuard};
 
-    use super::{CLOSERS, EPOCH, EPOCH_MASK, FORK_GUARD, PRIVATE, TOPOLOGY};
+    use super::{CLOSERS, EPOCH, FORK_GUARD, LAST, PRIVATE, TOPOLOGY};
     use std::sync::atomic::Ordering::SeqCst;
 
     /// What the forking thread holds from `prepare` to `parent`/`child`: the topology
@@ -373,8 +426,12 @@ mod handlers {
 
     extern "C" fn child() {
         // The only thread of the child: a load and a store are the increment. Kept within
-        // `EPOCH_MASK`, so that objects can put flags above an epoch (`GATE_FLAGS`).
-        EPOCH.store(EPOCH.load(Relaxed).wrapping_add(1) & EPOCH_MASK, Relaxed);
+        // `EPOCH_MASK` (so that objects can put flags above an epoch, `GATE_FLAGS`) and
+        // never 0; after the parent's last (`LAST`: the epoch itself was wiped, where the
+        // kernel wipes).
+        let e = super::next_epoch(LAST.load(Relaxed).max(EPOCH.epoch.load(Relaxed)));
+        EPOCH.epoch.store(e, Relaxed);
+        LAST.store(e, Relaxed);
         // Sections counted by threads that do not exist here (they saw the closer and were
         // about to leave) would never end. The one closer is this fork's own (`CLOSING`).
         for s in &PRIVATE {
@@ -394,7 +451,30 @@ mod handlers {
         // has no other precondition. A failure (ENOMEM) leaves fork undetected, which is
         // what the crate did before; nothing else depends on it.
         let _ = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+        wipe_on_fork();
     }
+
+    /// Mark [`EPOCH`]'s page `MADV_WIPEONFORK` (Linux 4.14): a child made without the
+    /// handlers finds the epoch 0. A refusal (an older kernel, a page the kernel does not
+    /// wipe) leaves such a child undetected, as without the mark.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn wipe_on_fork() {
+        let page = std::ptr::addr_of!(EPOCH).cast_mut().cast::<libc::c_void>();
+        // SAFETY: `page` is the start of `EPOCH`, a page-aligned static a page long (its
+        // type's `align` and size), so the advice covers that page alone and no memory of
+        // anyone else's. The advice changes nothing in this process; in a child it zeroes
+        // the page, and zero is a valid `EpochPage`.
+        let _ = unsafe {
+            libc::madvise(
+                page,
+                std::mem::size_of::<super::EpochPage>(),
+                libc::MADV_WIPEONFORK,
+            )
+        };
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    fn wipe_on_fork() {}
 }
 
 fn install() {
@@ -405,10 +485,15 @@ fn install() {
     }
 }
 
-/// The current epoch, for an object being made. Installs the handlers on first use.
+/// The current epoch, for an object being made (never 0). Installs the handlers on first
+/// use, and sets the first epoch of this process, or of a child made by a fork that ran no
+/// handler ([`EPOCH`]).
 pub(crate) fn epoch() -> u32 {
     install();
-    EPOCH.load(Relaxed)
+    match EPOCH.epoch.load(Relaxed) {
+        0 => new_epoch(),
+        e => e,
+    }
 }
 
 /// How many forks this process (and, in a child, its ancestors) made: moved by every
@@ -473,7 +558,7 @@ pub(crate) fn forked_since(born: u32) -> bool {
 /// at once.
 #[inline(always)]
 pub(crate) fn open(gate: u32) -> bool {
-    EPOCH.load(Relaxed) == gate
+    EPOCH.epoch.load(Relaxed) == gate
 }
 
 /// The epoch a `gate` (see [`open`]) was made in: its flags masked off.
@@ -486,7 +571,7 @@ pub(crate) fn born(gate: u32) -> u32 {
 /// child's copy of a parent's object.
 #[inline]
 pub(crate) fn forked(born: u32) -> bool {
-    EPOCH.load(Relaxed) != born
+    EPOCH.epoch.load(Relaxed) != born
 }
 
 /// Tests: fork a child that exits at once (running nothing of the parent's), and reap it.

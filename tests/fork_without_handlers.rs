@@ -1,0 +1,157 @@
+//! A child made by a fork that runs no `pthread_atfork` handler — glibc's `_Fork`, a raw
+//! `clone(2)` without `CLONE_VM` — still refuses the in-memory objects it copied: the fork
+//! epoch sits on a page marked `MADV_WIPEONFORK`, which the kernel hands every such child
+//! zeroed. The child can make objects of its own and write a `KernelNotifier` it shares
+//! with the parent, and the parent's in-memory objects are untouched.
+//!
+//! One test in its own binary: no other test thread can hold `malloc`'s locks at the fork
+//! (neither fork takes them first, as `fork(3)` does), so the child may allocate.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier};
+
+/// Write `msg` to stderr without `std`'s lock.
+fn raw_eprint(msg: &str) {
+    // SAFETY: writes `msg.len()` readable bytes to fd 2.
+    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+}
+
+/// What the child checks: the copies refuse, a new notifier works, the shared eventfd is
+/// written.
+fn in_child(n: &Notifier, ep: &Epoll, k: &KernelNotifier) -> Result<(), String> {
+    k.write(2)
+        .map_err(|e| format!("KernelNotifier::write: {e}"))?;
+    let refused = |what: &str, r: io::Result<()>| match r {
+        Err(e) if e.kind() == io::ErrorKind::Unsupported && e.to_string().contains("fork") => {
+            Ok(())
+        }
+        other => Err(format!("{what}: expected the fork refusal, got {other:?}")),
+    };
+    refused("Notifier::write", n.write(1))?;
+    refused("Notifier::try_read", n.try_read().map(drop))?;
+    let mut buf = [Event::default(); 2];
+    refused(
+        "Epoll::wait",
+        ep.wait(&mut buf, Some(Duration::ZERO)).map(drop),
+    )?;
+    let mine = Notifier::new();
+    mine.write(3)
+        .map_err(|e| format!("a new notifier's write: {e}"))?;
+    match mine.read() {
+        Ok(3) => {}
+        other => return Err(format!("a new notifier's read: {other:?}")),
+    }
+    let ep2 = Epoll::new();
+    ep2.add(&mine, Events::IN, 7)
+        .map_err(|e| format!("a new epoll's add: {e}"))?;
+    mine.notify().map_err(|e| format!("notify: {e}"))?;
+    match ep2.wait(&mut buf, Some(Duration::ZERO)) {
+        Ok(1) if buf[0].data == 7 => Ok(()),
+        other => Err(format!("a new epoll's wait: {other:?}")),
+    }
+}
+
+/// Run `fork` (a function that forks without the handlers); the child runs [`in_child`]
+/// and `_exit`s 0 on success. The parent waits under a watchdog.
+fn check_fork(
+    name: &str,
+    fork: impl FnOnce() -> libc::pid_t,
+    n: &Notifier,
+    ep: &Epoll,
+    k: &KernelNotifier,
+) {
+    let pid = fork();
+    assert!(pid >= 0, "{name}: {}", io::Error::last_os_error());
+    if pid == 0 {
+        let code =
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| in_child(n, ep, k))) {
+                Ok(Ok(())) => 0,
+                Ok(Err(msg)) => {
+                    raw_eprint(&format!("child of {name}: {msg}\n"));
+                    1
+                }
+                Err(_) => 2,
+            };
+        // SAFETY: ends the child without the parent's atexit handlers or destructors.
+        unsafe { libc::_exit(code) };
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut status = 0;
+    loop {
+        // SAFETY: `pid` is our child; `status` is a valid out-pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid {
+            break;
+        }
+        assert_eq!(r, 0, "waitpid: {}", io::Error::last_os_error());
+        if Instant::now() >= deadline {
+            // SAFETY: `pid` is our child, not yet reaped.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+            panic!("watchdog: the child of {name} still ran after 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the child of {name} failed: status {status:#x}"
+    );
+}
+
+#[test]
+fn a_child_made_without_the_atfork_handlers_refuses_its_copies() {
+    let n = Notifier::builder().initial(5).build().unwrap();
+    let ep = Epoll::new();
+    ep.add(&n, Events::IN, 1).unwrap();
+    let k = KernelNotifier::new(Mode::Counter).unwrap();
+
+    // A raw clone(2): SIGCHLD as its exit signal, no CLONE_VM (a copy of the memory), as
+    // fork(2) makes it, and nothing of libc's fork around it.
+    check_fork(
+        "clone(2)",
+        || {
+            // SAFETY: the flags ask for a fork-like child (no shared memory, no new stack:
+            // it runs on its copy of this stack), which only runs `in_child` and `_exit`s.
+            let pid = unsafe {
+                libc::syscall(
+                    libc::SYS_clone,
+                    libc::SIGCHLD as libc::c_ulong,
+                    0usize,
+                    0usize,
+                    0usize,
+                    0usize,
+                )
+            };
+            pid as libc::pid_t
+        },
+        &n,
+        &ep,
+        &k,
+    );
+
+    // glibc's `_Fork` (2.34): fork(2) without the atfork handlers. Looked up at run time, so
+    // that the test builds against any libc.
+    // SAFETY: a NUL-terminated name; RTLD_DEFAULT searches the process's global scope.
+    let sym = unsafe { libc::dlsym(libc::RTLD_DEFAULT, b"_Fork\0".as_ptr().cast()) };
+    if sym.is_null() {
+        eprintln!("no _Fork in this libc: that half skipped");
+    } else {
+        // SAFETY: glibc's `_Fork` is `pid_t _Fork(void)`.
+        let fork: extern "C" fn() -> libc::pid_t = unsafe { std::mem::transmute(sym) };
+        check_fork("_Fork", || fork(), &n, &ep, &k);
+    }
+
+    // Each child wrote the eventfd they share: 2 each.
+    let children = if sym.is_null() { 1 } else { 2 };
+    assert_eq!(k.try_read().unwrap(), 2 * children);
+    // The parent's objects are untouched: the child's refusals changed nothing.
+    assert_eq!(n.count(), 5);
+    let mut buf = [Event::default(); 2];
+    assert_eq!(ep.wait(&mut buf, Some(Duration::ZERO)).unwrap(), 1);
+    assert_eq!(buf[0].data, 1);
+    assert_eq!(n.read().unwrap(), 5);
+}
