@@ -455,22 +455,23 @@ mod handlers {
     }
 
     /// Mark [`EPOCH`]'s page `MADV_WIPEONFORK` (Linux 4.14): a child made without the
-    /// handlers finds the epoch 0. A refusal (an older kernel, a page the kernel does not
-    /// wipe) leaves such a child undetected, as without the mark.
+    /// handlers finds the epoch 0. Only where a page is 4 KiB, `EpochPage`'s size: a larger
+    /// page would be wiped whole, with whatever else lies on it. A refusal (an older kernel,
+    /// a page the kernel does not wipe) or a larger page leaves such a child undetected, as
+    /// without the mark.
     #[cfg(any(target_os = "linux", target_os = "android"))]
     fn wipe_on_fork() {
+        let size = std::mem::size_of::<super::EpochPage>();
+        // SAFETY: sysconf has no precondition.
+        if usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }) != Ok(size) {
+            return;
+        }
         let page = std::ptr::addr_of!(EPOCH).cast_mut().cast::<libc::c_void>();
-        // SAFETY: `page` is the start of `EPOCH`, a page-aligned static a page long (its
-        // type's `align` and size), so the advice covers that page alone and no memory of
-        // anyone else's. The advice changes nothing in this process; in a child it zeroes
-        // the page, and zero is a valid `EpochPage`.
-        let _ = unsafe {
-            libc::madvise(
-                page,
-                std::mem::size_of::<super::EpochPage>(),
-                libc::MADV_WIPEONFORK,
-            )
-        };
+        // SAFETY: `page` is the start of `EPOCH`, a static aligned to and as long as a page
+        // of this system (checked above), so the advice covers that page alone and no
+        // memory of anyone else's. The advice changes nothing in this process; in a child
+        // it zeroes the page, and zero is a valid `EpochPage`.
+        let _ = unsafe { libc::madvise(page, size, libc::MADV_WIPEONFORK) };
     }
 
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
