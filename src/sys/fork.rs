@@ -337,17 +337,22 @@ pub(crate) mod model {
 /// Not the loom shim's atomic: written only outside the modelled protocols.
 static EPOCH: EpochPage = EpochPage {
     epoch: std::sync::atomic::AtomicU32::new(0),
-    _rest: [0; 4092],
+    _rest: [0; EPOCH_SPAN - 4],
 };
 
-/// [`EPOCH`]'s page: page-aligned and a page long, so that the wipe touches nothing else
-/// (and, zero-initialised, it lies in the anonymous memory of `.bss`, the only kind the
-/// kernel wipes).
-#[repr(C, align(4096))]
+/// [`EPOCH`]'s page: aligned to and as long as the largest page Linux uses (64 KiB, on
+/// arm64), so that whatever the page size, the page holding the epoch holds nothing else
+/// and the wipe touches nothing else (and, zero-initialised, it lies in the anonymous
+/// memory of `.bss`, the only kind the kernel wipes; only the page of the epoch is ever
+/// touched, so it costs one page of memory).
+#[repr(C, align(65536))]
 struct EpochPage {
     epoch: std::sync::atomic::AtomicU32,
-    _rest: [u8; 4092],
+    _rest: [u8; EPOCH_SPAN - 4],
 }
+
+/// [`EpochPage`]'s size and alignment: 64 KiB.
+const EPOCH_SPAN: usize = 1 << 16;
 
 /// The last epoch this process (or, in a child, its parent line) set: kept off the wiped
 /// page, so that a child's new epoch is never one its parent's objects were made in.
@@ -455,23 +460,25 @@ mod handlers {
     }
 
     /// Mark [`EPOCH`]'s page `MADV_WIPEONFORK` (Linux 4.14): a child made without the
-    /// handlers finds the epoch 0. Only where a page is 4 KiB, `EpochPage`'s size: a larger
-    /// page would be wiped whole, with whatever else lies on it. A refusal (an older kernel,
-    /// a page the kernel does not wipe) or a larger page leaves such a child undetected, as
-    /// without the mark.
+    /// handlers finds the epoch 0. A refusal (an older kernel, a page the kernel does not
+    /// wipe) leaves such a child undetected, as without the mark.
     #[cfg(any(target_os = "linux", target_os = "android"))]
     fn wipe_on_fork() {
-        let size = std::mem::size_of::<super::EpochPage>();
         // SAFETY: sysconf has no precondition.
-        if usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }) != Ok(size) {
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        let Ok(page) = usize::try_from(page) else {
+            return;
+        };
+        if page == 0 || page > super::EPOCH_SPAN || super::EPOCH_SPAN % page != 0 {
             return;
         }
-        let page = std::ptr::addr_of!(EPOCH).cast_mut().cast::<libc::c_void>();
-        // SAFETY: `page` is the start of `EPOCH`, a static aligned to and as long as a page
-        // of this system (checked above), so the advice covers that page alone and no
-        // memory of anyone else's. The advice changes nothing in this process; in a child
-        // it zeroes the page, and zero is a valid `EpochPage`.
-        let _ = unsafe { libc::madvise(page, size, libc::MADV_WIPEONFORK) };
+        let at = std::ptr::addr_of!(EPOCH).cast_mut().cast::<libc::c_void>();
+        // SAFETY: `at` is the start of `EPOCH`, a static aligned to `EPOCH_SPAN`, which is a
+        // multiple of the page size (checked above), and at least a page long: the advice
+        // covers the one page that starts there, which is `EPOCH`'s alone, and no memory
+        // of anyone else's. The advice changes nothing in this process; in a child it
+        // zeroes the page, and zero is a valid `EpochPage`.
+        let _ = unsafe { libc::madvise(at, page, libc::MADV_WIPEONFORK) };
     }
 
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
