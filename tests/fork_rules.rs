@@ -18,58 +18,15 @@ use std::time::{Duration, Instant};
 
 use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier};
 
-const CHILD_LIMIT: Duration = Duration::from_secs(20);
+mod fork_util;
+use fork_util::{in_child_of, CHILD_LIMIT};
 
-/// Write `msg` to stderr without any lock (the child of a multi-threaded process must not
-/// take `std`'s stderr lock, which another thread may have held at the fork).
-fn raw_eprint(msg: &str) {
-    // SAFETY: writes `msg.len()` readable bytes to fd 2.
-    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
-}
-
-/// Fork; run `f` in the child and `_exit` with 0 if it returned `Ok`, else 1 (printing the
-/// reason). In the parent: wait for the child under the watchdog.
+/// Fork (libc's `fork`, which runs the atfork handlers); run `f` in the child under the
+/// watchdog (`fork_util::in_child_of`).
 fn in_child(what: &str, f: impl FnOnce() -> Result<(), String>) {
     // SAFETY: the child only runs `f` (which uses evfd and allocates: glibc's malloc is
     // fork-safe) and then `_exit`s; it never returns into the test harness.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork: {}", io::Error::last_os_error());
-    if pid == 0 {
-        let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-            Ok(Ok(())) => 0,
-            Ok(Err(msg)) => {
-                raw_eprint(&format!("child `{what}`: {msg}\n"));
-                1
-            }
-            Err(_) => 2,
-        };
-        // SAFETY: ends the child without running the parent's atexit handlers or
-        // destructors.
-        unsafe { libc::_exit(code) };
-    }
-    let deadline = Instant::now() + CHILD_LIMIT;
-    let mut status = 0;
-    loop {
-        // SAFETY: `pid` is our child; `status` is a valid out-pointer.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if r == pid {
-            break;
-        }
-        assert_eq!(r, 0, "waitpid: {}", io::Error::last_os_error());
-        if Instant::now() >= deadline {
-            // SAFETY: `pid` is our child, not yet reaped.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, &mut status, 0);
-            }
-            panic!("watchdog: child `{what}` still running after {CHILD_LIMIT:?} (deadlocked?)");
-        }
-        thread::sleep(Duration::from_millis(2));
-    }
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "child `{what}` failed: status {status:#x}"
-    );
+    in_child_of(what, || unsafe { libc::fork() }, f);
 }
 
 fn refused<T: std::fmt::Debug>(what: &str, r: io::Result<T>) -> Result<(), String> {

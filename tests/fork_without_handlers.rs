@@ -8,15 +8,12 @@
 //! (neither fork takes them first, as `fork(3)` does), so the child may allocate.
 
 use std::io;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier};
 
-/// Write `msg` to stderr without `std`'s lock.
-fn raw_eprint(msg: &str) {
-    // SAFETY: writes `msg.len()` readable bytes to fd 2.
-    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
-}
+mod fork_util;
+use fork_util::in_child_of;
 
 /// What the child checks: the copies refuse, a new notifier works, the shared eventfd is
 /// written.
@@ -53,55 +50,6 @@ fn in_child(n: &Notifier, ep: &Epoll, k: &KernelNotifier) -> Result<(), String> 
     }
 }
 
-/// Run `fork` (a function that forks without the handlers); the child runs [`in_child`]
-/// and `_exit`s 0 on success. The parent waits under a watchdog.
-fn check_fork(
-    name: &str,
-    fork: impl FnOnce() -> libc::pid_t,
-    n: &Notifier,
-    ep: &Epoll,
-    k: &KernelNotifier,
-) {
-    let pid = fork();
-    assert!(pid >= 0, "{name}: {}", io::Error::last_os_error());
-    if pid == 0 {
-        let code =
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| in_child(n, ep, k))) {
-                Ok(Ok(())) => 0,
-                Ok(Err(msg)) => {
-                    raw_eprint(&format!("child of {name}: {msg}\n"));
-                    1
-                }
-                Err(_) => 2,
-            };
-        // SAFETY: ends the child without the parent's atexit handlers or destructors.
-        unsafe { libc::_exit(code) };
-    }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut status = 0;
-    loop {
-        // SAFETY: `pid` is our child; `status` is a valid out-pointer.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if r == pid {
-            break;
-        }
-        assert_eq!(r, 0, "waitpid: {}", io::Error::last_os_error());
-        if Instant::now() >= deadline {
-            // SAFETY: `pid` is our child, not yet reaped.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, &mut status, 0);
-            }
-            panic!("watchdog: the child of {name} still ran after 20 s");
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "the child of {name} failed: status {status:#x}"
-    );
-}
-
 #[test]
 fn a_child_made_without_the_atfork_handlers_refuses_its_copies() {
     let n = Notifier::builder().initial(5).build().unwrap();
@@ -111,7 +59,7 @@ fn a_child_made_without_the_atfork_handlers_refuses_its_copies() {
 
     // A raw clone(2): SIGCHLD as its exit signal, no CLONE_VM (a copy of the memory), as
     // fork(2) makes it, and nothing of libc's fork around it.
-    check_fork(
+    in_child_of(
         "clone(2)",
         || {
             // SAFETY: the flags ask for a fork-like child (no shared memory, no new stack:
@@ -128,9 +76,7 @@ fn a_child_made_without_the_atfork_handlers_refuses_its_copies() {
             };
             pid as libc::pid_t
         },
-        &n,
-        &ep,
-        &k,
+        || in_child(&n, &ep, &k),
     );
 
     // glibc's `_Fork` (2.34): fork(2) without the atfork handlers. Looked up at run time, so
@@ -142,7 +88,7 @@ fn a_child_made_without_the_atfork_handlers_refuses_its_copies() {
     } else {
         // SAFETY: glibc's `_Fork` is `pid_t _Fork(void)`.
         let fork: extern "C" fn() -> libc::pid_t = unsafe { std::mem::transmute(sym) };
-        check_fork("_Fork", || fork(), &n, &ep, &k);
+        in_child_of("_Fork", || fork(), || in_child(&n, &ep, &k));
     }
 
     // Each child wrote the eventfd they share: 2 each.
