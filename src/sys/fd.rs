@@ -21,7 +21,9 @@
 //!   description's flags; where the registering code can only take the public borrow
 //!   (tokio's `AsyncFd`), [`register_unlent`] keeps that one borrow from counting;
 //! - the process has not forked since (`fork::forked_since`):
-//!   the child holds the description too, and may lend its copy.
+//!   the child holds the description too, and may lend its copy. The fork count is read
+//!   at birth inside a private section (`fork::birth`): a description made while a fork
+//!   is under way, which the child may hold, starts shared.
 //!
 //! The first two are a flag, set once and never cleared; the fork count moves only once no
 //! private section runs. A call that uses privacy (an eventfd's `eventfd::read_fd` and
@@ -73,12 +75,14 @@ pub(crate) struct Fd {
 }
 
 impl Fd {
-    /// A description the crate just made, close-on-exec: private until lent or forked.
+    /// A description the crate just made, close-on-exec: private until lent or forked (or
+    /// shared from the start, made while a fork was being prepared: `fork::birth`).
     pub(crate) fn private(fd: OwnedFd) -> Fd {
+        let (shared, born) = fork::birth();
         Fd {
             fd,
-            lent: AtomicBool::new(false),
-            born: fork::forks(),
+            lent: AtomicBool::new(shared),
+            born,
         }
     }
 

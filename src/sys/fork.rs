@@ -513,6 +513,21 @@ pub(crate) fn forks() -> u32 {
     FORKS.load(Relaxed)
 }
 
+/// The birth of a description the crate just made (`sys::fd::Fd::private`): whether it
+/// must count as shared from the start, and the fork count it was made in ([`forks`]).
+/// Read inside a [`private_section`]: the object that will hold the description may be
+/// reachable before a fork that another thread is making, so the child may hold it too,
+/// and `prepare` moves the count before the fork itself. A section told private started
+/// before any closer rose, so a fork waits for it to end before it moves the count: the
+/// count read is the one from before, and the description counts as shared after the
+/// fork. A section told otherwise may be inside a fork (or a first lend: then the
+/// description is shared for nothing, a slower path only): it starts shared.
+pub(crate) fn birth() -> (bool, u32) {
+    // Installed outside the section (its `Once` may wait).
+    let _ = forks();
+    private_section(|private| (!private, FORKS.load(Relaxed)))
+}
+
 /// Run `f`, told whether it may rely on a description being private as far as this section
 /// goes: `false` while a closer is at work ([`close_private_sections`]: a fork being
 /// prepared, a first lend). A closer waits for the sections that were told `true` to end,

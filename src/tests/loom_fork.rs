@@ -47,3 +47,38 @@ fn a_call_told_private_ends_before_the_fork() {
         ));
     });
 }
+
+/// A description made by one thread while another forks, and published (so that the
+/// forking thread, and with it the child, can reach it) before the fork: if the child may
+/// hold it, the parent does not count it private afterwards. (Made with the count read
+/// after `prepare` moved it, it would pass for one made after the fork.)
+#[test]
+fn a_description_made_during_a_fork_is_shared_after_it() {
+    model(
+        "a_description_made_during_a_fork_is_shared_after_it",
+        3,
+        || {
+            let _ = fork::forks();
+            // The object that holds the description, once made: (shared from birth, born).
+            let published = Arc::new(loom::sync::Mutex::new(None::<(bool, u32)>));
+            let maker = {
+                let published = Arc::clone(&published);
+                thread::spawn(move || {
+                    let birth = fork::birth();
+                    *published.lock().unwrap() = Some(birth);
+                })
+            };
+            let closed = fork::model::prepare();
+            // The fork: what the child copies.
+            let copied = *published.lock().unwrap();
+            fork::model::parent(closed);
+            maker.join().unwrap();
+            if let Some((shared, born)) = copied {
+                assert!(
+                    shared || fork::forked_since(born),
+                    "a description the child holds counts as private in the parent"
+                );
+            }
+        },
+    );
+}
