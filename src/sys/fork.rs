@@ -55,11 +55,13 @@
 //!
 //! `fork(2)` through libc (what `libc::fork`, `nix::unistd::fork` and `std::process::Command`
 //! call) runs the handlers; a raw `clone(2)` syscall and glibc's `_Fork` do not. Their child
-//! still finds the epoch wiped (Linux 4.14 and later), so its copies refuse; but nothing
-//! held the locks across that fork, and the fork count did not move (module docs above):
-//! the child may inherit [`TOPOLOGY`], [`CLOSING`] or a guarded section's lock held by a
-//! thread it does not have, and a private description stays private to both processes'
-//! calls. A `fork` from a signal handler is outside the contract (POSIX.1-2024 no longer
+//! still finds the epoch and the fork count wiped (Linux 4.14 and later), so its copies
+//! refuse and its calls on a copied description take the shared path; but nothing held
+//! the locks across that fork: the child of a multi-threaded parent may inherit
+//! [`TOPOLOGY`], [`CLOSING`] or a guarded section's lock held by a thread it does not
+//! have (as it may `malloc`'s); and the parent's count did not move, so the parent's
+//! calls on a description it made before still count it private. A `fork` from a signal
+//! handler is outside the contract (POSIX.1-2024 no longer
 //! lists `fork` as async-signal-safe, for its handlers' locks; glibc's own take `malloc`'s):
 //! `prepare` would wait for a section or a guard the handler interrupted.
 //!
@@ -95,11 +97,18 @@ pub(crate) fn guard() -> RwLockReadGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Bumped by the `prepare` handler before every fork, once no [`private_section`] runs:
-/// the parent and the child both see it moved. What [`forks`] reads: an fd made before a
-/// fork may have its open file description in another process since (`sys::fd`).
+/// Moved by the `prepare` handler before every fork, once no [`private_section`] runs:
+/// the parent and the child both see it moved (the child moves it once more, in its
+/// handler). What [`forks`] reads: an fd made before a fork may have its open file
+/// description in another process since (`sys::fd`). On [`EPOCH`]'s wiped page, never 0
+/// once armed ([`install`]): a child made by a fork that runs no handler finds it 0, moved
+/// for every description it copied.
 #[cfg(not(evfd_loom))]
-static FORKS: AtomicU32 = AtomicU32::new(0);
+static FORKS: &std::sync::atomic::AtomicU32 = &EPOCH.forks;
+
+/// The last fork count given ([`FORKS`]), off the wiped page.
+#[cfg(not(evfd_loom))]
+static LAST_FORKS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// The private sections ([`private_section`]): how many run now, in shards on lines of
 /// their own, a section counting on its thread's (picked by its stack's address: a thread's
@@ -310,6 +319,9 @@ pub(crate) fn open_private_sections(closed: Closed) {
 #[cfg_attr(miri, allow(dead_code))] // no handlers under Miri
 fn prepare_private_sections() -> Closed {
     let closed = close_private_sections();
+    #[cfg(not(evfd_loom))]
+    renew(FORKS, &LAST_FORKS);
+    #[cfg(evfd_loom)]
     FORKS.fetch_add(1, Relaxed);
     closed
 }
@@ -337,7 +349,8 @@ pub(crate) mod model {
 /// Not the loom shim's atomic: written only outside the modelled protocols.
 static EPOCH: EpochPage = EpochPage {
     epoch: std::sync::atomic::AtomicU32::new(0),
-    _rest: [0; EPOCH_SPAN - 4],
+    forks: std::sync::atomic::AtomicU32::new(0),
+    _rest: [0; EPOCH_SPAN - 8],
 };
 
 /// [`EPOCH`]'s page: aligned to and as long as the largest page Linux uses (64 KiB, on
@@ -348,7 +361,10 @@ static EPOCH: EpochPage = EpochPage {
 #[repr(C, align(65536))]
 struct EpochPage {
     epoch: std::sync::atomic::AtomicU32,
-    _rest: [u8; EPOCH_SPAN - 4],
+    /// The fork count ([`FORKS`]; under loom, the model's own atomic instead).
+    #[cfg_attr(evfd_loom, allow(dead_code))]
+    forks: std::sync::atomic::AtomicU32,
+    _rest: [u8; EPOCH_SPAN - 8],
 }
 
 /// [`EpochPage`]'s size and alignment: 64 KiB.
@@ -366,19 +382,39 @@ fn next_epoch(e: u32) -> u32 {
     }
 }
 
-/// Set a new epoch if the current one is 0 (never set in this process, or wiped by a fork
-/// that ran no handler): the one after [`LAST`]. Threads racing here agree on one value.
+/// The value of `word`, a number on [`EPOCH`]'s page whose last value given is `last`
+/// (the epoch, the fork count), giving it one if it is 0 (never set in this process, or
+/// wiped by a fork that ran no handler): the one after `last`. Threads racing here agree on
+/// one value.
+#[inline]
+fn armed(word: &std::sync::atomic::AtomicU32, last: &std::sync::atomic::AtomicU32) -> u32 {
+    match word.load(Relaxed) {
+        0 => arm(word, last),
+        v => v,
+    }
+}
+
+/// [`armed`]'s slow half.
 #[cold]
-fn new_epoch() -> u32 {
-    use std::sync::atomic::Ordering::{Acquire, Relaxed as R};
-    let next = next_epoch(LAST.load(R));
-    // `LAST` first: a fork that copies this process between the two finds `LAST` at
-    // `next` at least, and gives its child an epoch after it.
-    LAST.fetch_max(next, SeqCst);
-    match EPOCH.epoch.compare_exchange(0, next, SeqCst, Acquire) {
+fn arm(word: &std::sync::atomic::AtomicU32, last: &std::sync::atomic::AtomicU32) -> u32 {
+    use std::sync::atomic::Ordering::Acquire;
+    let next = next_epoch(last.load(Relaxed));
+    // `last` first: a fork that copies this process between the two finds `last` at
+    // `next` at least, and gives its child a value after it.
+    last.fetch_max(next, SeqCst);
+    match word.compare_exchange(0, next, SeqCst, Acquire) {
         Ok(_) => next,
         Err(now) => now,
     }
+}
+
+/// Give `word` (see [`armed`]) a value after both its own and `last`: a fork's `prepare`
+/// (the fork count) and the `child` handler (both). Never 0.
+#[cfg_attr(any(miri, evfd_loom), allow(dead_code))] // no handlers there
+fn renew(word: &std::sync::atomic::AtomicU32, last: &std::sync::atomic::AtomicU32) {
+    let next = next_epoch(last.load(Relaxed).max(word.load(Relaxed)));
+    last.fetch_max(next, SeqCst);
+    word.store(next, SeqCst);
 }
 
 /// An epoch's bits: it wraps within them (after 2^30 forks down one line of processes).
@@ -392,10 +428,9 @@ pub(crate) const GATE_FLAGS: u32 = !EPOCH_MASK;
 #[cfg(not(any(miri, evfd_loom)))]
 mod handlers {
     use std::cell::RefCell;
-    use std::sync::atomic::Ordering::Relaxed;
     use std::sync::{MutexGuard, RwLockWriteGuard};
 
-    use super::{CLOSERS, EPOCH, FORK_GUARD, LAST, PRIVATE, TOPOLOGY};
+    use super::{CLOSERS, EPOCH, FORKS, FORK_GUARD, LAST, LAST_FORKS, PRIVATE, TOPOLOGY};
     use std::sync::atomic::Ordering::SeqCst;
 
     /// What the forking thread holds from `prepare` to `parent`/`child`: the topology
@@ -430,13 +465,13 @@ mod handlers {
     }
 
     extern "C" fn child() {
-        // The only thread of the child: a load and a store are the increment. Kept within
-        // `EPOCH_MASK` (so that objects can put flags above an epoch, `GATE_FLAGS`) and
-        // never 0; after the parent's last (`LAST`: the epoch itself was wiped, where the
-        // kernel wipes).
-        let e = super::next_epoch(LAST.load(Relaxed).max(EPOCH.epoch.load(Relaxed)));
-        EPOCH.epoch.store(e, Relaxed);
-        LAST.store(e, Relaxed);
+        // The only thread of the child. A new epoch, within `EPOCH_MASK` (so that objects
+        // can put flags above an epoch, `GATE_FLAGS`) and never 0, after the parent's last
+        // (`LAST`: the epoch itself was wiped, where the kernel wipes); and a new fork
+        // count after the one `prepare` gave (wiped too), which the parent does not
+        // have either.
+        super::renew(&EPOCH.epoch, &LAST);
+        super::renew(FORKS, &LAST_FORKS);
         // Sections counted by threads that do not exist here (they saw the closer and were
         // about to leave) would never end. The one closer is this fork's own (`CLOSING`).
         for s in &PRIVATE {
@@ -498,10 +533,7 @@ fn install() {
 /// handler ([`EPOCH`]).
 pub(crate) fn epoch() -> u32 {
     install();
-    match EPOCH.epoch.load(Relaxed) {
-        0 => new_epoch(),
-        e => e,
-    }
+    armed(&EPOCH.epoch, &LAST)
 }
 
 /// How many forks this process (and, in a child, its ancestors) made: moved by every
@@ -510,7 +542,10 @@ pub(crate) fn epoch() -> u32 {
 /// is dropped.
 pub(crate) fn forks() -> u32 {
     install();
-    FORKS.load(Relaxed)
+    #[cfg(not(evfd_loom))]
+    return armed(FORKS, &LAST_FORKS);
+    #[cfg(evfd_loom)]
+    return FORKS.load(Relaxed);
 }
 
 /// The birth of a description the crate just made (`sys::fd::Fd::private`): whether it

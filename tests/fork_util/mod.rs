@@ -24,6 +24,16 @@ pub fn in_child_of(
     fork: impl FnOnce() -> libc::pid_t,
     f: impl FnOnce() -> Result<(), String>,
 ) {
+    in_child_then(what, fork, f, || {});
+}
+
+/// [`in_child_of`], with `parent` run in the parent between the fork and the wait.
+pub fn in_child_then(
+    what: &str,
+    fork: impl FnOnce() -> libc::pid_t,
+    f: impl FnOnce() -> Result<(), String>,
+    parent: impl FnOnce(),
+) {
     let pid = fork();
     assert!(
         pid >= 0,
@@ -43,6 +53,7 @@ pub fn in_child_of(
         // destructors.
         unsafe { libc::_exit(code) };
     }
+    parent();
     let deadline = Instant::now() + CHILD_LIMIT;
     let mut status = 0;
     loop {
