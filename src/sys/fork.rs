@@ -60,9 +60,10 @@
 //! the locks across that fork: the child of a multi-threaded parent may inherit
 //! [`TOPOLOGY`], [`CLOSING`] or a guarded section's lock held by a thread it does not
 //! have (as it may `malloc`'s); and the parent's count did not move, so the parent's
-//! calls on a description it made before still count it private. A `fork` from a signal
-//! handler is outside the contract (POSIX.1-2024 no longer
-//! lists `fork` as async-signal-safe, for its handlers' locks; glibc's own take `malloc`'s):
+//! calls on a description it made before still count it private.
+//!
+//! A `fork` from a signal handler is outside the contract (POSIX.1-2024 no longer lists
+//! `fork` as async-signal-safe, for its handlers' locks; glibc's own take `malloc`'s):
 //! `prepare` would wait for a section or a guard the handler interrupted.
 //!
 //! # References
@@ -101,7 +102,7 @@ pub(crate) fn guard() -> RwLockReadGuard<'static, ()> {
 /// the parent and the child both see it moved (the child moves it once more, in its
 /// handler). What [`forks`] reads: an fd made before a fork may have its open file
 /// description in another process since (`sys::fd`). On [`EPOCH`]'s wiped page, never 0
-/// once armed ([`install`]): a child made by a fork that runs no handler finds it 0, moved
+/// once armed ([`forks`]): a child made by a fork that runs no handler finds it 0, moved
 /// for every description it copied.
 #[cfg(not(evfd_loom))]
 static FORKS: &std::sync::atomic::AtomicU32 = &EPOCH.forks;
@@ -495,7 +496,7 @@ mod handlers {
     }
 
     /// Mark [`EPOCH`]'s page `MADV_WIPEONFORK` (Linux 4.14): a child made without the
-    /// handlers finds the epoch 0. A refusal (an older kernel, a page the kernel does not
+    /// handlers finds the epoch and the fork count 0. A refusal (an older kernel, a page the kernel does not
     /// wipe) leaves such a child undetected, as without the mark.
     #[cfg(any(target_os = "linux", target_os = "android"))]
     fn wipe_on_fork() {
