@@ -76,6 +76,9 @@ use crate::loom::sync::atomic::{
     Ordering::{Relaxed, SeqCst},
 };
 use std::cell::Cell;
+/// The std atomic where loom must not step in (the epoch and the fork count: written only
+/// outside the modelled protocols, and, under loom, alive across a model's executions).
+use std::sync::atomic::AtomicU32 as PlainU32;
 #[cfg(not(any(miri, evfd_loom)))]
 use std::sync::Once;
 use std::sync::{Mutex, RwLock, RwLockReadGuard};
@@ -105,11 +108,11 @@ pub(crate) fn guard() -> RwLockReadGuard<'static, ()> {
 /// once armed ([`forks`]): a child made by a fork that runs no handler finds it 0, moved
 /// for every description it copied.
 #[cfg(not(evfd_loom))]
-static FORKS: &std::sync::atomic::AtomicU32 = &EPOCH.forks;
+static FORKS: &PlainU32 = &EPOCH.forks;
 
 /// The last fork count given ([`FORKS`]), off the wiped page.
 #[cfg(not(evfd_loom))]
-static LAST_FORKS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+static LAST_FORKS: PlainU32 = PlainU32::new(0);
 
 /// The private sections ([`private_section`]): how many run now, in shards on lines of
 /// their own, a section counting on its thread's (picked by its stack's address: a thread's
@@ -257,12 +260,20 @@ pub(crate) fn close_private_sections() -> Closed {
     let turn = crate::loom::lock(&CLOSING);
     CLOSERS.fetch_add(1, SeqCst);
     crate::loom::dekker_fence();
-    for s in PRIVATE.iter() {
-        while s.0.load(SeqCst) != 0 {
+    drain_sections(|_| 0);
+    Closed { turn: Some(turn) }
+}
+
+/// Wait until each shard of [`PRIVATE`] holds no more sections than `own(shard)` (the
+/// closer's own thread's, which it cannot wait for: [`close_for_lend`]; none for any
+/// other closer). Called with [`CLOSERS`] raised: no section starts private meanwhile.
+fn drain_sections(own: impl Fn(usize) -> u32) {
+    for (i, s) in PRIVATE.iter().enumerate() {
+        let own = own(i);
+        while s.0.load(SeqCst) > own {
             crate::loom::thread::yield_now();
         }
     }
-    Closed { turn: Some(turn) }
 }
 
 /// The private sections closed by one closer: its turn at [`CLOSING`].
@@ -298,12 +309,7 @@ pub(crate) fn close_for_lend() {
     }
     CLOSERS.fetch_add(1, SeqCst);
     crate::loom::dekker_fence();
-    for (i, s) in PRIVATE.iter().enumerate() {
-        let own = MINE.with(|m| m.sections[i].get());
-        while s.0.load(SeqCst) > own {
-            crate::loom::thread::yield_now();
-        }
-    }
+    drain_sections(|i| MINE.with(|m| m.sections[i].get()));
     CLOSERS.fetch_sub(1, SeqCst);
 }
 
@@ -349,8 +355,8 @@ pub(crate) mod model {
 /// runs, then sets a new one; else the first object made in the child does ([`epoch`]).
 /// Not the loom shim's atomic: written only outside the modelled protocols.
 static EPOCH: EpochPage = EpochPage {
-    epoch: std::sync::atomic::AtomicU32::new(0),
-    forks: std::sync::atomic::AtomicU32::new(0),
+    epoch: PlainU32::new(0),
+    forks: PlainU32::new(0),
     _rest: [0; EPOCH_SPAN - 8],
 };
 
@@ -361,10 +367,10 @@ static EPOCH: EpochPage = EpochPage {
 /// touched, so it costs one page of memory).
 #[repr(C, align(65536))]
 struct EpochPage {
-    epoch: std::sync::atomic::AtomicU32,
+    epoch: PlainU32,
     /// The fork count ([`FORKS`]; under loom, the model's own atomic instead).
     #[cfg_attr(evfd_loom, allow(dead_code))]
-    forks: std::sync::atomic::AtomicU32,
+    forks: PlainU32,
     _rest: [u8; EPOCH_SPAN - 8],
 }
 
@@ -373,7 +379,7 @@ const EPOCH_SPAN: usize = 1 << 16;
 
 /// The last epoch this process (or, in a child, its parent line) set: kept off the wiped
 /// page, so that a child's new epoch is never one its parent's objects were made in.
-static LAST: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+static LAST: PlainU32 = PlainU32::new(0);
 
 /// The epoch after `e`, within [`EPOCH_MASK`] and never 0 (a wiped epoch).
 fn next_epoch(e: u32) -> u32 {
@@ -388,7 +394,7 @@ fn next_epoch(e: u32) -> u32 {
 /// wiped by a fork that ran no handler): the one after `last`. Threads racing here agree on
 /// one value.
 #[inline]
-fn armed(word: &std::sync::atomic::AtomicU32, last: &std::sync::atomic::AtomicU32) -> u32 {
+fn armed(word: &PlainU32, last: &PlainU32) -> u32 {
     match word.load(Relaxed) {
         0 => arm(word, last),
         v => v,
@@ -397,7 +403,7 @@ fn armed(word: &std::sync::atomic::AtomicU32, last: &std::sync::atomic::AtomicU3
 
 /// [`armed`]'s slow half.
 #[cold]
-fn arm(word: &std::sync::atomic::AtomicU32, last: &std::sync::atomic::AtomicU32) -> u32 {
+fn arm(word: &PlainU32, last: &PlainU32) -> u32 {
     use std::sync::atomic::Ordering::Acquire;
     let next = next_epoch(last.load(Relaxed));
     // `last` first: a fork that copies this process between the two finds `last` at
@@ -412,7 +418,7 @@ fn arm(word: &std::sync::atomic::AtomicU32, last: &std::sync::atomic::AtomicU32)
 /// Give `word` (see [`armed`]) a value after both its own and `last`: a fork's `prepare`
 /// (the fork count) and the `child` handler (both). Never 0.
 #[cfg_attr(any(miri, evfd_loom), allow(dead_code))] // no handlers there
-fn renew(word: &std::sync::atomic::AtomicU32, last: &std::sync::atomic::AtomicU32) {
+fn renew(word: &PlainU32, last: &PlainU32) {
     let next = next_epoch(last.load(Relaxed).max(word.load(Relaxed)));
     last.fetch_max(next, SeqCst);
     word.store(next, SeqCst);
