@@ -108,6 +108,22 @@ fn shared_pingpong(dur: Duration, spin: bool) -> f64 {
         }
     };
     let (ac, bc) = (a.clone(), b.clone());
+    if !spin {
+        // The kernel twin's shape: each side's blocking read called in its loop.
+        return bounce(
+            dur,
+            move || loop {
+                if ac.read().unwrap() >= STOP {
+                    return;
+                }
+                bc.write(1).unwrap();
+            },
+            |n| a.write(n).unwrap(),
+            || {
+                b.read().unwrap();
+            },
+        );
+    }
     bounce(
         dur,
         move || loop {
