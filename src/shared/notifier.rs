@@ -523,6 +523,7 @@ impl SharedNotifier {
     /// assert_eq!(s.read()?, 2);
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    #[inline]
     pub fn notify(&self) -> io::Result<()> {
         self.write(1)
     }

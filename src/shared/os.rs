@@ -90,6 +90,9 @@ impl Os for SysOs {
         let _ = futex::wake(word, n);
     }
 
+    // Inlined into `Protocol::block`, so that the sleep's `read(2)` sits in the caller's frame
+    // (`protocol` docs, "Syscalls in the caller's frame").
+    #[inline(always)]
     fn bell_sleep(&self, deadline: Option<Instant>) -> io::Result<Woke> {
         self.bell_waits.fetch_add(1, Relaxed);
         Ok(if eventfd::sleep_read(self.sleep.as_fd(), deadline)? {
@@ -99,6 +102,9 @@ impl Os for SysOs {
         })
     }
 
+    // Inlined into the writer's call, for the same reason (a write's ring is where the
+    // sleeper it wakes preempts the writer on one CPU).
+    #[inline(always)]
     fn bell_ring(&self, wait: Wait) {
         self.bell_wakes.fetch_add(1, Relaxed);
         // EAGAIN: saturated (a peer's doing), so readable: the holder wakes anyway.

@@ -119,6 +119,28 @@
 //! which stays bounded (a spin never outlasts its budget nor the deadline); a peer that
 //! does not keep them leaves 0 (unknown: the rule does not fire).
 //!
+//! # Syscalls in the caller's frame
+//!
+//! Two syscalls are where a hand-off loses its CPU: the sleep (the bell's `read(2)`,
+//! `FUTEX_WAIT`) until the peer's wake, and the ring (the bell's `write(2)`), where the
+//! sleeper it wakes, when both share a CPU — what a busy machine makes of any pair —
+//! takes the CPU before the writer is back from the kernel. Measured on two processes
+//! sharing one CPU, a frame of evfd's that was live across that switch cost ~0.3 µs when
+//! it returned (a tenth of the round trip; once per switch, however many frames;
+//! docs/handoff.md, "The one-CPU cross-process hand-off"), where the kernel's eventfd
+//! pair, its syscalls inline in the caller's loop, returns into nothing. So a blocking
+//! [`read`](Protocol::read) keeps its sleep, and a blocking [`write`](Protocol::write) its
+//! first try's ring, in the caller's frame: both are inlined, with the sleep's and the
+//! ring's chain (`Os::bell_sleep`, `Os::bell_ring`, the eventfd calls under them), and
+//! the bookkeeping around them is out of line, called before the syscall
+//! ([`wait_prepare`](Protocol::wait_prepare), [`claim_wake`](Protocol::claim_wake)) or
+//! after it ([`wait_after`](Protocol::wait_after)), never around it; the public blocking
+//! calls inline them into their callers. A write that finds no room waits in a frame of
+//! its own ([`write_blocked`](Protocol::write_blocked)), and the other writes (`try_write`,
+//! the async ones) wake out of line: a full count is rare, and a write that finds room
+//! keeps a small frame (the `SharedNotifier` pair, `write` + `read`: 94 → 98 user
+//! instructions; docs/handoff.md).
+//!
 //! # Async writers (room, without a thread)
 //!
 //! A `write_async` that finds no room waits on the doorbell instead of a futex, so that the
@@ -386,6 +408,33 @@ pub(crate) struct Protocol<W, O> {
     pub(crate) spin: SpinGauge,
 }
 
+/// A blocking call's state from one sleep to the next ([`Protocol::block`]).
+struct Waiting {
+    which: Futex,
+    deadline: Option<Instant>,
+    /// Whether the call may wait for a peer: for the wake a woken reader hands on
+    /// (`hand_on`).
+    wait: Wait,
+    /// It slept at least once.
+    woken: bool,
+    /// Rounds that woke and found nothing (`SPURIOUS_BEFORE_BACKOFF`).
+    idle_rounds: u32,
+    spin: Spin,
+    /// It announced a sleep at least once (the gauge heard `before_park`).
+    parked: bool,
+    /// No round yet: the next one spins first.
+    fresh: bool,
+}
+
+/// What [`Protocol::wait_prepare`] found.
+enum Prep<R> {
+    /// The call is done.
+    Done(R),
+    /// Registered: sleep (on the bell if `slot`, else on the futex word at `value`), or,
+    /// with no `value`, look again at once; then [`Protocol::wait_after`].
+    Sleep { slot: bool, value: Option<u32> },
+}
+
 /// Why an atomic step over the count did not happen.
 enum Step {
     Refused(WriteRefused),
@@ -469,9 +518,15 @@ impl<W: Words, O: Os> Protocol<W, O> {
     /// which checks once per round.
     #[inline(always)]
     fn put(&self, n: u64, wait: Wait) -> io::Result<bool> {
+        self.put_then(n, |old, new| self.after_write(old, new, wait))
+    }
+
+    /// [`put`](Self::put) with `after` in place of [`after_write`](Self::after_write).
+    #[inline(always)]
+    fn put_then(&self, n: u64, after: impl FnOnce(u64, u64)) -> io::Result<bool> {
         match self.update(|c| mode::write(c, n)) {
             Ok((old, new)) => {
-                self.after_write(old, new, wait);
+                after(old, new);
                 Ok(true)
             }
             Err(Step::Refused(WriteRefused::Invalid)) => Err(mode::invalid_write()),
@@ -569,15 +624,38 @@ impl<W: Words, O: Os> Protocol<W, O> {
     /// line, so that a write that wakes nobody keeps a small frame.
     #[inline(never)]
     fn after_write_slow(&self, s: u64, old: u64, wait: Wait) {
-        // Only the 0 -> positive edge wakes: a reader sleeps only after seeing 0 (module
-        // docs), so the edge's write is the one that finds it; later writes coalesce, and a
-        // woken Semaphore reader that leaves units hands the wake on.
         if old == 0 && s & FIELD != 0 {
-            // Every reader in FUTEX_WAIT (as a kernel eventfd wakes all its blocked readers):
-            // the wait flag is cleared here, so one left asleep would hear no later edge.
             self.wake(Futex::Readers, wait);
         }
         if old == 0 && (s >> (2 * FIELD_BITS)) & FIELD != 0 {
+            self.sync_bell(true);
+        }
+    }
+
+    /// [`after_write`](Self::after_write) for a blocking write's first try, the write of a
+    /// hand-off: the same steps, with the readers' wake inlined — its bookkeeping is a
+    /// call ([`claim_wake`](Self::claim_wake)), its syscall in the caller's frame (module
+    /// docs, "Syscalls in the caller's frame").
+    #[inline(always)]
+    fn after_write_here(&self, old: u64, new: u64, wait: Wait) {
+        if new == old || new == 0 {
+            return; // write(0): nothing anyone could be waiting for changed
+        }
+        crate::loom::dekker_fence();
+        let s = self.words.sleepers().load(SeqCst);
+        // Only the 0 -> positive edge wakes: a reader sleeps only after seeing 0 (module
+        // docs), so the edge's write is the one that finds it; later writes coalesce, and a
+        // woken Semaphore reader that leaves units hands the wake on.
+        if s == 0 || old != 0 {
+            return; // nobody may sleep, or not an edge: no syscall
+        }
+        if s & FIELD != 0 {
+            // Every reader in FUTEX_WAIT (as a kernel eventfd wakes all its blocked readers):
+            // the wait flag is cleared here, so one left asleep would hear no later edge.
+            let flags = self.claim_wake(Futex::Readers);
+            self.wake_with(Futex::Readers, flags, wait);
+        }
+        if (s >> (2 * FIELD_BITS)) & FIELD != 0 {
             self.sync_bell(true);
         }
     }
@@ -607,16 +685,22 @@ impl<W: Words, O: Os> Protocol<W, O> {
     }
 
     /// Wake the sleepers of `which`: clear the word's flags and bump its sequence (one
-    /// CAS), then
-    /// `FUTEX_WAKE` every thread in `FUTEX_WAIT` on it if the wait flag was set, and pulse
-    /// the doorbell if an async writer asked for it (module docs, "Dead sleepers"). A
-    /// registered sleeper that never set a flag (a dead peer's leftover count) costs two
-    /// atomics here, no syscall.
+    /// CAS), then ring the sleep bell if its holder announced itself, `FUTEX_WAKE` every
+    /// thread in `FUTEX_WAIT` on the word if the wait flag was set, and pulse the doorbell
+    /// if an async writer asked for it (module docs, "Dead sleepers"). A registered sleeper
+    /// that never set a flag (a dead peer's leftover count) costs two atomics here, no
+    /// syscall.
     fn wake(&self, which: Futex, wait: Wait) {
-        let word = match which {
-            Futex::Readers => self.words.rseq(),
-            Futex::Writers => self.words.wseq(),
-        };
+        let flags = self.claim_wake(which);
+        self.wake_with(which, flags, wait);
+    }
+
+    /// The word's half of [`wake`](Self::wake): clear `which`'s flags and bump its sequence
+    /// in one CAS, and leave this CPU in the waker word if a flag says someone is (about to
+    /// be) in the kernel. The flags it cleared.
+    #[inline(never)]
+    fn claim_wake(&self, which: Futex) -> u32 {
+        let word = self.word(which);
         // Clear and bump in one RMW: a sleeper's flag is set either before it (we see it)
         // or not at all (its CAS finds the sequence moved and it looks again). Two RMWs
         // would let a sleeper set WAIT in between and enter FUTEX_WAIT before the bump,
@@ -641,14 +725,30 @@ impl<W: Words, O: Os> Protocol<W, O> {
                 w.store(current_cpu().wrapping_add(1), Relaxed);
             }
         }
-        if ring {
+        flags
+    }
+
+    /// The OS's half of [`wake`](Self::wake): the syscalls `flags` (from
+    /// [`claim_wake`](Self::claim_wake)) ask for, in the caller's frame.
+    #[inline(always)]
+    fn wake_with(&self, which: Futex, flags: u32, wait: Wait) {
+        if which == Futex::Readers && flags & RING_FLAG != 0 {
             self.os.bell_ring(wait);
         }
         if flags & WAIT_FLAG != 0 {
-            self.os.futex_wake(which, word, u32::MAX);
+            self.os.futex_wake(which, self.word(which), u32::MAX);
         }
         if which == Futex::Writers && flags & PULSE_FLAG != 0 {
             self.os.pulse();
+        }
+    }
+
+    /// The futex word of `which`.
+    #[inline(always)]
+    fn word(&self, which: Futex) -> &AtomicU32 {
+        match which {
+            Futex::Readers => self.words.rseq(),
+            Futex::Writers => self.words.wseq(),
         }
     }
 
@@ -704,18 +804,23 @@ impl<W: Words, O: Os> Protocol<W, O> {
     }
 
     /// The blocking call of `read`/`read_timeout` (`Futex::Readers`) and `write`
-    /// (`Futex::Writers`). `step` is the non-blocking attempt: `Ok(None)` while it would
-    /// block. `step` does not check the header: this does, before the first try, and
-    /// [`block_wait`](Self::block_wait) again after every sleep, so an operation fails with
-    /// `InvalidData` if the header was overwritten before it began or while it slept.
+    /// (`Futex::Writers`), once its first try failed. `step` is the non-blocking attempt:
+    /// `Ok(None)` while it would block. `step` does not check the header: the caller does,
+    /// before the first try, and [`wait_prepare`](Self::wait_prepare) again after every
+    /// sleep, so an operation fails with `InvalidData` if the header was overwritten before
+    /// it began or while it slept.
     ///
-    /// Step 1 of the in-process wait (`wait_queue::thread`): try once before anything
-    /// else. A call that finds what it wants at once teaches the gauge nothing: counting it
-    /// as a spin that paid would clear the misses of the spins that did not (in a ping-pong
-    /// sharing one CPU, every other read finds the answer already there), and the site would
-    /// never stop spinning. That try is inlined into the caller ([`read`](Self::read),
-    /// [`write`](Self::write), and through them the public calls): the rest, in
-    /// [`block_wait`](Self::block_wait), is out of line.
+    /// The first try is step 1 of the in-process wait (`wait_queue::thread`): try once
+    /// before anything else. A call that finds what it wants at once teaches the gauge
+    /// nothing: counting it as a spin that paid would clear the misses of the spins that
+    /// did not (in a ping-pong sharing one CPU, every other read finds the answer already
+    /// there), and the site would never stop spinning.
+    ///
+    /// Inlined into the caller ([`read`](Self::read), [`write`](Self::write), and through
+    /// them the public calls), and so is the sleep itself; what comes before a sleep
+    /// ([`wait_prepare`](Self::wait_prepare): the spin, the registration) and after it
+    /// ([`wait_after`](Self::wait_after)) is out of line (module docs, "Syscalls in the
+    /// caller's frame").
     #[inline(always)]
     fn block<R>(
         &self,
@@ -723,124 +828,150 @@ impl<W: Words, O: Os> Protocol<W, O> {
         deadline: Option<Instant>,
         step: impl Fn() -> io::Result<Option<R>>,
     ) -> io::Result<R> {
-        self.check_header()?;
-        if let Some(r) = step()? {
-            return Ok(r);
-        }
-        self.block_wait(which, deadline, step)
-    }
-
-    /// [`block`](Self::block) after its first try failed: spin (trying `step` when the count
-    /// moves), then sleep, checking the header and trying `step` again after each sleep.
-    #[inline(never)]
-    fn block_wait<R>(
-        &self,
-        which: Futex,
-        deadline: Option<Instant>,
-        step: impl Fn() -> io::Result<Option<R>>,
-    ) -> io::Result<R> {
-        let (word, me) = match which {
-            Futex::Readers => (self.words.rseq(), READER),
-            Futex::Writers => (self.words.wseq(), WRITER),
+        let mut w = Waiting {
+            which,
+            deadline,
+            wait: Self::may_wait(deadline),
+            woken: false,
+            idle_rounds: 0,
+            spin: Spin::new(SpinPlan::Adaptive(self.spin.budget_ns())),
+            parked: false,
+            fresh: true,
         };
-        // For the wake a woken reader hands on (`hand_on`).
-        let wait = Self::may_wait(deadline);
-        let mut woken = false;
-        let mut idle_rounds = 0u32;
-        // Then spin, unregistered, on a load of the count: a peer that answers within the
-        // learned budget costs neither process a syscall. The waker publishes its CPU in
-        // the region (`Words::waker_cpu`), so the gauge's "woken from my own CPU" rule
-        // works across processes too: two processes that share a CPU stop spinning.
-        let mut spin = Spin::new(SpinPlan::Adaptive(self.spin.budget_ns()));
-        let probe = || {
-            let c = self.count();
-            match which {
-                Futex::Readers => c != 0,
-                Futex::Writers => c < mode::LIMIT,
-            }
-        };
-        while spin.spin(deadline, probe) {
-            if let Some(r) = step()? {
-                self.spin.learn(spin.spun());
+        loop {
+            let (slot, value) = match self.wait_prepare(&mut w, &step)? {
+                Prep::Done(r) => return Ok(r),
+                Prep::Sleep { slot, value } => (slot, value),
+            };
+            let woke = match value {
+                // The sequence moved between the registration and the announcement: a
+                // wake came, look again.
+                None => Ok(Woke::Maybe),
+                Some(_) if slot => self.os.bell_sleep(deadline),
+                Some(v) => self.os.futex_wait(which, self.word(which), v, deadline),
+            };
+            if let Some(r) = self.wait_after(&mut w, slot, woke, &step)? {
                 return Ok(r);
             }
         }
-        let mut parked = false;
-        // The first round registers at once: the try above (or the spin's last) just failed,
-        // and the re-check after registering looks again anyway.
-        let mut first = true;
-        loop {
-            if !std::mem::take(&mut first) {
-                self.check_header()?;
-                if let Some(r) = step()? {
-                    if woken {
-                        self.hand_on(which, wait);
-                    }
-                    if parked {
-                        let from = self
-                            .words
-                            .waker_cpu(which)
-                            .map_or(NO_CPU, |w| w.load(Relaxed).wrapping_sub(1));
-                        self.spin.learn(spin.parked(true, from));
-                    }
-                    return Ok(r);
-                }
-            }
-            let seq = word.load(SeqCst);
-            self.words.sleepers().fetch_add(me, SeqCst);
-            crate::loom::dekker_fence();
-            let r = match step() {
-                Ok(None) => {
-                    // A reader sleeps on the sleep bell if it is free (module docs), else
-                    // in FUTEX_WAIT.
-                    let slot = which == Futex::Readers && self.take_slot();
-                    let flag = if slot { RING_FLAG } else { WAIT_FLAG };
-                    let r = match Self::announce(word, seq, flag) {
-                        Some(value) => {
-                            if !parked {
-                                spin.before_park(Some(&self.spin));
-                                parked = true;
-                            }
-                            if slot {
-                                self.os.bell_sleep(deadline)
-                            } else {
-                                self.os.futex_wait(which, word, value, deadline)
-                            }
-                        }
-                        None => Ok(Woke::Maybe),
-                    };
-                    if slot {
-                        self.words.rslot().store(0, SeqCst);
-                    }
-                    r
-                }
-                other => {
-                    self.words.sleepers().fetch_sub(me, SeqCst);
-                    if let Ok(Some(_)) = other {
-                        if woken {
-                            self.hand_on(which, wait);
-                        }
-                    }
-                    return other.map(|r| r.expect("matched Some"));
+    }
+
+    /// [`block`](Self::block) before a sleep: on the first round, spin (trying `step` when
+    /// the count moves); on the others, check the header and try `step` again. Then
+    /// register, look once more, and announce the sleep: on the sleep bell if this is a
+    /// reader that got it, else on the futex word.
+    #[inline(never)]
+    fn wait_prepare<R>(
+        &self,
+        w: &mut Waiting,
+        step: &impl Fn() -> io::Result<Option<R>>,
+    ) -> io::Result<Prep<R>> {
+        let which = w.which;
+        let word = self.word(which);
+        let me = match which {
+            Futex::Readers => READER,
+            Futex::Writers => WRITER,
+        };
+        if std::mem::take(&mut w.fresh) {
+            // Spin, unregistered, on a load of the count: a peer that answers within the
+            // learned budget costs neither process a syscall. The waker publishes its CPU
+            // in the region (`Words::waker_cpu`), so the gauge's "woken from my own CPU"
+            // rule works across processes too: two processes that share a CPU stop
+            // spinning.
+            let probe = || {
+                let c = self.count();
+                match which {
+                    Futex::Readers => c != 0,
+                    Futex::Writers => c < mode::LIMIT,
                 }
             };
-            self.words.sleepers().fetch_sub(me, SeqCst);
-            match r? {
-                Woke::TimedOut => {
-                    self.spin.learn(WaitEnd::TimedOut);
-                    self.check_header()?;
-                    return match step()? {
-                        Some(r) => Ok(r),
-                        None => Err(timed_out()),
-                    };
+            while w.spin.spin(w.deadline, probe) {
+                if let Some(r) = step()? {
+                    self.spin.learn(w.spin.spun());
+                    return Ok(Prep::Done(r));
                 }
-                Woke::Maybe => {
-                    woken = true;
-                    idle_rounds += 1;
-                    if idle_rounds >= SPURIOUS_BEFORE_BACKOFF {
-                        self.os.backoff(deadline);
+            }
+            // The first round registers at once: the try before the spin (or the spin's
+            // last) just failed, and the look after registering looks again anyway.
+        } else {
+            self.check_header()?;
+            if let Some(r) = step()? {
+                if w.woken {
+                    self.hand_on(which, w.wait);
+                }
+                if w.parked {
+                    let from = self
+                        .words
+                        .waker_cpu(which)
+                        .map_or(NO_CPU, |c| c.load(Relaxed).wrapping_sub(1));
+                    self.spin.learn(w.spin.parked(true, from));
+                }
+                return Ok(Prep::Done(r));
+            }
+        }
+        let seq = word.load(SeqCst);
+        self.words.sleepers().fetch_add(me, SeqCst);
+        crate::loom::dekker_fence();
+        match step() {
+            Ok(None) => {
+                // A reader sleeps on the sleep bell if it is free (module docs), else in
+                // FUTEX_WAIT.
+                let slot = which == Futex::Readers && self.take_slot();
+                let flag = if slot { RING_FLAG } else { WAIT_FLAG };
+                let value = Self::announce(word, seq, flag);
+                if value.is_some() && !w.parked {
+                    w.spin.before_park(Some(&self.spin));
+                    w.parked = true;
+                }
+                Ok(Prep::Sleep { slot, value })
+            }
+            other => {
+                self.words.sleepers().fetch_sub(me, SeqCst);
+                if let Ok(Some(_)) = other {
+                    if w.woken {
+                        self.hand_on(which, w.wait);
                     }
                 }
+                other.map(|r| Prep::Done(r.expect("matched Some")))
+            }
+        }
+    }
+
+    /// [`block`](Self::block) after a sleep (or a skipped one): leave the sleep bell and
+    /// unregister; then, timed out, one last try; woken, `None` (the caller goes round
+    /// again), backing off after many rounds that found nothing.
+    #[inline(never)]
+    fn wait_after<R>(
+        &self,
+        w: &mut Waiting,
+        slot: bool,
+        woke: io::Result<Woke>,
+        step: &impl Fn() -> io::Result<Option<R>>,
+    ) -> io::Result<Option<R>> {
+        if slot {
+            self.words.rslot().store(0, SeqCst);
+        }
+        let me = match w.which {
+            Futex::Readers => READER,
+            Futex::Writers => WRITER,
+        };
+        self.words.sleepers().fetch_sub(me, SeqCst);
+        match woke? {
+            Woke::TimedOut => {
+                self.spin.learn(WaitEnd::TimedOut);
+                self.check_header()?;
+                match step()? {
+                    Some(r) => Ok(Some(r)),
+                    None => Err(timed_out()),
+                }
+            }
+            Woke::Maybe => {
+                w.woken = true;
+                w.idle_rounds += 1;
+                if w.idle_rounds >= SPURIOUS_BEFORE_BACKOFF {
+                    self.os.backoff(w.deadline);
+                }
+                Ok(None)
             }
         }
     }
@@ -877,14 +1008,33 @@ impl<W: Words, O: Os> Protocol<W, O> {
     }
 
     /// Blocking read until `deadline` (`None`: forever).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn read(&self, deadline: Option<Instant>) -> io::Result<u64> {
+        self.check_header()?;
+        if let Some(v) = self.take()? {
+            return Ok(v);
+        }
         self.block(Futex::Readers, deadline, || self.take())
     }
 
     /// Blocking write until `deadline` (`None`: forever).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn write(&self, n: u64, deadline: Option<Instant>) -> io::Result<()> {
+        let wait = Self::may_wait(deadline);
+        // The first try by hand, not through the closure, and with the readers' wake
+        // inlined: its ring stays in the caller's frame.
+        self.check_header()?;
+        if self.put_then(n, |old, new| self.after_write_here(old, new, wait))? {
+            return Ok(());
+        }
+        self.write_blocked(n, deadline)
+    }
+
+    /// [`write`](Self::write) when the count had no room: out of line, so that the write
+    /// that finds room (nearly every one) keeps a small frame. A writer that sleeps here
+    /// returns through this frame, which a full count makes rare.
+    #[inline(never)]
+    fn write_blocked(&self, n: u64, deadline: Option<Instant>) -> io::Result<()> {
         let wait = Self::may_wait(deadline);
         self.block(Futex::Writers, deadline, || {
             Ok(if self.put(n, wait)? { Some(()) } else { None })

@@ -96,6 +96,7 @@ pub(crate) fn create_blocking(cloexec: bool) -> io::Result<OwnedFd> {
 ///   never waits ([`read_now`]);
 /// - with one, `poll(2)` until the deadline, then that read.
 #[cfg_attr(evfd_loom, allow(dead_code))]
+#[inline(always)]
 pub(crate) fn sleep_read(
     fd: BorrowedFd<'_>,
     deadline: Option<std::time::Instant>,
@@ -134,6 +135,7 @@ pub(crate) fn read(fd: BorrowedFd<'_>) -> io::Result<u64> {
 /// comes back as `WouldBlock`, `EINVAL` (`n == u64::MAX`) as `InvalidInput`, with their errno.
 /// Waits if the description is blocking: only for fds no peer holds; a shared one takes
 /// [`write_now`].
+#[inline(always)]
 pub(crate) fn write(fd: BorrowedFd<'_>, n: u64) -> io::Result<()> {
     let written = retry(|| (), || rustix::io::write(fd, &n.to_ne_bytes()))?;
     debug_assert_eq!(written, 8, "eventfd writes are all or nothing");
@@ -273,6 +275,7 @@ pub(crate) fn write_waiting(fd: BorrowedFd<'_>, n: u64) -> io::Result<()> {
 /// while a peer keeps the bell saturated, and the holder's read empties it; a call that
 /// waits for a peer by its meaning may wait for that too (the caller decides).
 #[cfg_attr(evfd_loom, allow(dead_code))]
+#[inline(always)]
 pub(crate) fn ring_waiting(fd: BorrowedFd<'_>) -> io::Result<()> {
     match write(fd, 1) {
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
