@@ -621,7 +621,8 @@ impl<W: Words, O: Os> Protocol<W, O> {
     }
 
     /// [`after_write`](Self::after_write) when someone may sleep (`s`: `sleepers`): out of
-    /// line, so that a write that wakes nobody keeps a small frame.
+    /// line, so that a write that wakes nobody keeps a small frame. The steps, and why, are
+    /// [`after_write_here`](Self::after_write_here)'s, with the wake out of line.
     #[inline(never)]
     fn after_write_slow(&self, s: u64, old: u64, wait: Wait) {
         if old == 0 && s & FIELD != 0 {
@@ -752,6 +753,15 @@ impl<W: Words, O: Os> Protocol<W, O> {
         }
     }
 
+    /// One sleeper of `which` in `sleepers`.
+    #[inline(always)]
+    fn sleeper(which: Futex) -> u64 {
+        match which {
+            Futex::Readers => READER,
+            Futex::Writers => WRITER,
+        }
+    }
+
     /// Set `flag` in `word`, whose sequence was `seq`: `Some(value)` (the word's value with
     /// the flag, to sleep on), or `None` if the sequence moved (a wake came: look again).
     fn announce(word: &AtomicU32, seq: u32, flag: u32) -> Option<u32> {
@@ -868,10 +878,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
     ) -> io::Result<Prep<R>> {
         let which = w.which;
         let word = self.word(which);
-        let me = match which {
-            Futex::Readers => READER,
-            Futex::Writers => WRITER,
-        };
+        let me = Self::sleeper(which);
         if std::mem::take(&mut w.fresh) {
             // Spin, unregistered, on a load of the count: a peer that answers within the
             // learned budget costs neither process a syscall. The waker publishes its CPU
@@ -951,11 +958,9 @@ impl<W: Words, O: Os> Protocol<W, O> {
         if slot {
             self.words.rslot().store(0, SeqCst);
         }
-        let me = match w.which {
-            Futex::Readers => READER,
-            Futex::Writers => WRITER,
-        };
-        self.words.sleepers().fetch_sub(me, SeqCst);
+        self.words
+            .sleepers()
+            .fetch_sub(Self::sleeper(w.which), SeqCst);
         match woke? {
             Woke::TimedOut => {
                 self.spin.learn(WaitEnd::TimedOut);
