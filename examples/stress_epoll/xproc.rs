@@ -89,24 +89,6 @@ fn bounce(
 fn shared_pingpong(dur: Duration, spin: bool) -> f64 {
     let a = SharedNotifier::new(Mode::Counter).unwrap();
     let b = SharedNotifier::new(Mode::Counter).unwrap();
-    let recv = move |s: &SharedNotifier| -> u64 {
-        if spin {
-            let mut i = 0u32;
-            loop {
-                if let Ok(v) = s.try_read() {
-                    return v;
-                }
-                i = i.wrapping_add(1);
-                if i % 1024 == 0 {
-                    // On a shared machine the other process may need this CPU.
-                    std::thread::yield_now();
-                }
-                std::hint::spin_loop();
-            }
-        } else {
-            s.read().unwrap()
-        }
-    };
     let (ac, bc) = (a.clone(), b.clone());
     if !spin {
         // The kernel twin's shape: each side's blocking read called in its loop.
@@ -124,6 +106,21 @@ fn shared_pingpong(dur: Duration, spin: bool) -> f64 {
             },
         );
     }
+    // Spinning: each side polls `try_read` until the token is there.
+    let recv = |s: &SharedNotifier| -> u64 {
+        let mut i = 0u32;
+        loop {
+            if let Ok(v) = s.try_read() {
+                return v;
+            }
+            i = i.wrapping_add(1);
+            if i % 1024 == 0 {
+                // On a shared machine the other process may need this CPU.
+                std::thread::yield_now();
+            }
+            std::hint::spin_loop();
+        }
+    };
     bounce(
         dur,
         move || loop {
