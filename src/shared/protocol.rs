@@ -606,49 +606,55 @@ impl<W: Words, O: Os> Protocol<W, O> {
 
     /// After a write took the count from `old` to `new`: wake sleeping readers, ring the
     /// doorbell on the 0 → positive edge. `wait`: whether the writing call may wait
-    /// ([`Os::bell_ring`]).
+    /// ([`Os::bell_ring`]). The wake, if any, out of line, so that a write that wakes
+    /// nobody keeps a small frame.
     #[inline]
     fn after_write(&self, old: u64, new: u64, wait: Wait) {
-        if new == old || new == 0 {
-            return; // write(0): nothing anyone could be waiting for changed
+        let s = self.sleepers_after_write(old, new);
+        if s != 0 {
+            self.after_write_slow(s, old, wait);
         }
-        crate::loom::dekker_fence();
-        let s = self.words.sleepers().load(SeqCst);
-        if s == 0 {
-            return; // the fast path: nobody may sleep, no syscall
-        }
-        self.after_write_slow(s, old, wait);
     }
 
-    /// [`after_write`](Self::after_write) when someone may sleep (`s`: `sleepers`): out of
-    /// line, so that a write that wakes nobody keeps a small frame. The steps, and why, are
-    /// [`after_write_here`](Self::after_write_here)'s, with the wake out of line.
+    /// [`after_write`](Self::after_write) when someone may sleep (`s`: `sleepers`).
     #[inline(never)]
     fn after_write_slow(&self, s: u64, old: u64, wait: Wait) {
-        if old == 0 && s & FIELD != 0 {
-            self.wake(Futex::Readers, wait);
-        }
-        if old == 0 && (s >> (2 * FIELD_BITS)) & FIELD != 0 {
-            self.sync_bell(true);
-        }
+        self.wake_on_write(s, old, wait);
     }
 
     /// [`after_write`](Self::after_write) for a blocking write's first try, the write of a
-    /// hand-off: the same steps, with the readers' wake inlined — its bookkeeping is a
-    /// call ([`claim_wake`](Self::claim_wake)), its syscall in the caller's frame (module
+    /// hand-off: the wake inlined, so that its syscall sits in the caller's frame (module
     /// docs, "Syscalls in the caller's frame").
     #[inline(always)]
     fn after_write_here(&self, old: u64, new: u64, wait: Wait) {
+        let s = self.sleepers_after_write(old, new);
+        if s != 0 {
+            self.wake_on_write(s, old, wait);
+        }
+    }
+
+    /// After a write took the count from `old` to `new`: `sleepers`, or 0 when there is
+    /// nothing to do (the fast path: nobody may sleep, or `write(0)` changed nothing
+    /// anyone could be waiting for), no syscall.
+    #[inline(always)]
+    fn sleepers_after_write(&self, old: u64, new: u64) -> u64 {
         if new == old || new == 0 {
-            return; // write(0): nothing anyone could be waiting for changed
+            return 0;
         }
         crate::loom::dekker_fence();
-        let s = self.words.sleepers().load(SeqCst);
+        self.words.sleepers().load(SeqCst)
+    }
+
+    /// The wakes of a write that took the count from `old` with sleepers `s`: the readers'
+    /// (its bookkeeping a call, [`claim_wake`](Self::claim_wake), its syscalls inline) and
+    /// the doorbell's.
+    #[inline(always)]
+    fn wake_on_write(&self, s: u64, old: u64, wait: Wait) {
         // Only the 0 -> positive edge wakes: a reader sleeps only after seeing 0 (module
         // docs), so the edge's write is the one that finds it; later writes coalesce, and a
         // woken Semaphore reader that leaves units hands the wake on.
-        if s == 0 || old != 0 {
-            return; // nobody may sleep, or not an edge: no syscall
+        if old != 0 {
+            return;
         }
         if s & FIELD != 0 {
             // Every reader in FUTEX_WAIT (as a kernel eventfd wakes all its blocked readers):
