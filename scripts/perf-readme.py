@@ -53,6 +53,9 @@ TARGETS = [
     (('autoreset_loop', 'AutoReset_vs_kernel', None), 3.0),
     (('async_pingpong', 'vs_Notify', None), 1.2),
     (('async_pingpong', 'vs_AsyncFd', None), 10.0),
+    (('listener', 'block-cross', None), 1.1),
+    (('listener', 'block-same', None), 1.1),
+    (('listener', 'async', None), 1.2),
     # Costs (latency, ns): the ratio is twin/evfd, so "at most 1.2x the twin's" is >= 0.83.
     (('scale', None, None), 0.83),
     (('mixed', 'wake_async_p50', None), 1.0),
@@ -77,7 +80,7 @@ TWIN = {
     'seed_pri': 'kernel eventfd + epoll', 'seed_in': 'kernel eventfd + epoll',
     'stress': 'kernel eventfd + epoll', 'pingpong': 'kernel epoll',
     'epwait': 'kernel epoll', 'harvest': 'kernel epoll (eventfds)', 'scale': 'evfd at R=10',
-    'async_pingpong': 'tokio peer', 'autoreset_loop': 'see variant', 'doorbell': 'plain eventfd',
+    'async_pingpong': 'tokio peer', 'listener': 'event-listener', 'autoreset_loop': 'see variant', 'doorbell': 'plain eventfd',
 }
 
 
@@ -337,7 +340,7 @@ def section(machines, args=''):
         cost = (f' {"On this machine the" if not multi else "The"} floor\'s `write`+`read` pair '
                 f'(load + CAS + swap on a private line) takes {", ".join(costs)}.')
     table(lambda k: not k[1].startswith(FLOORS), 'Against the kernel and the peers',
-          'The same runs, evfd against the kernel\'s eventfd/epoll (or tokio, or evfd itself '
+          'The same runs, evfd against the kernel\'s eventfd/epoll (or tokio, event-listener, or evfd itself '
           'for `scale`). **Kernel ratios scale with the CPU\'s atomic cost**: evfd\'s fast '
           'paths are a few atomic instructions where the kernel\'s are a syscall, so a CPU '
           'whose `lock cmpxchg` costs 4× more shows ratios several times smaller (the same '

@@ -13,7 +13,7 @@ use crate::report::{Out, RT_S};
 use crate::twin::{async_kfd, async_kread, kwrite};
 
 /// A 2-worker tokio runtime.
-fn tokio_rt() -> tokio::runtime::Runtime {
+pub fn tokio_rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_io()
@@ -22,7 +22,7 @@ fn tokio_rt() -> tokio::runtime::Runtime {
 }
 
 /// Spawn `pong` and `ping` on `rt`; `ping` returns round trips/s and stops `pong`.
-fn ap_run<Pi, Po>(rt: &tokio::runtime::Runtime, ping: Pi, pong: Po) -> f64
+pub fn ap_run<Pi, Po>(rt: &tokio::runtime::Runtime, ping: Pi, pong: Po) -> f64
 where
     Pi: std::future::Future<Output = f64> + Send + 'static,
     Po: std::future::Future<Output = ()> + Send + 'static,
@@ -49,8 +49,9 @@ macro_rules! ap_ping {
         n as f64 / t0.elapsed().as_secs_f64()
     }};
 }
+pub(crate) use ap_ping;
 
-fn ap_evfd(rt: &tokio::runtime::Runtime, dur: Duration) -> f64 {
+pub fn ap_evfd(rt: &tokio::runtime::Runtime, dur: Duration) -> f64 {
     let (a, b) = (Notifier::new(), Notifier::new());
     let (a2, b2) = (a.clone(), b.clone());
     let stop = Arc::new(AtomicBool::new(false));

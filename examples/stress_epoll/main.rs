@@ -46,6 +46,7 @@ mod doorbell;
 mod epwait;
 mod floor;
 mod harvest;
+mod listener;
 mod measure;
 mod mixed;
 mod pingpong;
@@ -89,6 +90,7 @@ const BENCHES: &[(&str, BenchFn, bool)] = &[
     ("harvest", harvest::run, true),
     ("scale", scale::run, false),
     ("async_pingpong", async_pingpong::run, true),
+    ("listener", listener::run, true),
     ("autoreset_loop", autoreset::run, false),
     ("doorbell", doorbell::run, false),
     ("xproc", xproc::run, true),
