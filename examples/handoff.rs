@@ -17,7 +17,10 @@
 //!   with `SharedNotifier`s (`xproc pingpong_block`'s protocol, in two threads).
 //! - `async`: two tasks on a 2-worker tokio runtime, `write` + `read_async`.
 //! - `kepoll`, `kread`: the kernel twins of `epoll` and `read` (eventfd + epoll_wait + read).
-//! - `notify`: tokio `Notify` between two tasks (the async peer).
+//! - `notify`: tokio `Notify` between two tasks (the async peer); `listener`: the same with
+//!   event-listener's token (a flag and an `Event`, `stress_epoll`'s `listener async`), and
+//!   `lread` its blocking form between two threads (as `read`; `stress_epoll`'s `listener
+//!   block-*`).
 //! - Not hand-offs, per-operation counts: `queued` (a `write` + `read` pair while the
 //!   notifier's epoll item is queued; `squeued` the pair on a `SharedNotifier`), `harvest`
 //!   (per event of a 200-event level-triggered harvest), `fdwake` (a blocking
@@ -41,6 +44,10 @@ use std::time::Duration;
 
 use evfd::{Epoll, Event, Events, Mode, Notifier};
 use rustix::event::{epoll, eventfd, EventfdFlags};
+
+#[path = "stress_epoll/twin.rs"]
+mod twin;
+use twin::Token;
 
 /// `Notifier::write(1)`, as a function of its own: the notifier's fast path inlines into its
 /// caller, so the instruction count's toggles (`scripts/handoff_count.py`) name this.
@@ -208,6 +215,23 @@ fn read_pingpong<N: Clone + Send + 'static>(n: u64, a: N, b: N, write: fn(&N), r
     );
 }
 
+/// event-listener's give, as a function of its own (as [`notifier_write`]).
+#[inline(never)]
+fn listener_give(t: &Arc<Token>) {
+    t.give();
+}
+
+/// event-listener's blocking take, as a function of its own (as [`notifier_write`]).
+#[inline(never)]
+fn listener_take(t: &Arc<Token>) {
+    t.wait_forever();
+}
+
+fn lread_mode(n: u64) {
+    let (a, b) = (Arc::new(Token::default()), Arc::new(Token::default()));
+    read_pingpong(n, a, b, listener_give, listener_take);
+}
+
 fn kepoll_mode(n: u64) {
     let (a, b) = (Arc::new(kfd()), Arc::new(kfd()));
     let (ea, eb) = (kepoll_of(&a), kepoll_of(&b));
@@ -301,6 +325,29 @@ fn notify_mode(n: u64) {
             for _ in 0..n {
                 a.notify_one();
                 b.notified().await;
+            }
+        });
+        ping.await.expect("ping");
+        pong.await.expect("pong");
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+}
+
+fn listener_mode(n: u64) {
+    let rt = runtime();
+    let (a, b) = (Arc::new(Token::default()), Arc::new(Token::default()));
+    let (a2, b2) = (a.clone(), b.clone());
+    rt.block_on(async move {
+        let pong = tokio::spawn(async move {
+            for _ in 0..n {
+                a2.wait_async().await;
+                b2.give();
+            }
+        });
+        let ping = tokio::spawn(async move {
+            for _ in 0..n {
+                a.give();
+                b.wait_async().await;
             }
         });
         ping.await.expect("ping");
@@ -539,6 +586,8 @@ fn main() {
         "kepoll" => kepoll_mode(n),
         "kread" => kread_mode(n),
         "notify" => notify_mode(n),
+        "listener" => listener_mode(n),
+        "lread" => lread_mode(n),
         "queued" => queued_mode(n),
         "squeued" => squeued_mode(n),
         "harvest" => harvest_mode(n),

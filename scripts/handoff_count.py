@@ -14,13 +14,14 @@ that are not hand-offs count per operation instead: `queued` per `write` + `read
 level-triggered harvest, `fdwake` per blocking `Epoll::wait` returning one ready kernel fd
 (`kfdwake`: its kernel twin), `asyncwake` per `wait_async` woken by a kernel fd through the
 tokio reactor (`kasyncwake`: `AsyncFd`; build with `--all-features`; both counted whole, as
-`async` and `notify` are). `:parked` runs it with the peer certainly asleep at each write
+`async`, `notify` and `listener` are). `:parked` runs it with the peer certainly asleep at each write
 (the full futex path); `:cross` pins the two threads to CPUs 0 and 1 (where the adaptive
 spin can catch wakes). For evfd's threaded shapes only instructions inside its public calls
 (`Epoll::wait`, `Notifier::write`, `Notifier::read` and what they call; the last two inline
 into their callers, so the example calls them through functions of its own,
 `notifier_write` and `notifier_read`, and the `SharedNotifier`'s through `shared_write` and
-`shared_read`) are counted, so that the harness and the pause before each write are not.
+`shared_read`; event-listener's token in `lread` through `listener_give` and `listener_take`)
+are counted, so that the harness and the pause before each write are not.
 Under callgrind the threads run one at a time, so a spin never catches a wake there: its
 instruction counts describe the parked path; the syscall and context-switch counts come
 from real runs.
@@ -33,9 +34,11 @@ import sys
 import tempfile
 
 BIN = os.path.join(os.path.dirname(__file__), '..', 'target', 'release', 'examples', 'handoff')
-MODES = ['epoll', 'epoll_auto', 'read', 'async', 'kepoll', 'kread', 'notify', 'queued', 'squeued',
+MODES = ['epoll', 'epoll_auto', 'read', 'async', 'kepoll', 'kread', 'notify', 'listener', 'lread',
+         'queued', 'squeued',
          'harvest', 'fdwake', 'kfdwake', 'asyncwake', 'kasyncwake', 'spinrt',
-         'epoll:parked', 'read:parked', 'shared:parked', 'kepoll:parked', 'kread:parked',
+         'epoll:parked', 'read:parked', 'shared:parked', 'lread:parked', 'kepoll:parked',
+         'kread:parked',
          'epoll:cross', 'read:cross', 'kepoll:cross']
 N_CG = 2000      # round trips under callgrind
 N_PERF = 20000   # round trips under perf stat
@@ -75,7 +78,12 @@ def callgrind(mode, n):
         # them through functions of its own.
         extra = ['--toggle-collect=handoff::shared_write',
                  '--toggle-collect=handoff::shared_read']
-    elif not mode.startswith('k') and mode.split(':')[0] not in ('async', 'notify', 'asyncwake'):
+    elif mode.split(':')[0] == 'lread':
+        # event-listener's give and blocking take, through the example's own functions.
+        extra = ['--toggle-collect=handoff::listener_give',
+                 '--toggle-collect=handoff::listener_take']
+    elif not mode.startswith('k') and mode.split(':')[0] not in ('async', 'notify', 'listener',
+                                                                 'asyncwake'):
         # The public calls a hand-off is made of (none calls another, so that the toggles
         # do not cancel out).
         extra = ['--toggle-collect=evfd::epoll::Epoll::wait',

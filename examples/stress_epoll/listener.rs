@@ -19,67 +19,16 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use event_listener::{listener, Event, Listener};
 use evfd::Notifier;
 
 use crate::async_pingpong::{ap_evfd, ap_ping, ap_run, tokio_rt};
 use crate::measure::{interleaved, Cfg, Placement};
 use crate::pingpong::bounce;
 use crate::report::{Out, RT_S};
+use crate::twin::Token;
 
 /// How long the echo side waits before it looks at the stop flag again.
 const ECHO_WAIT: Duration = Duration::from_millis(20);
-
-/// One direction of event-listener's token: a flag and the event that announces it.
-#[derive(Default)]
-struct Token {
-    flag: AtomicBool,
-    event: Event,
-}
-
-impl Token {
-    /// Set the flag and wake a listener.
-    fn give(&self) {
-        self.flag.store(true, SeqCst);
-        self.event.notify(1);
-    }
-
-    /// Take the flag, the way event-listener's documentation waits for one.
-    fn take(&self) -> bool {
-        self.flag.swap(false, SeqCst)
-    }
-
-    /// Wait until the flag is set and take it; `false` if `timeout` passed first.
-    fn wait(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if self.take() {
-                return true;
-            }
-            listener!(self.event => l);
-            if self.take() {
-                return true;
-            }
-            if l.wait_deadline(deadline).is_none() {
-                return self.take();
-            }
-        }
-    }
-
-    /// [`wait`](Self::wait) as a future, with no timeout.
-    async fn wait_async(&self) {
-        loop {
-            if self.take() {
-                return;
-            }
-            listener!(self.event => l);
-            if self.take() {
-                return;
-            }
-            l.await;
-        }
-    }
-}
 
 fn block_evfd(dur: Duration, cpus: Placement) -> f64 {
     let (a, b) = (Notifier::new(), Notifier::new());

@@ -1,12 +1,14 @@
-//! The kernel twins: thin wrappers over a real eventfd and a real epoll, so that a benchmark
-//! runs the same loop on the kernel as on evfd. Shared by `stress_epoll` and the criterion
-//! benches (`#[path = "../examples/stress_epoll/twin.rs"] mod twin;`); each user takes what
-//! it needs.
+//! The twins: thin wrappers over a real eventfd and a real epoll, so that a benchmark runs
+//! the same loop on the kernel as on evfd, and event-listener's one-unit token ([`Token`]).
+//! Shared by `stress_epoll`, `examples/handoff.rs` and the criterion benches (`#[path =
+//! "../examples/stress_epoll/twin.rs"] mod twin;`); each user takes what it needs.
 #![allow(dead_code)]
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rustix::event::{epoll, eventfd, EventfdFlags};
 
@@ -103,6 +105,76 @@ pub async fn async_kread(fd: &tokio::io::unix::AsyncFd<OwnedFd>) -> u64 {
             Ok(Ok(8)) => return u64::from_ne_bytes(b),
             Ok(r) => panic!("eventfd read: {r:?}"),
             Err(_would_block) => continue,
+        }
+    }
+}
+
+/// event-listener's twin of a one-unit notifier. event-listener has no count, so a token is
+/// a flag and the `Event` that announces it, used as its documentation shows: a wait takes
+/// the flag; else it makes a listener (`listener!`: on the stack, no allocation), takes the
+/// flag again, and waits on the listener; the other side sets the flag and `notify(1)`s.
+#[derive(Default)]
+pub struct Token {
+    flag: AtomicBool,
+    event: event_listener::Event,
+}
+
+impl Token {
+    /// Set the flag and wake a listener.
+    pub fn give(&self) {
+        self.flag.store(true, SeqCst);
+        self.event.notify(1);
+    }
+
+    /// Take the flag if it is set.
+    pub fn take(&self) -> bool {
+        self.flag.swap(false, SeqCst)
+    }
+
+    /// Wait until the flag is set and take it; `false` if `timeout` passed first.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        use event_listener::Listener as _;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.take() {
+                return true;
+            }
+            event_listener::listener!(self.event => l);
+            if self.take() {
+                return true;
+            }
+            if l.wait_deadline(deadline).is_none() {
+                return self.take();
+            }
+        }
+    }
+
+    /// Wait until the flag is set and take it, with no timeout.
+    pub fn wait_forever(&self) {
+        use event_listener::Listener as _;
+        loop {
+            if self.take() {
+                return;
+            }
+            event_listener::listener!(self.event => l);
+            if self.take() {
+                return;
+            }
+            l.wait();
+        }
+    }
+
+    /// [`wait_forever`](Self::wait_forever) as a future.
+    pub async fn wait_async(&self) {
+        loop {
+            if self.take() {
+                return;
+            }
+            event_listener::listener!(self.event => l);
+            if self.take() {
+                return;
+            }
+            l.await;
         }
     }
 }
