@@ -133,34 +133,33 @@ impl Token {
 
     /// Wait until the flag is set and take it; `false` if `timeout` passed first.
     pub fn wait(&self, timeout: Duration) -> bool {
-        use event_listener::Listener as _;
-        let deadline = Instant::now() + timeout;
-        loop {
-            if self.take() {
-                return true;
-            }
-            event_listener::listener!(self.event => l);
-            if self.take() {
-                return true;
-            }
-            if l.wait_deadline(deadline).is_none() {
-                return self.take();
-            }
-        }
+        self.wait_until(Some(Instant::now() + timeout))
     }
 
     /// Wait until the flag is set and take it, with no timeout.
     pub fn wait_forever(&self) {
+        self.wait_until(None);
+    }
+
+    /// Wait until the flag is set and take it; `false` if `deadline` passed first.
+    fn wait_until(&self, deadline: Option<Instant>) -> bool {
         use event_listener::Listener as _;
         loop {
             if self.take() {
-                return;
+                return true;
             }
             event_listener::listener!(self.event => l);
             if self.take() {
-                return;
+                return true;
             }
-            l.wait();
+            match deadline {
+                None => l.wait(),
+                Some(d) => {
+                    if l.wait_deadline(d).is_none() {
+                        return self.take();
+                    }
+                }
+            }
         }
     }
 
