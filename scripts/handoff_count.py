@@ -14,9 +14,9 @@ that are not hand-offs count per operation instead: `queued` per `write` + `read
 level-triggered harvest, `fdwake` per blocking `Epoll::wait` returning one ready kernel fd
 (`kfdwake`: its kernel twin), `asyncwake` per `wait_async` woken by a kernel fd through the
 tokio reactor (`kasyncwake`: `AsyncFd`; build with `--all-features`; both counted whole, as
-`async`, `notify` and `listener` are). `:parked` runs it with the peer certainly asleep at each write
-(the full futex path); `:cross` pins the two threads to CPUs 0 and 1 (where the adaptive
-spin can catch wakes). For evfd's threaded shapes only instructions inside its public calls
+`async`, `notify` and `listener` are). `:parked` runs it with the peer certainly asleep at
+each write (the full futex path); `:cross` pins the two threads to CPUs 0 and 1 (where the
+adaptive spin can catch wakes). For evfd's threaded shapes only instructions inside its public calls
 (`Epoll::wait`, `Notifier::write`, `Notifier::read` and what they call; the last two inline
 into their callers, so the example calls them through functions of its own,
 `notifier_write` and `notifier_read`, and the `SharedNotifier`'s through `shared_write` and

@@ -80,7 +80,8 @@ TWIN = {
     'seed_pri': 'kernel eventfd + epoll', 'seed_in': 'kernel eventfd + epoll',
     'stress': 'kernel eventfd + epoll', 'pingpong': 'kernel epoll',
     'epwait': 'kernel epoll', 'harvest': 'kernel epoll (eventfds)', 'scale': 'evfd at R=10',
-    'async_pingpong': 'tokio peer', 'listener': 'event-listener', 'autoreset_loop': 'see variant', 'doorbell': 'plain eventfd',
+    'async_pingpong': 'tokio peer', 'listener': 'event-listener', 'autoreset_loop': 'see variant',
+    'doorbell': 'plain eventfd',
 }
 
 
@@ -340,8 +341,8 @@ def section(machines, args=''):
         cost = (f' {"On this machine the" if not multi else "The"} floor\'s `write`+`read` pair '
                 f'(load + CAS + swap on a private line) takes {", ".join(costs)}.')
     table(lambda k: not k[1].startswith(FLOORS), 'Against the kernel and the peers',
-          'The same runs, evfd against the kernel\'s eventfd/epoll (or tokio, event-listener, or evfd itself '
-          'for `scale`). **Kernel ratios scale with the CPU\'s atomic cost**: evfd\'s fast '
+          'The same runs, evfd against the kernel\'s eventfd/epoll (or tokio, event-listener, or '
+          'evfd itself for `scale`). **Kernel ratios scale with the CPU\'s atomic cost**: evfd\'s fast '
           'paths are a few atomic instructions where the kernel\'s are a syscall, so a CPU '
           'whose `lock cmpxchg` costs 4× more shows ratios several times smaller (the same '
           'commit gave `seed_pri` 72× on one 2-vCPU machine and 17–23× on another).' + cost

@@ -412,9 +412,6 @@ pub(crate) struct Protocol<W, O> {
 struct Waiting {
     which: Futex,
     deadline: Option<Instant>,
-    /// Whether the call may wait for a peer: for the wake a woken reader hands on
-    /// (`hand_on`).
-    wait: Wait,
     /// It slept at least once.
     woken: bool,
     /// Rounds that woke and found nothing (`SPURIOUS_BEFORE_BACKOFF`).
@@ -646,8 +643,8 @@ impl<W: Words, O: Os> Protocol<W, O> {
     }
 
     /// The wakes of a write that took the count from `old` with sleepers `s`: the readers'
-    /// (its bookkeeping a call, [`claim_wake`](Self::claim_wake), its syscalls inline) and
-    /// the doorbell's.
+    /// ([`wake`](Self::wake)'s halves: its bookkeeping a call, its syscalls inline) and the
+    /// doorbell's.
     #[inline(always)]
     fn wake_on_write(&self, s: u64, old: u64, wait: Wait) {
         // Only the 0 -> positive edge wakes: a reader sleeps only after seeing 0 (module
@@ -659,6 +656,9 @@ impl<W: Words, O: Os> Protocol<W, O> {
         if s & FIELD != 0 {
             // Every reader in FUTEX_WAIT (as a kernel eventfd wakes all its blocked readers):
             // the wait flag is cleared here, so one left asleep would hear no later edge.
+            // `wake`'s two halves spelled out, not `wake` forced inline: that would put the
+            // syscalls in every caller's frame, `hand_on`'s in `wait_prepare` too (+21
+            // instructions on the parked shared hand-off).
             let flags = self.claim_wake(Futex::Readers);
             self.wake_with(Futex::Readers, flags, wait);
         }
@@ -847,7 +847,6 @@ impl<W: Words, O: Os> Protocol<W, O> {
         let mut w = Waiting {
             which,
             deadline,
-            wait: Self::may_wait(deadline),
             woken: false,
             idle_rounds: 0,
             spin: Spin::new(SpinPlan::Adaptive(self.spin.budget_ns())),
@@ -910,7 +909,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
             self.check_header()?;
             if let Some(r) = step()? {
                 if w.woken {
-                    self.hand_on(which, w.wait);
+                    self.hand_on(which, Self::may_wait(w.deadline));
                 }
                 if w.parked {
                     let from = self
@@ -942,7 +941,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
                 self.words.sleepers().fetch_sub(me, SeqCst);
                 if let Ok(Some(_)) = other {
                     if w.woken {
-                        self.hand_on(which, w.wait);
+                        self.hand_on(which, Self::may_wait(w.deadline));
                     }
                 }
                 other.map(|r| Prep::Done(r.expect("matched Some")))
