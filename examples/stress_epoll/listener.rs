@@ -15,13 +15,12 @@
 //!
 //! Under a co-tenant (`_contended`): `block-cross` and `async`.
 
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use evfd::Notifier;
 
-use crate::async_pingpong::{ap_evfd, ap_ping, ap_run, tokio_rt};
+use crate::async_pingpong::{ap_bounce, ap_evfd, tokio_rt};
 use crate::measure::{interleaved, Cfg, Placement};
 use crate::pingpong::bounce;
 use crate::report::{Out, RT_S};
@@ -64,30 +63,13 @@ fn block_listener(dur: Duration, cpus: Placement) -> f64 {
 }
 
 fn async_listener(rt: &tokio::runtime::Runtime, dur: Duration) -> f64 {
-    let (a, b) = (Arc::new(Token::default()), Arc::new(Token::default()));
-    let (a2, b2) = (a.clone(), b.clone());
-    let stop = Arc::new(AtomicBool::new(false));
-    let stop2 = stop.clone();
-    ap_run(
+    ap_bounce!(
         rt,
-        async move {
-            let rate = ap_ping!(dur, {
-                a.give();
-                b.wait_async().await;
-            });
-            stop.store(true, SeqCst);
-            a.give();
-            rate
-        },
-        async move {
-            loop {
-                a2.wait_async().await;
-                if stop2.load(SeqCst) {
-                    break;
-                }
-                b2.give();
-            }
-        },
+        dur,
+        Arc::new(Token::default()),
+        Arc::new(Token::default()),
+        |t| t.give(),
+        |t| t.wait_async().await
     )
 }
 
