@@ -1,7 +1,8 @@
 //! A mio event loop over evfd objects, registered as `mio::event::Source`s (feature `mio`):
 //!
 //! - an in-memory `Notifier` through its fd view (Counter: `try_read` drains it);
-//! - an AutoReset `Notifier` through its fd view (`FdView::consume` resets it: no read);
+//! - an AutoReset `Notifier` through its fd view, edge-only (`FdView::consume` resets it: no
+//!   read of the notifier, and no drain of the view's doorbell);
 //! - a `KernelNotifier` (an eventfd another process or the kernel could write);
 //! - an `Epoll` over several notifiers through its fd view (`wait` with a zero timeout
 //!   harvests it).
@@ -38,6 +39,8 @@ fn main() -> std::io::Result<()> {
 
     let kick = Notifier::builder().mode(Mode::AutoReset).build()?;
     let mut kick_view = kick.fd_view()?;
+    // Only mio (edge-triggered) watches this fd: edge-only, so no drain at each delivery.
+    kick_view.set_edge_only(true)?;
     poll.registry()
         .register(&mut kick_view, KICK, Interest::READABLE)?;
 
@@ -174,5 +177,8 @@ fn main() -> std::io::Result<()> {
         "  counter view doorbell syscalls: {:?} (writes to a readable notifier cost none)",
         counter_view.doorbell_stats()
     );
+    let kick_stats = kick_view.doorbell_stats();
+    assert_eq!(kick_stats.drains, 0, "an edge-only view never drains");
+    println!("  kick view doorbell syscalls: {kick_stats:?} (edge-only: rings, no drains)");
     Ok(())
 }

@@ -56,8 +56,10 @@ TARGETS = [
     (('listener', 'block-cross', None), 1.1),
     (('listener', 'block-same', None), 1.1),
     (('listener', 'async', None), 1.2),
+    (('waker', 'loop', None), 1.0),
     # Costs (latency, ns): the ratio is twin/evfd, so "at most 1.2x the twin's" is >= 0.83.
     (('scale', None, None), 0.83),
+    (('waker', 'burst', None), 10.0),
     (('mixed', 'wake_async_p50', None), 1.0),
     (('mixed', 'wake_blocking_p50_vs_epoll_wait', None), 1.0),
     (('xproc', 'pingpong_block', None), 1.0),
@@ -81,7 +83,7 @@ TWIN = {
     'stress': 'kernel eventfd + epoll', 'pingpong': 'kernel epoll',
     'epwait': 'kernel epoll', 'harvest': 'kernel epoll (eventfds)', 'scale': 'evfd at R=10',
     'async_pingpong': 'tokio peer', 'listener': 'event-listener', 'autoreset_loop': 'see variant',
-    'doorbell': 'plain eventfd',
+    'doorbell': 'plain eventfd', 'waker': 'mio Waker',
 }
 
 
@@ -341,8 +343,8 @@ def section(machines, args=''):
         cost = (f' {"On this machine the" if not multi else "The"} floor\'s `write`+`read` pair '
                 f'(load + CAS + swap on a private line) takes {", ".join(costs)}.')
     table(lambda k: not k[1].startswith(FLOORS), 'Against the kernel and the peers',
-          'The same runs, evfd against the kernel\'s eventfd/epoll (or tokio, event-listener, or '
-          'evfd itself for `scale`). **Kernel ratios scale with the CPU\'s atomic cost**: evfd\'s fast '
+          'The same runs, evfd against the kernel\'s eventfd/epoll (or tokio, event-listener, mio\'s '
+          '`Waker`, or evfd itself for `scale`). **Kernel ratios scale with the CPU\'s atomic cost**: evfd\'s fast '
           'paths are a few atomic instructions where the kernel\'s are a syscall, so a CPU '
           'whose `lock cmpxchg` costs 4× more shows ratios several times smaller (the same '
           'commit gave `seed_pri` 72× on one 2-vCPU machine and 17–23× on another).' + cost

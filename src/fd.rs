@@ -75,6 +75,20 @@
 //! Without `EMPTIED` (a Semaphore read that leaves units) the check skips as usual: no
 //! syscall while the source stays readable.
 //!
+//! **Edge-only views** ([`FdView::set_edge_only`]). Claim 2 is all an edge-triggered
+//! poller needs, and a ring makes its edge whether or not the fd is readable already (an
+//! eventfd or pipe write wakes every waiter on the fd, and epoll queues an `EPOLLET` item
+//! again on each such wake). So an edge-only view runs the protocol above unchanged, with
+//! `*rung` and `mirror` as they are, but makes no syscall where it would drain: the fd
+//! stays readable once rung, and claim 1 holds for `*rung` only, not for the fd. What it
+//! saves is the drain of every edge, a `read(2)`: a wake through a level view costs a
+//! ring and a drain, through an edge-only one a ring, as mio's `Waker` (an eventfd
+//! registered `EPOLLET`, written at each wake and never read). Rings that are never
+//! drained would fill a pipe doorbell (and, after 2^64 - 2 of them, an eventfd): a ring
+//! that finds the fd full drains it and writes again (`Doorbell::ring_edge`), since a
+//! refused write wakes nobody. Setting the view back to level drains the fd if `*rung` is
+//! false, which makes claim 1 hold for the fd again from that point.
+//!
 //! The loom model in `src/tests/loom_fd.rs` checks both claims over every interleaving of
 //! write / read / semaphore read / AutoReset consume / view creation, with a mock doorbell
 //! that asserts `drain` only while rung, and for an epoll: notify / harvest / delete.
@@ -125,9 +139,12 @@
 //! # LOCKING
 //!
 //! ```text
-//! Core::rung     Mutex<bool>  — whether the doorbell is rung; holding it is the right to
-//!                               ring or drain. A plain mutex: held across one non-blocking
-//!                               syscall, never while taking any other lock.
+//! Core::rung     Mutex<Bell>  — whether the doorbell is rung, and whether the view is
+//!                               edge-only; holding it is the right to ring or drain. A
+//!                               plain mutex: held across one non-blocking syscall (two for
+//!                               an edge-only ring that finds the fd full, and a full pipe's
+//!                               drain reads until it is empty), never while taking any
+//!                               other lock.
 //! Core::mirror   AtomicBool   — copy of *rung, stored only with `rung` held, read lock-free.
 //! Order: the source's WaitQueue lock and `rung` are never held together: the callback
 //!        (under the queue lock) only loads atomics and pushes a post-wake; `sync` runs
@@ -256,8 +273,8 @@ pub(crate) struct Core {
     source: Arc<dyn ViewSource>,
     /// `*rung`, stored only with `rung` held; the fast path's lock-free read.
     mirror: AtomicBool,
-    /// Whether the doorbell is rung. Guards `bell`'s ring/drain calls.
-    rung: Mutex<bool>,
+    /// Whether the doorbell is rung, and how it is kept. Guards `bell`'s syscalls.
+    rung: Mutex<Bell>,
     /// The doorbell; its fd is what pollers watch.
     bell: BuildDoorbell,
 }
@@ -283,17 +300,20 @@ impl Core {
 
     #[cold]
     fn sync_locked(&self, mut force: bool) {
-        let mut rung = crate::loom::lock(&self.rung);
+        let mut bell = crate::loom::lock(&self.rung);
         loop {
             let want = self.source.is_readable();
-            let r = if want != *rung {
+            let r = if want != bell.rung {
                 let r = if want {
-                    self.bell.ring()
+                    self.ring(&mut bell)
+                } else if bell.edge_only {
+                    // Edge-only: no drain; the next ring is a fresh edge all the same.
+                    Ok(())
                 } else {
                     self.bell.drain()
                 };
                 if r.is_ok() {
-                    *rung = want;
+                    bell.rung = want;
                     // Publish, then re-load the state at the top of the loop (the
                     // store-buffer pair with the check, module docs).
                     self.mirror.store(want, SeqCst);
@@ -302,7 +322,7 @@ impl Core {
                 r
             } else if want && force {
                 // A refill raced the consumption that emptied the source: a fresh edge.
-                self.bell.ring()
+                self.ring(&mut bell)
             } else {
                 return;
             };
@@ -315,6 +335,47 @@ impl Core {
             }
         }
     }
+}
+
+impl Core {
+    /// Ring the doorbell, with `rung` held (`bell`): a plain ring, or, edge-only, a write
+    /// that makes an edge even if the fd is still readable from the last one.
+    fn ring(&self, bell: &mut Bell) -> io::Result<()> {
+        if bell.edge_only {
+            bell.undrained = true;
+            self.bell.ring_edge()
+        } else {
+            self.bell.ring()
+        }
+    }
+
+    /// [`FdView::set_edge_only`], with the source known not to be a fork child's copy.
+    fn set_edge_only(&self, on: bool) -> io::Result<()> {
+        let mut bell = crate::loom::lock(&self.rung);
+        if bell.edge_only == on {
+            return Ok(());
+        }
+        if !on && !bell.rung && bell.undrained {
+            // Back to level: the fd may still be readable from an edge-only ring.
+            self.bell.drain()?;
+        }
+        if !on {
+            bell.undrained = false;
+        }
+        bell.edge_only = on;
+        Ok(())
+    }
+}
+
+/// What [`Core::rung`] guards.
+#[derive(Debug, Default)]
+struct Bell {
+    /// Whether the doorbell is rung (level views: whether the fd is readable).
+    rung: bool,
+    /// Edge-only ([`FdView::set_edge_only`]): rings make edges, nothing drains.
+    edge_only: bool,
+    /// A ring made while edge-only may have left the fd readable with `rung` false.
+    undrained: bool,
 }
 
 impl PostWake for Core {
@@ -465,7 +526,7 @@ impl FdView {
         let core = Arc::new(Core {
             source,
             mirror: AtomicBool::new(false),
-            rung: Mutex::new(false),
+            rung: Mutex::new(Bell::default()),
             bell,
         });
         let hook: Arc<dyn Callback> = Arc::new(Hook(Arc::clone(&core)));
@@ -545,11 +606,76 @@ impl FdView {
         self.reg.core.bell.stats()
     }
 
+    /// Keep this view's fd for edge-triggered pollers only (mio, tokio's `AsyncFd`, epoll
+    /// with `EPOLLET`, kqueue with `EV_CLEAR`), or (`false`, the default) for every poller.
+    ///
+    /// An edge-only view still rings its doorbell on each not-readable → readable edge of
+    /// the source, and each ring is a write that wakes edge-triggered pollers even if the fd
+    /// is still readable from the one before; it never drains it. The drain, a `read(2)`
+    /// each time a consumer empties the source, is what keeps the fd readable exactly while
+    /// the source is, which only level-triggered pollers (`poll(2)`, `select(2)`, epoll
+    /// without `EPOLLET`) need. So a wake through an edge-only view costs one syscall, as
+    /// mio's `Waker` does, where a level view costs two (the ring and the drain).
+    ///
+    /// The fd of an edge-only view stays readable once rung, whatever the source holds: a
+    /// level-triggered poller would see it ready for ever. Set it only when every poller of
+    /// this fd is edge-triggered. Setting it back to `false` drains the fd if the source is
+    /// not readable, so that the fd is level-exact again. The setting is shared with the
+    /// view's clones.
+    ///
+    /// # Errors
+    ///
+    /// [`Unsupported`](io::ErrorKind::Unsupported) in a child process, for a view of an
+    /// object made before the fork (see [`Notifier`]); any error of the drain that setting
+    /// it back makes (none short of the doorbell's fd being closed behind the view's back).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[cfg(target_os = "linux")] {
+    /// use evfd::{Mode, Notifier};
+    /// let kick = Notifier::builder().mode(Mode::AutoReset).build()?;
+    /// let view = kick.fd_view()?;
+    /// view.set_edge_only(true)?;
+    /// assert!(view.is_edge_only());
+    /// for _ in 0..3 {
+    ///     kick.notify()?; // an edge: one ring
+    ///     assert!(view.consume().contains(evfd::Events::IN)); // emptied: no drain
+    /// }
+    /// assert_eq!(view.doorbell_stats().rings, 3);
+    /// assert_eq!(view.doorbell_stats().drains, 0);
+    /// view.set_edge_only(false)?; // level again: the fd is drained, as the source is empty
+    /// assert_eq!(view.doorbell_stats().drains, 1);
+    /// # }
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_edge_only(&self, on: bool) -> io::Result<()> {
+        let core = &self.reg.core;
+        if core.source.forked() {
+            return Err(crate::sys::fork::refused("fd view"));
+        }
+        core.set_edge_only(on)
+    }
+
+    /// Whether this view is edge-only ([`set_edge_only`](Self::set_edge_only)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let n = evfd::Notifier::new();
+    /// let view = n.fd_view()?;
+    /// assert!(!view.is_edge_only(), "level by default");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn is_edge_only(&self) -> bool {
+        crate::loom::lock(&self.reg.core.rung).edge_only
+    }
+
     /// The doorbell's state: (`*rung`, mirror). For tests.
     #[cfg(test)]
     pub(crate) fn rung_state(&self) -> (bool, bool) {
         let core = &self.reg.core;
-        let rung = *crate::loom::lock(&core.rung);
+        let rung = crate::loom::lock(&core.rung).rung;
         (rung, core.mirror.load(SeqCst))
     }
 

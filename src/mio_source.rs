@@ -5,7 +5,10 @@
 //! mio is edge-triggered: after an event, drain the source until it reports `WouldBlock`
 //! (a notifier's `try_read`, an epoll's `wait` with a zero timeout returning 0, an
 //! AutoReset view's [`consume`](FdView::consume) without `IN`) before polling again. fd
-//! views guarantee a fresh edge after such a drain (see [`FdView`]).
+//! views guarantee a fresh edge after such a drain (see [`FdView`]). A view that only mio
+//! (or other edge-triggered pollers) watches can be made edge-only
+//! ([`FdView::set_edge_only`]): it then never drains its doorbell, and a wake costs one
+//! syscall, as mio's own `Waker` does, instead of two.
 //!
 //! [`Notifier`]: crate::Notifier
 //! [`Epoll`]: crate::Epoll

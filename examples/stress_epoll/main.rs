@@ -56,6 +56,7 @@ mod seed;
 mod stress;
 mod syscount;
 mod twin;
+mod waker;
 mod xproc;
 
 use std::io::Write as _;
@@ -91,6 +92,7 @@ const BENCHES: &[(&str, BenchFn, bool)] = &[
     ("scale", scale::run, false),
     ("async_pingpong", async_pingpong::run, true),
     ("listener", listener::run, true),
+    ("waker", waker::run, false),
     ("autoreset_loop", autoreset::run, false),
     ("doorbell", doorbell::run, false),
     ("xproc", xproc::run, true),

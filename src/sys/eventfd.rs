@@ -44,6 +44,19 @@ impl Doorbell for EventfdDoorbell {
         }
     }
 
+    fn ring_edge(&self) -> io::Result<()> {
+        self.counters.note_ring();
+        match write_now(self.fd.as_fd(), 1) {
+            // EAGAIN: the counter is at its limit (after 2^64 - 2 such rings).
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.drain()?;
+                self.counters.note_ring();
+                write_now(self.fd.as_fd(), 1)
+            }
+            r => r,
+        }
+    }
+
     fn drain(&self) -> io::Result<()> {
         self.counters.note_drain();
         match read_now(self.fd.as_fd()) {

@@ -669,7 +669,7 @@ pub(crate) fn check(born: u32, what: &str) -> std::io::Result<()> {
 
 /// The error every refused operation returns.
 #[cold]
-fn refused(what: &str) -> std::io::Error {
+pub(crate) fn refused(what: &str) -> std::io::Error {
     std::io::Error::new(
         std::io::ErrorKind::Unsupported,
         format!(

@@ -35,6 +35,10 @@ impl Doorbell for MockDoorbell {
         Ok(())
     }
 
+    fn ring_edge(&self) -> io::Result<()> {
+        self.ring()
+    }
+
     fn drain(&self) -> io::Result<()> {
         self.counters.note_drain();
         assert!(self.rung.swap(false, Relaxed), "drain of an empty doorbell");

@@ -106,6 +106,12 @@ pub(crate) trait Doorbell: Send + Sync + Sized + 'static {
     /// retried.
     fn drain(&self) -> io::Result<()>;
 
+    /// Make an edge for edge-triggered pollers, whether or not the fd is readable already
+    /// (an edge-only view, `crate::fd`): a write, which wakes them either way; if the fd
+    /// is full (`EAGAIN`: a pipe after ~64 KiB of such rings, an eventfd counter at its
+    /// limit), a drain and the write again, since a refused write wakes nobody.
+    fn ring_edge(&self) -> io::Result<()>;
+
     /// The fd pollers watch. It must only be polled, never read or written by anyone else.
     fn as_fd(&self) -> BorrowedFd<'_>;
 

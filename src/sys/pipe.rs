@@ -1,9 +1,10 @@
 //! The pipe doorbell: the fallback where eventfd(2) is missing, forced with
 //! `--cfg evfd_force_pipe` so that CI exercises it.
 //!
-//! Ring writes one byte into the write end; drain empties the read end. The protocol rings
-//! only while not rung, so at most one byte is ever in the pipe and one `read(2)` with a
-//! larger buffer always empties it.
+//! Ring writes one byte into the write end; drain empties the read end. A level view rings
+//! only while not rung (and re-rings at most once more), so a byte or two is in the pipe;
+//! an edge-only view's rings are never drained, and fill it until `ring_edge` finds it full
+//! and drains it. Drain reads until a read comes back short.
 //!
 //! # References
 //!
@@ -42,6 +43,24 @@ impl Doorbell for PipeDoorbell {
         ) {
             // EAGAIN: the pipe is full, so it is readable: already rung.
             Ok(_) | Err(Errno::AGAIN) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn ring_edge(&self) -> io::Result<()> {
+        let write = || {
+            retry(
+                || self.counters.note_ring(),
+                || rustix::io::write(&self.wr, &[1u8]),
+            )
+        };
+        match write() {
+            Ok(_) => Ok(()),
+            // EAGAIN: the pipe is full (an edge-only view's rings are never drained).
+            Err(Errno::AGAIN) => {
+                self.drain()?;
+                write().map(drop).map_err(Into::into)
+            }
             Err(e) => Err(e.into()),
         }
     }
