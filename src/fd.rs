@@ -75,6 +75,19 @@
 //! Without `EMPTIED` (a Semaphore read that leaves units) the check skips as usual: no
 //! syscall while the source stays readable.
 //!
+//! **Rung views settle the queue.** A write to a source that is readable already, with its
+//! view rung, is a no-op for the view (the check skips it). So the hook tells the source's
+//! queue so (`Callback::coalesces`: `mirror` is true), and the queue settles as it does for
+//! a linked epoll item (`wait_queue`, "Settled"): the next writes skip the queue's lock
+//! and the hook altogether, one atomic load after their count's RMW. The one thing that
+//! makes `coalesces()` false is `sync_locked` storing `mirror = false`; it clears the mark
+//! (`WaitQueue::unsettle`) right after that store and before it loads the source's state
+//! again. That is the clear-(b) rule of "Settled", and its argument applies as is: a write
+//! that skipped made its count RMW before it loaded the mark, so before the clear, so
+//! before the re-load, which sees the write and rings; a settle racing the store is
+//! caught by the settler's second look at `mirror`. The loom models `settled_*` in
+//! `src/tests/loom_fd.rs` check both claims with writes that skip.
+//!
 //! **Edge-only views** ([`FdView::set_edge_only`]). Claim 2 is all an edge-triggered
 //! poller needs, and a ring makes its edge whether or not the fd is readable already (an
 //! eventfd or pipe write wakes every waiter on the fd, and epoll queues an `EPOLLET` item
@@ -318,6 +331,11 @@ impl Core {
                     // store-buffer pair with the check, module docs).
                     self.mirror.store(want, SeqCst);
                     crate::loom::dekker_fence();
+                    if !want {
+                        // `coalesces()` just became false: writes must reach the hook
+                        // again, before the loop's re-load (module docs).
+                        self.source.wait_queue().unsettle();
+                    }
                 }
                 r
             } else if want && force {
@@ -400,6 +418,15 @@ impl Callback for Hook {
     fn detach(&self) {
         // The source is going away. It cannot while a view exists (the view holds it), so
         // there is nothing to do: the view's own drop removed the entry already.
+    }
+
+    /// A rung view lets the source's queue settle (`wait_queue`, "Settled"): while
+    /// `mirror` is true, a wake with key `IN` (a write, an epoll queueing an item) leaves
+    /// the source readable, which the check above skips. Only `sync_locked` makes it false,
+    /// by storing `mirror = false`, and it clears the queue's mark right after that store,
+    /// before it looks at the source again (module docs, "Rung views settle the queue").
+    fn coalesces(&self) -> bool {
+        self.0.mirror.load(SeqCst)
     }
 }
 

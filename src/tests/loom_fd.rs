@@ -5,8 +5,10 @@
 //! `*rung == mirror == mock fd readable == (count > 0)` at quiescence (and, through the
 //! mock, that a drain only ever hits a rung doorbell). `edge_after_would_block` checks
 //! claim 2: a consumer that saw `WouldBlock` gets a ring after it if the notifier is
-//! readable at the end. The `epoll_view_*` models check both claims for a view of an
-//! `Epoll` (readable iff a live item is queued), harvests racing notifies.
+//! readable at the end. The `settled_*` models start from a rung view whose queue has
+//! settled, so that writes may skip the queue lock; `edge_only_*` from an edge-only view.
+//! The `epoll_view_*` models check both claims for a view of an `Epoll` (readable iff a
+//! live item is queued), harvests racing notifies.
 //!
 //! Run: `RUSTFLAGS="--cfg evfd_loom" cargo test --release --lib tests::loom_fd`
 //! (at least 3 preemptions here, whatever `LOOM_MAX_PREEMPTIONS` says).
@@ -205,6 +207,101 @@ fn edge_after_would_block() {
         w.join().unwrap();
         assert_consistent(&n, &v);
         if a_saw_empty && n.count() > 0 {
+            assert!(
+                v.doorbell_stats().rings > rings_at_t,
+                "readable at the end, but no ring after the consumer's WouldBlock"
+            );
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Rung views settle the source's queue (`crate::fd`, "Rung views settle the queue"): a
+// write to a readable source skips the queue lock; the sync that stores `mirror = false`
+// clears the mark before it looks at the source again.
+
+/// A rung view whose queue has settled (the second write found it rung).
+fn settled_view(mode: Mode) -> (Notifier, FdView) {
+    let n = notifier(mode, 0);
+    let v = n.fd_view().unwrap();
+    n.write(1).unwrap(); // rings
+    n.write(1).unwrap(); // finds it rung: settles
+    assert!(n.core.wq.is_settled());
+    assert_eq!(v.doorbell_stats().rings, 1);
+    (n, v)
+}
+
+/// A write that may skip (settled) against a read that empties the notifier: claim 1 at
+/// the end, every unit read exactly once.
+#[test]
+fn settled_write_vs_emptying_read() {
+    model(|| {
+        let (n, v) = settled_view(Mode::Counter);
+        let w = {
+            let n = n.clone();
+            thread::spawn(move || n.write(1).unwrap())
+        };
+        let got = n.try_read().unwrap();
+        w.join().unwrap();
+        assert_consistent(&n, &v);
+        assert_eq!(got + n.count(), 3);
+    });
+}
+
+/// Claim 2 with a skipping write: B empties the settled notifier, A (a second consumer)
+/// may see `WouldBlock`, W refills (skipping the lock if it still sees the mark).
+#[test]
+fn settled_edge_after_would_block() {
+    model(|| {
+        let (n, v) = settled_view(Mode::AutoReset);
+        let b = {
+            let v = v.clone();
+            thread::spawn(move || v.consume())
+        };
+        let w = {
+            let n = n.clone();
+            thread::spawn(move || n.write(1).unwrap())
+        };
+        let a_saw_empty = n.count() == 0;
+        let rings_at_t = v.doorbell_stats().rings;
+        b.join().unwrap();
+        w.join().unwrap();
+        assert_consistent(&n, &v);
+        if a_saw_empty && n.count() > 0 {
+            assert!(
+                v.doorbell_stats().rings > rings_at_t,
+                "readable at the end, but no ring after the consumer's WouldBlock"
+            );
+        }
+    });
+}
+
+/// An edge-only view (`FdView::set_edge_only`): the same protocol with no drain, so
+/// `*rung` and `mirror` still follow the source (the mock fd, never drained, stays rung
+/// once rung), and claim 2 holds with writes that skip.
+#[test]
+fn edge_only_edge_after_would_block() {
+    model(|| {
+        let n = notifier(Mode::Counter, 1);
+        let v = n.fd_view().unwrap();
+        v.set_edge_only(true).unwrap();
+        n.write(1).unwrap(); // settles
+        let b = {
+            let n = n.clone();
+            thread::spawn(move || n.try_read().is_ok())
+        };
+        let w = {
+            let n = n.clone();
+            thread::spawn(move || n.write(1).unwrap())
+        };
+        let a_saw_empty = n.try_read().is_err();
+        let rings_at_t = v.doorbell_stats().rings;
+        b.join().unwrap();
+        w.join().unwrap();
+        let readable = n.count() > 0;
+        assert_eq!(v.rung_state(), (readable, readable), "count {}", n.count());
+        assert_eq!(v.doorbell_stats().drains, 0);
+        if a_saw_empty && readable {
             assert!(
                 v.doorbell_stats().rings > rings_at_t,
                 "readable at the end, but no ring after the consumer's WouldBlock"

@@ -78,7 +78,8 @@
 //!             a harvester before a poll after which it may unlink the item (after it
 //!             published `scanning`: edge-triggered and one-shot items, and a second
 //!             look at a level-triggered one found empty), an epoll that gains a poller
-//!             (after it published the poller's interest).
+//!             (after it published the poller's interest), an fd view's sync that stores
+//!             `mirror = false` (after that store, before it re-loads the source).
 //!         Every clear moves SETTLED back to IN in one RMW (a compare-exchange loop:
 //!         the slot's bit may move beside it).
 //! skip:   wake(IN) loads interest (SeqCst) after the caller's state change (SeqCst RMW) and
