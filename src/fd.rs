@@ -698,6 +698,21 @@ impl FdView {
         crate::loom::lock(&self.reg.core.rung).edge_only
     }
 
+    /// The fd for the crate's own registrations (mio's `Source`): not a lend, so a ring
+    /// stays one plain `write(2)` (`sys::fd`).
+    #[cfg_attr(not(feature = "mio"), allow(dead_code))]
+    pub(crate) fn registration_fd(&self) -> BorrowedFd<'_> {
+        self.reg.core.bell.as_fd()
+    }
+
+    /// Run `register` (tokio's `AsyncFd`, which takes the fd through `AsRawFd`) without
+    /// that borrow counting as a lend.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn register_unlent<R>(self, register: impl FnOnce(FdView) -> R) -> R {
+        let core = Arc::clone(&self.reg.core);
+        core.bell.register_unlent(|| register(self))
+    }
+
     /// The doorbell's state: (`*rung`, mirror). For tests.
     #[cfg(test)]
     pub(crate) fn rung_state(&self) -> (bool, bool) {
@@ -715,7 +730,7 @@ impl FdView {
 
 impl AsFd for FdView {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.reg.core.bell.as_fd()
+        self.reg.core.bell.lend()
     }
 }
 

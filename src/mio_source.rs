@@ -45,8 +45,16 @@ fn any_interest(interests: Interest) -> io::Result<Interest> {
     Ok(interests)
 }
 
-/// The fd a view registers: its doorbell's.
-fn view_fd<V: AsRawFd>(v: &V) -> std::os::fd::RawFd {
+/// The fd a view registers: its doorbell's, the crate's own borrow (a registration in
+/// mio's epoll puts the fd in nobody's hands: the doorbell's rings stay one plain
+/// `write(2)`, `sys::fd`).
+fn view_fd(v: &FdView) -> std::os::fd::RawFd {
+    v.registration_fd().as_raw_fd()
+}
+
+/// The fd a shared view registers: its doorbell's.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn shared_view_fd(v: &SharedFdView) -> std::os::fd::RawFd {
     v.as_raw_fd()
 }
 
@@ -192,5 +200,5 @@ source_via_fd! {
 /// ```
     SharedFdView,
     view_interest,
-    view_fd
+    shared_view_fd
 }

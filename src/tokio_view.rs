@@ -55,8 +55,10 @@ impl FdView {
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
     pub fn into_async_fd(self) -> io::Result<AsyncFd<FdView>> {
-        // A view shows readability only (its doorbell is always writable).
-        register_stable(self, Interest::READABLE)
+        // A view shows readability only (its doorbell is always writable). tokio takes the
+        // fd through `AsRawFd` to register it: not a lend (the doorbell's rings stay one
+        // plain syscall until a borrow through the `AsyncFd`).
+        self.register_unlent(|v| register_stable(v, Interest::READABLE))
     }
 }
 

@@ -4,7 +4,9 @@
 //! the loop never reads it), and the fd view of an AutoReset `Notifier`, edge-only
 //! (`FdView::set_edge_only`: mio is edge-triggered, so the view rings its doorbell on each
 //! edge and never drains it; `notify()` while the kick is pending is an atomic, no
-//! syscall), the loop taking the kick with `FdView::consume` (`examples/mio_loop.rs`).
+//! syscall), registered through evfd's `mio::event::Source` (feature `mio`, which
+//! `--all-features` builds), the loop taking the kick with `FdView::consume`
+//! (`examples/mio_loop.rs`).
 //!
 //! - `loop`: a loop thread (CPU 1) polls with no work but the wake; the main thread (CPU 0)
 //!   wakes it and spins until the loop has handled that wake, then wakes it again. Round
@@ -18,13 +20,11 @@
 //! No `_contended` rows: the `loop` row's waker spins for its answer.
 
 use std::hint::spin_loop;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering::Acquire, Ordering::Release};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use evfd::{Events as EvfdEvents, Mode, Notifier};
-use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
 use crate::measure::{interleaved, ns_per_item, Cfg};
@@ -51,11 +51,23 @@ fn evfd_side() -> Side {
         .mode(Mode::AutoReset)
         .build()
         .expect("notifier");
-    let view = kick.fd_view().expect("fd_view");
+    let mut view = kick.fd_view().expect("fd_view");
     // mio is edge-triggered: the view needs no drain.
     view.set_edge_only(true).expect("set_edge_only");
+    // Through evfd's own `mio::event::Source` (feature `mio`), which lends the fd to
+    // nobody, so that each ring is one plain `write(2)`; without the feature, through the
+    // fd (a lend: each ring is then a `poll(2)` and a `write(2)`).
+    #[cfg(feature = "mio")]
     poll.registry()
-        .register(&mut SourceFd(&view.as_raw_fd()), WAKE, Interest::READABLE)
+        .register(&mut view, WAKE, Interest::READABLE)
+        .expect("register");
+    #[cfg(not(feature = "mio"))]
+    poll.registry()
+        .register(
+            &mut mio::unix::SourceFd(&std::os::fd::AsRawFd::as_raw_fd(&view)),
+            WAKE,
+            Interest::READABLE,
+        )
         .expect("register");
     let stats = view.clone();
     Side {

@@ -17,27 +17,37 @@ pub(crate) use super::is_cloexec;
 use super::{retry, Counters, Doorbell, DoorbellStats, Now, NowProbe};
 
 /// A kernel eventfd in counter mode as a doorbell: ring = write 1, drain = read (which
-/// resets the counter to 0).
+/// resets the counter to 0). Its open file description is private until the view lends
+/// its fd (`sys::fd`): until then a ring or a drain is one plain syscall; after, one that
+/// never waits whatever a holder of the fd did to `O_NONBLOCK` (a ring's `write(2)` then
+/// takes a zero-timeout `poll(2)` first, a drain is `preadv2(RWF_NOWAIT)`).
 #[derive(Debug)]
 #[cfg_attr(any(evfd_force_pipe, evfd_loom), allow(dead_code))]
 pub(crate) struct EventfdDoorbell {
-    fd: OwnedFd,
+    fd: super::fd::Fd,
     counters: Counters,
 }
 
 impl Doorbell for EventfdDoorbell {
     fn create(cloexec: bool) -> io::Result<Self> {
+        let fd = create(0, false, cloexec)?;
         Ok(EventfdDoorbell {
-            fd: create(0, false, cloexec)?,
+            // One that survives `exec` may reach another program: shared from the start.
+            fd: if cloexec {
+                super::fd::Fd::private(fd)
+            } else {
+                super::fd::Fd::shared(fd)
+            },
             counters: Counters::default(),
         })
     }
 
     // Both never wait, whatever the fd's shared `O_NONBLOCK` says: the fd is handed to
-    // pollers, and whoever holds it can clear the flag (`write_now`, `read_now`).
+    // pollers, and whoever holds it can clear the flag (`write_fd`, `read_fd`: one plain
+    // syscall while no borrow was lent).
     fn ring(&self) -> io::Result<()> {
         self.counters.note_ring();
-        match write_now(self.fd.as_fd(), 1) {
+        match write_fd(&self.fd, 1) {
             // EAGAIN: the counter is saturated, so it is readable: already rung.
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
             r => r,
@@ -46,12 +56,13 @@ impl Doorbell for EventfdDoorbell {
 
     fn ring_edge(&self) -> io::Result<()> {
         self.counters.note_ring();
-        match write_now(self.fd.as_fd(), 1) {
-            // EAGAIN: the counter is at its limit (after 2^64 - 2 such rings).
+        match write_fd(&self.fd, 1) {
+            // EAGAIN: the counter is at its limit (after 2^64 - 2 such rings, or a peer's
+            // write).
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 self.drain()?;
                 self.counters.note_ring();
-                write_now(self.fd.as_fd(), 1)
+                write_fd(&self.fd, 1)
             }
             r => r,
         }
@@ -59,7 +70,7 @@ impl Doorbell for EventfdDoorbell {
 
     fn drain(&self) -> io::Result<()> {
         self.counters.note_drain();
-        match read_now(self.fd.as_fd()) {
+        match read_fd(&self.fd) {
             // EAGAIN: the counter is 0: already drained.
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
             r => r.map(drop),
@@ -68,6 +79,14 @@ impl Doorbell for EventfdDoorbell {
 
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+
+    fn lend(&self) -> BorrowedFd<'_> {
+        self.fd.lend()
+    }
+
+    fn register_unlent<R>(&self, register: impl FnOnce() -> R) -> R {
+        super::fd::register_unlent(&self.fd, register)
     }
 
     fn stats(&self) -> DoorbellStats {
@@ -589,7 +608,8 @@ mod tests {
     fn doorbell_drain_on_a_blocking_description() {
         with_watchdog("doorbell drain", || {
             let d = EventfdDoorbell::create(true).unwrap();
-            let peer = dup(d.as_fd(), true).unwrap();
+            // The view's public borrow: from here on its description is shared.
+            let peer = dup(d.lend(), true).unwrap();
             set_blocking(peer.as_fd()).unwrap();
             d.drain().unwrap(); // count 0: EAGAIN is "already drained"
             d.ring().unwrap();

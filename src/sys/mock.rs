@@ -49,6 +49,10 @@ impl Doorbell for MockDoorbell {
         unreachable!("the loom doorbell has no fd")
     }
 
+    fn lend(&self) -> BorrowedFd<'_> {
+        unreachable!("the loom doorbell has no fd")
+    }
+
     fn stats(&self) -> DoorbellStats {
         self.counters.get()
     }

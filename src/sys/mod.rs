@@ -91,9 +91,10 @@ use crate::events::Events;
 
 /// The contract every doorbell backend fulfils.
 ///
-/// The fd-view protocol calls `ring` only while the doorbell is not rung and `drain` only
-/// while it is, always under its own mutex, so a backend never sees two calls at once and
-/// never needs to count.
+/// The fd-view protocol calls `ring` while the doorbell is not rung (and once more for a
+/// refill that raced a consumption), `ring_edge` for an edge-only view, and `drain` only
+/// while it is rung, always under its own mutex, so a backend never sees two calls at once
+/// and never needs to count.
 pub(crate) trait Doorbell: Send + Sync + Sized + 'static {
     /// A new, unrung doorbell. `cloexec`: every fd it owns is close-on-exec.
     fn create(cloexec: bool) -> io::Result<Self>;
@@ -112,8 +113,20 @@ pub(crate) trait Doorbell: Send + Sync + Sized + 'static {
     /// limit), a drain and the write again, since a refused write wakes nobody.
     fn ring_edge(&self) -> io::Result<()>;
 
-    /// The fd pollers watch. It must only be polled, never read or written by anyone else.
+    /// The fd pollers watch, for the crate's own use (a registration with a kernel epoll,
+    /// a poll): not a lend. It must only be polled, never read or written by anyone else.
     fn as_fd(&self) -> BorrowedFd<'_>;
+
+    /// The fd pollers watch, handed to the caller (the view's public `AsFd`): from now on
+    /// its open file description may be shared (`sys::fd`, `Fd::lend`).
+    fn lend(&self) -> BorrowedFd<'_>;
+
+    /// Run `register`, a registration that takes the fd through the view's public
+    /// `AsRawFd` (tokio's `AsyncFd`), without that borrow counting as a lend
+    /// (`sys::fd::register_unlent`).
+    fn register_unlent<R>(&self, register: impl FnOnce() -> R) -> R {
+        register()
+    }
 
     /// The syscalls this doorbell has made.
     fn stats(&self) -> DoorbellStats;

@@ -86,6 +86,12 @@ impl Doorbell for PipeDoorbell {
         self.rd.as_fd()
     }
 
+    /// The read end, whose description the drain never trusts anyway (`read_now`); the
+    /// write end, which rings, is never handed out.
+    fn lend(&self) -> BorrowedFd<'_> {
+        self.rd.as_fd()
+    }
+
     fn stats(&self) -> DoorbellStats {
         self.counters.get()
     }
