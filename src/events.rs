@@ -107,6 +107,12 @@ pub struct Event {
 /// and blocked writers look at `OUT`. Only fd views listen for it (`crate::fd`).
 pub(crate) const KEY_EMPTIED: Events = Events::from_bits_retain(1 << 26);
 
+/// A wake-key-only bit (never a readiness or interest bit, never reported; `EPOLL*` leaves
+/// bit 27 unused) that rides with `IN` when a write took a notifier's count from 0 (a
+/// *fill*). Only an edge-only fd view of a notifier listens for it, and for nothing else: it
+/// rings at each fill (`crate::fd`, "Edge-only views of a notifier").
+pub(crate) const KEY_FILLED: Events = Events::from_bits_retain(1 << 27);
+
 /// Identities of sources (notifiers and epolls) for epoll interest sets: never reused in a
 /// process. Not part of any synchronisation protocol, so a plain `std` atomic (never the
 /// loom shim) with `Relaxed` ordering.

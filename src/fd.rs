@@ -91,16 +91,36 @@
 //! **Edge-only views** ([`FdView::set_edge_only`]). Claim 2 is all an edge-triggered
 //! poller needs, and a ring makes its edge whether or not the fd is readable already (an
 //! eventfd or pipe write wakes every waiter on the fd, and epoll queues an `EPOLLET` item
-//! again on each such wake). So an edge-only view runs the protocol above unchanged, with
-//! `*rung` and `mirror` as they are, but makes no syscall where it would drain: the fd
-//! stays readable once rung, and claim 1 holds for `*rung` only, not for the fd. What it
-//! saves is the drain of every edge, a `read(2)`: a wake through a level view costs a
-//! ring and a drain, through an edge-only one a ring, as mio's `Waker` (an eventfd
-//! registered `EPOLLET`, written at each wake and never read). Rings that are never
-//! drained would fill a pipe doorbell (and, after 2^64 - 2 of them, an eventfd): a ring
-//! that finds the fd full drains it and writes again (`Doorbell::ring_edge`), since a
-//! refused write wakes nobody. Setting the view back to level drains the fd if `*rung` is
-//! false, which makes claim 1 hold for the fd again from that point.
+//! again on each such wake). What an edge-only view saves is the drain of every edge, a
+//! `read(2)`: a wake through a level view costs a ring and a drain, through an edge-only
+//! one a ring, as mio's `Waker` (an eventfd registered `EPOLLET`, written at each wake and
+//! never read). The fd stays readable once rung: claim 1 no longer holds for it. Rings
+//! that are never drained would fill a pipe doorbell (and, after 2^64 - 2 of them, an
+//! eventfd): a ring that finds the fd full drains it and writes again
+//! (`Doorbell::ring_edge`), since a refused write wakes nobody.
+//!
+//! - *Fill mode* (a notifier's view). A notifier's write knows whether it took the count
+//!   from 0 (its CAS replaced 0: a *fill*), and wakes with [`KEY_FILLED`] added then
+//!   (`WaitQueue::wake_due_write`; a handler's write through a `SignalNotifier` records
+//!   it for its relay). The edge-only view's entry listens for `KEY_FILLED` alone, and its
+//!   hook rings (after the unlock, under `rung`) at each fill; consumptions are none of its
+//!   business (no `OUT`, no `KEY_EMPTIED` in its mask, and `consume` makes no sync). Claim
+//!   2: a consumer saw the count 0 at `t`; if it is positive later, some write replaced a 0
+//!   after `t` in the count's order — a fill, whose wake loads `interest` after its CAS and
+//!   finds the entry's bit (the view was edge-only before `t`), so its ring follows `t`.
+//!   So a wake costs the writer the queue lock and `rung`, on lines no consumer touches,
+//!   and the consumer nothing: the lock-step shape of mio's `Waker`. The hook's mode
+//!   (`Core::fills`) and its mask change under one hold of the queue lock
+//!   (`WaitQueue::set_mask_with`), so a wake sees both or neither. Leaving fill mode
+//!   stores `mirror = false` in that same hold (every change then goes to `sync`, which
+//!   waits for `rung`, held by the switch throughout), takes the view as rung iff its fd
+//!   was ever rung, and re-derives the level state with a sync (a ring or a drain where the
+//!   source disagrees, and `mirror` published). A fill that raced the switch rings again
+//!   through its own post-wake, which finds the view level and forces a fresh edge.
+//! - *An epoll's view*: an epoll's wakes do not say whether they filled its ready list, so
+//!   its edge-only view runs the protocol above unchanged, with `*rung` and `mirror` as
+//!   they are, but makes no syscall where it would drain. Setting it back to level drains
+//!   the fd if `*rung` is false.
 //!
 //! The loom model in `src/tests/loom_fd.rs` checks both claims over every interleaving of
 //! write / read / semaphore read / AutoReset consume / view creation, with a mock doorbell
@@ -159,7 +179,13 @@
 //!                               drain reads until it is empty), never while taking any
 //!                               other lock.
 //! Core::mirror   AtomicBool   — copy of *rung, stored only with `rung` held, read lock-free.
-//! Order: the source's WaitQueue lock and `rung` are never held together: the callback
+//! Core::fills    AtomicBool   — fill mode; written with `rung` and the source's queue lock
+//!                               both held (`WaitQueue::set_mask_with`, the queue lock
+//!                               taken under `rung`: the one place the two nest, and the
+//!                               hook never takes `rung`), read by the hook under the queue
+//!                               lock.
+//! Order: the source's WaitQueue lock and `rung` are held together only by a view's mode
+//!        switch (`rung`, then the queue lock, with no wake run under either); the callback
 //!        (under the queue lock) only loads atomics and pushes a post-wake; `sync` runs
 //!        after the queue lock is released.
 //!        An epoll source's `is_readable` takes its `EpInner::ready` (a leaf: nothing is
@@ -177,8 +203,11 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::Arc;
 
 use crate::epoll::{EpHandle, Epoll};
-use crate::events::{Events, KEY_EMPTIED};
-use crate::loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use crate::events::{Events, KEY_EMPTIED, KEY_FILLED};
+use crate::loom::sync::atomic::{
+    AtomicBool,
+    Ordering::{Relaxed, SeqCst},
+};
 use crate::loom::sync::Mutex;
 use crate::notifier::{Handle, Notifier};
 use crate::sys::{BuildDoorbell, Doorbell, DoorbellStats};
@@ -220,6 +249,12 @@ pub(crate) trait ViewSource: Send + Sync + 'static {
     fn forked(&self) -> bool;
     /// The view's entry was just added to `wait_queue` (an epoll gained a poller).
     fn hooked(&self) {}
+    /// Whether the source's writes wake with [`KEY_FILLED`] added when they take it from
+    /// not readable to readable (a notifier's do): its edge-only views then run in fill
+    /// mode (module docs).
+    fn fills(&self) -> bool {
+        false
+    }
 }
 
 /// A notifier's user-level handle: a view keeps the notifier open (epoll items stay), as an
@@ -243,6 +278,10 @@ impl ViewSource for Handle {
 
     fn forked(&self) -> bool {
         self.core.forked()
+    }
+
+    fn fills(&self) -> bool {
+        true
     }
 }
 
@@ -286,6 +325,10 @@ pub(crate) struct Core {
     source: Arc<dyn ViewSource>,
     /// `*rung`, stored only with `rung` held; the fast path's lock-free read.
     mirror: AtomicBool,
+    /// Fill mode (`Bell::fills`): written with `rung` and the source's queue lock both
+    /// held (with the entry's mask), read by the hook under the queue lock, and as a hint
+    /// by `post_wake` and `consume` (which recheck under `rung`, or need not).
+    fills: AtomicBool,
     /// Whether the doorbell is rung, and how it is kept. Guards `bell`'s syscalls.
     rung: Mutex<Bell>,
     /// The doorbell; its fd is what pollers watch.
@@ -312,13 +355,22 @@ impl Core {
     }
 
     #[cold]
-    fn sync_locked(&self, mut force: bool) {
+    fn sync_locked(&self, force: bool) {
         let mut bell = crate::loom::lock(&self.rung);
+        self.sync_held(&mut bell, force);
+    }
+
+    /// [`sync_locked`](Self::sync_locked) with `rung` held (`bell`). A view in fill mode
+    /// (an edge-only view of a notifier) keeps no level state: nothing to do.
+    fn sync_held(&self, bell: &mut Bell, mut force: bool) {
+        if bell.fills {
+            return;
+        }
         loop {
             let want = self.source.is_readable();
             let r = if want != bell.rung {
                 let r = if want {
-                    self.ring(&mut bell)
+                    self.ring(bell)
                 } else if bell.edge_only {
                     // Edge-only: no drain; the next ring is a fresh edge all the same.
                     Ok(())
@@ -338,9 +390,15 @@ impl Core {
                     }
                 }
                 r
+            } else if self.mirror.load(SeqCst) != want {
+                // `*rung` is right and `mirror` is not: only after leaving fill mode, which
+                // stores `mirror = false` while the fd may be rung. Publish, and look again.
+                self.mirror.store(want, SeqCst);
+                crate::loom::dekker_fence();
+                Ok(())
             } else if want && force {
                 // A refill raced the consumption that emptied the source: a fresh edge.
-                self.ring(&mut bell)
+                self.ring(bell)
             } else {
                 return;
             };
@@ -367,38 +425,91 @@ impl Core {
         }
     }
 
-    /// [`FdView::set_edge_only`], with the source known not to be a fork child's copy.
-    fn set_edge_only(&self, on: bool) -> io::Result<()> {
+    /// [`FdView::set_edge_only`], with the source known not to be a fork child's copy;
+    /// `key` is the view's entry in the source's queue.
+    fn set_edge_only(&self, on: bool, key: Key) -> io::Result<()> {
         let mut bell = crate::loom::lock(&self.rung);
         if bell.edge_only == on {
             return Ok(());
         }
-        if !on && !bell.rung && bell.undrained {
-            // Back to level: the fd may still be readable from an edge-only ring.
+        let wq = self.source.wait_queue();
+        if on {
+            if self.source.fills() {
+                // Fill mode (module docs): the hook hears fills only, and rings at each.
+                // Mode and mask change under one hold of the queue lock.
+                wq.set_mask_with(key, KEY_FILLED, || self.fills.store(true, Relaxed));
+                bell.fills = true;
+            }
+            bell.edge_only = true;
+            return Ok(());
+        }
+        bell.edge_only = false;
+        if bell.fills {
+            // Back to the level protocol, from no level state: not rung as far as anyone
+            // can tell (mirror false, stored with the mode, so that every change goes to
+            // `sync`, which waits for this lock), though the fd is readable if it was
+            // ever rung.
+            wq.set_mask_with(key, VIEW_MASK, || {
+                self.fills.store(false, Relaxed);
+                self.mirror.store(false, SeqCst);
+            });
+            crate::loom::dekker_fence();
+            bell.fills = false;
+            // The fd is readable iff it was ever rung: the level state starts from there,
+            // and the sync rings or drains to agree with the source and publishes
+            // `mirror`. (A fill that raced the switch has a post of its own, which rings
+            // again once this lock is free: its fresh edge.)
+            bell.rung = std::mem::take(&mut bell.undrained);
+            self.sync_held(&mut bell, false);
+            return Ok(());
+        }
+        if bell.undrained && !bell.rung {
+            // Rung while edge-only, not rung now: make the fd agree.
             self.bell.drain()?;
         }
-        if !on {
-            bell.undrained = false;
-        }
-        bell.edge_only = on;
+        bell.undrained = false;
         Ok(())
+    }
+
+    /// A fill's post-wake (fill mode, module docs): ring, unless the view left fill mode
+    /// meanwhile (then the level protocol decides).
+    fn ring_fill(&self) {
+        let mut bell = crate::loom::lock(&self.rung);
+        if bell.fills {
+            bell.undrained = true;
+            if let Err(e) = self.bell.ring_edge() {
+                debug_assert!(false, "doorbell ring failed: {e}");
+            }
+        } else {
+            self.sync_held(&mut bell, true);
+        }
     }
 }
 
 /// What [`Core::rung`] guards.
 #[derive(Debug, Default)]
 struct Bell {
-    /// Whether the doorbell is rung (level views: whether the fd is readable).
+    /// Whether the doorbell is rung (level views: whether the fd is readable). Not kept in
+    /// fill mode.
     rung: bool,
     /// Edge-only ([`FdView::set_edge_only`]): rings make edges, nothing drains.
     edge_only: bool,
+    /// Fill mode: edge-only, of a source that keys its fills (a notifier); as
+    /// [`Core::fills`].
+    fills: bool,
     /// A ring made while edge-only may have left the fd readable with `rung` false.
     undrained: bool,
 }
 
 impl PostWake for Core {
     fn post_wake(&self, key: Events) {
-        self.sync(key);
+        // A fill heard in fill mode rings; whatever else reaches here (a level wake queued
+        // before the switch) syncs, which does nothing in fill mode.
+        if key.contains(KEY_FILLED) && self.fills.load(Relaxed) {
+            self.ring_fill();
+        } else {
+            self.sync(key);
+        }
     }
 }
 
@@ -407,6 +518,14 @@ struct Hook(Arc<Core>);
 
 impl Callback for Hook {
     fn wake(&self, key: Events, batch: &mut WakeBatch) -> bool {
+        // Fill mode (written under this lock with the mask, which is `KEY_FILLED` alone
+        // then): every wake that reaches here is a fill, and rings.
+        if self.0.fills.load(Relaxed) {
+            if key.contains(KEY_FILLED) {
+                batch.push_post(Arc::clone(&self.0) as Arc<dyn PostWake>, key);
+            }
+            return true;
+        }
         // Two atomic loads (an epoll: an atomic load and its leaf `ready` lock), no foreign
         // code: fine under the queue lock.
         if !self.0.can_skip(key) {
@@ -553,6 +672,7 @@ impl FdView {
         let core = Arc::new(Core {
             source,
             mirror: AtomicBool::new(false),
+            fills: AtomicBool::new(false),
             rung: Mutex::new(Bell::default()),
             bell,
         });
@@ -610,8 +730,11 @@ impl FdView {
         }
         let seen = core.source.deliver();
         // A reset woke the queue (and so synced already); this is the fast path then, and
-        // keeps sources whose consumption wakes nobody consistent too.
-        core.sync(Events::OUT);
+        // keeps sources whose consumption wakes nobody consistent too. In fill mode a
+        // consumption is none of the view's business.
+        if !core.fills.load(Relaxed) {
+            core.sync(Events::OUT);
+        }
         seen
     }
 
@@ -681,7 +804,7 @@ impl FdView {
         if core.source.forked() {
             return Err(crate::sys::fork::refused("fd view"));
         }
-        core.set_edge_only(on)
+        core.set_edge_only(on, self.reg.key)
     }
 
     /// Whether this view is edge-only ([`set_edge_only`](Self::set_edge_only)).

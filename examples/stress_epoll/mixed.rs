@@ -41,20 +41,20 @@ fn tokio_rt() -> tokio::runtime::Runtime {
 }
 
 /// Nanoseconds since `base`.
-fn now_ns(base: Instant) -> u64 {
+pub fn now_ns(base: Instant) -> u64 {
     base.elapsed().as_nanos() as u64
 }
 
 /// One side of a wake measurement: its waiter (a task or a thread) is started, and
 /// reports each wake's latency; `write` wakes it.
-struct Side {
+pub struct Side {
     write: Box<dyn Fn()>,
     stamp: Arc<AtomicU64>,
     rx: std::sync::mpsc::Receiver<f64>,
 }
 
 /// Start a side's waiter (`wait`, given the stamp, the time base and where to report).
-fn side(
+pub fn side(
     base: Instant,
     write: impl Fn() + 'static,
     wait: impl FnOnce(Arc<AtomicU64>, Instant, std::sync::mpsc::Sender<f64>),
@@ -78,7 +78,7 @@ fn side(
 /// rotation gives every side each place equally. The writer (this thread) stamps and
 /// writes; the waiter stamps when woken and reports. Returns each side's latencies in µs,
 /// sorted.
-fn wakes(n: usize, base: Instant, sides: &[Side]) -> Vec<Vec<f64>> {
+pub fn wakes(n: usize, base: Instant, sides: &[Side]) -> Vec<Vec<f64>> {
     let mut lat = vec![Vec::with_capacity(n); sides.len()];
     let k = sides.len();
     for round in 0..n {
@@ -100,7 +100,7 @@ fn wakes(n: usize, base: Instant, sides: &[Side]) -> Vec<Vec<f64>> {
     lat
 }
 
-fn pct(v: &[f64], p: f64) -> f64 {
+pub fn pct(v: &[f64], p: f64) -> f64 {
     v[((v.len() as f64 - 1.0) * p).round() as usize]
 }
 

@@ -8,28 +8,29 @@
 //! `--all-features` builds), the loop taking the kick with `FdView::consume`
 //! (`examples/mio_loop.rs`).
 //!
-//! - `loop`: a loop thread (CPU 1) polls with no work but the wake; the main thread (CPU 0)
-//!   wakes it and spins until the loop has handled that wake, then wakes it again. Round
-//!   trips per second: the wake's whole path, the loop's `epoll_wait` and handler
-//!   included. Notes: the doorbell syscalls evfd made per round trip (mio's `Waker`: one
-//!   `write(2)` per wake).
+//! - `wake_p50`: a loop thread asleep in `Poll::poll`, woken from another thread; the
+//!   latency from just before the wake to the loop's return from its handler, p50 over
+//!   200 (`--quick`) or 600 wakes per repetition, the two sides' wakes taken in turn (the
+//!   `mixed` harness: 300 µs between wakes, so that the loop is asleep at each; each
+//!   round starts with the other side). A wake's cost there is the hop to a sleeping
+//!   thread (its vCPU halted, ~20 µs here) and what each side does around it. Notes: the
+//!   doorbell syscalls evfd made per wake (mio's `Waker`: one `write(2)` per wake).
 //! - `burst`: one thread wakes the loop `BURST` times (a burst of messages sent to a loop
 //!   that is busy), then polls once with a zero timeout and handles the wake. Nanoseconds
 //!   per wake, the poll and the handling included.
 //!
-//! No `_contended` rows: the `loop` row's waker spins for its answer.
+//! No `_contended` rows.
 
-use std::hint::spin_loop;
-use std::sync::atomic::{AtomicU64, Ordering::Acquire, Ordering::Release};
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use evfd::{Events as EvfdEvents, Mode, Notifier};
 use mio::{Events, Interest, Poll, Token};
 
-use crate::measure::{interleaved, ns_per_item, Cfg};
-use crate::pingpong::bounce;
-use crate::report::{Out, NS_OP, RT_S};
+use crate::measure::{interleaved, ns_per_item, pin, Cfg};
+use crate::mixed;
+use crate::report::{Out, NS_OP, US};
 
 const WAKE: Token = Token(7);
 /// Wakes per poll in `burst`.
@@ -37,15 +38,15 @@ const BURST: u64 = 64;
 
 /// One side: how to wake the loop, and how the loop handles an event for `WAKE` (true: it
 /// was a wake, which the loop answers).
-struct Side {
+struct Loop {
     poll: Poll,
     wake: Box<dyn Fn() + Send + Sync>,
     take: Box<dyn Fn() -> bool + Send>,
     /// evfd's doorbell syscalls so far (rings + drains); 0 for mio's `Waker`.
-    syscalls: Box<dyn Fn() -> u64 + Send + Sync>,
+    syscalls: Arc<dyn Fn() -> u64 + Send + Sync>,
 }
 
-fn evfd_side() -> Side {
+fn evfd_loop() -> Loop {
     let poll = Poll::new().expect("mio Poll");
     let kick = Notifier::builder()
         .mode(Mode::AutoReset)
@@ -70,78 +71,74 @@ fn evfd_side() -> Side {
         )
         .expect("register");
     let stats = view.clone();
-    Side {
+    Loop {
         poll,
         wake: Box::new(move || kick.notify().expect("notify")),
         take: Box::new(move || view.consume().contains(EvfdEvents::IN)),
-        syscalls: Box::new(move || {
+        syscalls: Arc::new(move || {
             let s = stats.doorbell_stats();
             s.rings + s.drains
         }),
     }
 }
 
-fn mio_side() -> Side {
+fn mio_loop() -> Loop {
     let poll = Poll::new().expect("mio Poll");
     let waker = mio::Waker::new(poll.registry(), WAKE).expect("mio Waker");
-    Side {
+    Loop {
         poll,
         wake: Box::new(move || waker.wake().expect("wake")),
         take: Box::new(|| true),
-        syscalls: Box::new(|| 0),
+        syscalls: Arc::new(|| 0),
     }
 }
 
-/// `loop`: round trips per second, and evfd's doorbell syscalls per round trip.
-fn loop_rt(dur: Duration, side: Side) -> (f64, f64) {
-    let Side {
+/// `wake_p50`'s side: the loop thread (CPU 1), reporting each wake's latency to the
+/// `mixed` harness; it leaves once the side is dropped (its next poll times out).
+fn wake_side(base: Instant, l: Loop) -> mixed::Side {
+    let Loop {
         mut poll,
         wake,
         take,
         syscalls,
-    } = side;
-    let handled = Arc::new(AtomicU64::new(0));
-    let h = handled.clone();
-    let mut events = Events::with_capacity(8);
-    let echo = move || {
-        poll.poll(&mut events, Some(Duration::from_millis(20)))
-            .expect("poll");
-        for e in events.iter() {
-            if e.token() == WAKE && take() {
-                h.fetch_add(1, Release);
-            }
-        }
-    };
-    let s0 = syscalls();
-    let (rt, n) = {
-        let mut rounds = 0u64;
-        let round = || {
-            let before = handled.load(Acquire);
-            wake();
-            let t0 = Instant::now();
-            let mut spins = 0u32;
-            while handled.load(Acquire) == before {
-                spin_loop();
-                spins = spins.wrapping_add(1);
-                if spins % 4096 == 0 {
-                    assert!(
-                        t0.elapsed() < Duration::from_secs(10),
-                        "waker: a wake was lost"
-                    );
+    } = l;
+    let alive = Arc::new(syscalls);
+    let weak = Arc::downgrade(&alive);
+    mixed::side(
+        base,
+        move || {
+            let _side = &alive;
+            wake()
+        },
+        move |stamp, base, tx| {
+            std::thread::spawn(move || {
+                pin(Some(1));
+                let mut events = Events::with_capacity(8);
+                loop {
+                    poll.poll(&mut events, Some(Duration::from_millis(50)))
+                        .expect("poll");
+                    let woke = events
+                        .iter()
+                        .filter(|e| e.token() == WAKE)
+                        .fold(false, |w, _| take() || w);
+                    if woke {
+                        let t = mixed::now_ns(base);
+                        let lat = (t - stamp.load(SeqCst)) as f64 / 1000.0;
+                        if tx.send(lat).is_err() {
+                            return;
+                        }
+                    } else if weak.strong_count() == 0 {
+                        return;
+                    }
                 }
-            }
-            rounds += 1;
-        };
-        let rt = bounce(dur, (Some(0), Some(1)), echo, round).0;
-        (rt, rounds)
-    };
-    let per_rt = (syscalls() - s0) as f64 / n.max(1) as f64;
-    (rt, per_rt)
+            });
+        },
+    )
 }
 
 /// `burst`: ns per wake of `BURST` wakes and one zero-timeout poll that handles them.
-fn burst_ns(dur: Duration, side: Side) -> f64 {
-    let Side {
+fn burst_ns(dur: Duration, side: Loop) -> f64 {
+    let Loop {
         mut poll,
         wake,
         take,
@@ -161,27 +158,30 @@ fn burst_ns(dur: Duration, side: Side) -> f64 {
 
 pub fn run(cfg: &Cfg, out: &mut Out) {
     let dur = cfg.dur;
-    let mut per_rt = Vec::new();
-    let (e, t) = interleaved(
-        cfg.reps,
-        || {
-            let (rt, s) = loop_rt(dur, evfd_side());
-            per_rt.push(s);
-            rt
-        },
-        || loop_rt(dur, mio_side()).0,
-    );
-    out.row("waker", "loop", 2, RT_S, (&e, &t));
-    per_rt.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = if cfg.quick { 200 } else { 600 };
+    let (mut p50, mut per_wake) = ((Vec::new(), Vec::new()), Vec::new());
+    for _ in 0..cfg.reps {
+        let base = Instant::now();
+        let evfd = evfd_loop();
+        let s0 = (evfd.syscalls)();
+        let stats = Arc::clone(&evfd.syscalls);
+        let sides = [wake_side(base, evfd), wake_side(base, mio_loop())];
+        let lat = mixed::wakes(n, base, &sides);
+        per_wake.push((stats() - s0) as f64 / n as f64);
+        p50.0.push(mixed::pct(&lat[0], 0.50));
+        p50.1.push(mixed::pct(&lat[1], 0.50));
+    }
+    out.row("waker", "wake_p50", 2, US, (&p50.0, &p50.1));
+    per_wake.sort_by(|a, b| a.partial_cmp(b).unwrap());
     out.notes.push(format!(
-        "waker loop: evfd's doorbell syscalls per round trip (rings + drains), median {:.2} \
+        "waker wake_p50: evfd's doorbell syscalls per wake (rings + drains), median {:.2} \
          (mio's Waker: one write(2) per wake)",
-        per_rt[per_rt.len() / 2]
+        per_wake[per_wake.len() / 2]
     ));
     let (e, t) = interleaved(
         cfg.reps,
-        || burst_ns(dur, evfd_side()),
-        || burst_ns(dur, mio_side()),
+        || burst_ns(dur, evfd_loop()),
+        || burst_ns(dur, mio_loop()),
     );
     out.row("waker", "burst", 1, NS_OP, (&e, &t));
 }

@@ -733,7 +733,9 @@ impl Inner {
                 Err(seen) => cur = seen,
             }
         }
-        Ok(self.wq.wake_due(Events::IN))
+        // `cur` is what the CAS replaced: a write from 0 is a fill (`KEY_FILLED`; a
+        // `write(0)` there makes a spurious edge, which edge-triggered pollers take as any).
+        Ok(self.wq.wake_due_write(cur == 0))
     }
 
     /// The wake a write of `n` owes its readers. The mode is looked at only here, when

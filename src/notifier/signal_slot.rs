@@ -4,8 +4,8 @@
 
 use std::io;
 
-use crate::events::Events;
-use crate::loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use crate::events::{Events, KEY_FILLED};
+use crate::loom::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use crate::mode::{self, Mode, WriteRefused};
 
 use super::Notifier;
@@ -17,6 +17,8 @@ pub(crate) struct Slot {
     writes: AtomicU64,
     /// Their units (Semaphore mode wakes one reader per unit).
     units: AtomicU64,
+    /// One of them was a fill (`KEY_FILLED`) that an edge-only fd view listens for.
+    fills: AtomicBool,
 }
 
 impl Slot {
@@ -26,6 +28,7 @@ impl Slot {
             notifier,
             writes: AtomicU64::new(0),
             units: AtomicU64::new(0),
+            fills: AtomicBool::new(false),
         }
     }
 
@@ -60,10 +63,16 @@ impl Slot {
                 Err(seen) => cur = seen,
             }
         }
-        // `WaitQueue::wake`'s fast path: nobody wants IN, no wake is owed.
+        // `WaitQueue::wake`'s fast path: nobody wants IN (nor, for a write from 0, a
+        // fill's `KEY_FILLED`: an edge-only fd view), no wake is owed.
         crate::loom::dekker_fence();
-        if !inner.wq.interest().contains(Events::IN) {
+        let interest = inner.wq.interest();
+        let filled = cur == 0 && interest.contains(KEY_FILLED);
+        if !interest.contains(Events::IN) && !filled {
             return Ok(false);
+        }
+        if filled {
+            self.fills.store(true, SeqCst);
         }
         self.units.fetch_add(n, SeqCst);
         self.writes.fetch_add(1, SeqCst);
@@ -77,6 +86,11 @@ impl Slot {
             return;
         }
         let units = self.units.swap(0, SeqCst);
+        let key = if self.fills.swap(false, SeqCst) {
+            Events::IN | KEY_FILLED
+        } else {
+            Events::IN
+        };
         let inner = &self.notifier.core;
         if inner.forked() {
             return;
@@ -89,6 +103,6 @@ impl Slot {
         };
         inner
             .wq
-            .wake(Events::IN, usize::try_from(nr).unwrap_or(usize::MAX));
+            .wake(key, usize::try_from(nr).unwrap_or(usize::MAX));
     }
 }

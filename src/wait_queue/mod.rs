@@ -12,9 +12,10 @@
 //! ```text
 //! WaitQueue::list   Mutex   the entries, their masks and targets; nothing else.
 //!
-//! Order: a queue's lock may be taken while holding nothing, or from inside
-//!        Callback::wake (an epoll item) — never the other way round: nothing waits for a
-//!        WaitQueue lock while holding a lock that a Callback takes.
+//! Order: a queue's lock may be taken while holding nothing, from inside
+//!        Callback::wake (an epoll item), or under an fd view's `rung` (its mode switch,
+//!        `set_mask_with`; no callback takes `rung`) — never the other way round: nothing
+//!        waits for a WaitQueue lock while holding a lock that a Callback takes.
 //!        Two WaitQueue locks are held at once only going up an epoll chain: an epoll item's
 //!        callback wakes its epoll's `pollers` queue inline (the kernel's ep_poll_safewake
 //!        from ep_poll_callback), so an outer epoll's item runs under the inner's queue
@@ -104,7 +105,7 @@ use std::mem::ManuallyDrop;
 use std::sync::Arc;
 use std::task::Waker;
 
-use crate::events::Events;
+use crate::events::{Events, KEY_FILLED};
 use crate::loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use crate::loom::sync::Mutex;
 use list::{Key, List, Visit};
@@ -336,6 +337,13 @@ const OWN_BITS: Events = Events::from_bits_retain((SETTLED | SLOT) as u32 | QUEU
 /// What a wake's fast path saw ([`WaitQueue::wake_due`]): someone to visit.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Due(std::num::NonZeroU64);
+
+/// `KEY_FILLED` in `WaitQueue::interest` (an edge-only fd view's hook listens for it).
+const FILLED: u64 = KEY_FILLED.bits() as u64;
+
+/// Marks a [`Due`] from [`WaitQueue::wake_due_write`] for a write that filled: above the
+/// 32 bits `interest` uses.
+const DUE_FILLED: u64 = 1 << 40;
 
 /// An entry: exclusive flag + target. The mask lives in the list (it feeds `interest`).
 #[derive(Debug)]
@@ -630,7 +638,14 @@ impl WaitQueue {
 
     /// Change a live entry's mask. Returns `false` if the entry is gone.
     pub(crate) fn set_mask(&self, key: Key, mask: Events) -> bool {
+        self.set_mask_with(key, mask, || {})
+    }
+
+    /// As [`set_mask`](Self::set_mask), running `also` under the same hold of the lock (an
+    /// fd view switches its hook's mode with its mask: every wake sees both or neither).
+    pub(crate) fn set_mask_with(&self, key: Key, mask: Events, also: impl FnOnce()) -> bool {
         let mut l = crate::loom::lock(&self.list);
+        also();
         // Keep the entry's marker (see `stored_mask`).
         let mask = match l.get_mut(key) {
             Some(e) => Self::stored_mask(mask, e.exclusive, &e.target),
@@ -714,11 +729,45 @@ impl WaitQueue {
         std::num::NonZeroU64::new(i).map(Due)
     }
 
-    /// The rest of a wake with `key` that [`wake_due`](Self::wake_due) found due (the same
-    /// `key`).
+    /// [`wake_due`](Self::wake_due) for a write's `IN`, told whether the write took the
+    /// count from 0 (`filled`): then the key is `IN | KEY_FILLED`, which edge-only fd views
+    /// listen for (`crate::fd`, "Edge-only views of a notifier"), and the [`Due`] says so
+    /// to [`wake_due_now`](Self::wake_due_now). One test as `wake_due`'s, against a mask
+    /// picked by `filled`.
+    #[inline(always)]
+    pub(crate) fn wake_due_write(&self, filled: bool) -> Option<Due> {
+        crate::loom::dekker_fence();
+        let i = self.interest.load(SeqCst);
+        // `wake_due(IN)`'s test first, so that a queue nobody waits on costs it one more
+        // test of the same word.
+        if i & (IN | SLOT | FILLED) == 0 {
+            return None;
+        }
+        Self::due_write(i, filled)
+    }
+
+    /// [`wake_due_write`](Self::wake_due_write) past its test: out of the fast path.
+    #[inline(never)]
+    fn due_write(i: u64, filled: bool) -> Option<Due> {
+        if i & (IN | SLOT) == 0 && !filled {
+            // Only edge-only views listen, and this write did not fill.
+            return None;
+        }
+        let mark = if filled { DUE_FILLED } else { 0 };
+        std::num::NonZeroU64::new(i | mark).map(Due)
+    }
+
+    /// The rest of a wake with `key` that [`wake_due`](Self::wake_due) (or
+    /// [`wake_due_write`](Self::wake_due_write), with `key` `IN`) found due (the same
+    /// `key`; `KEY_FILLED` added if the `Due` says the write filled).
     #[inline]
     pub(crate) fn wake_due_now(&self, key: Events, nr_exclusive: usize, due: Due) {
         let i = due.0.get();
+        let key = if i & DUE_FILLED != 0 {
+            key | KEY_FILLED
+        } else {
+            key
+        };
         let slot = key.intersects(Events::IN) && i & SLOT != 0;
         let list = i & u64::from(key.bits()) != 0;
         self.wake_slow(key, nr_exclusive, slot, list);
@@ -772,8 +821,14 @@ impl WaitQueue {
         // as if the kernel's walk had stopped there (see `wake`).
         let mut callback_taken = false;
         let mut l = crate::loom::lock(&self.list);
-        if key == Events::IN && self.try_settle(&l) {
-            return;
+        let mut key = key;
+        if key.difference(KEY_FILLED) == Events::IN && self.try_settle(&l) {
+            // Settled: a no-op for every `IN` entry. A fill still rings the edge-only
+            // views (their entries want `KEY_FILLED` alone): walk for them only.
+            if !key.contains(KEY_FILLED) || u64::from(l.union().bits()) & FILLED == 0 {
+                return;
+            }
+            key = KEY_FILLED;
         }
         let before = l.len();
         // Is any exclusive callback queued? (Its mask carries `EXCLUSIVE`, see `add`;
