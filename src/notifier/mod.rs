@@ -798,8 +798,9 @@ impl Inner {
         self.wq.wake_into(key, usize::MAX, batch);
     }
 
-    /// The lock-free read. `None` when the count is 0.
-    #[inline]
+    /// The lock-free read. `None` when the count is 0. Always inlined: a blocking read's
+    /// tries (`Read::try_now`) are its calls, on the path of every parked hand-off.
+    #[inline(always)]
     pub(crate) fn try_read(&self) -> Option<u64> {
         if self.mode != Mode::Semaphore {
             return self.take_all();
