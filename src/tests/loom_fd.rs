@@ -53,6 +53,35 @@ fn notifier(mode: Mode, initial: u64) -> Notifier {
         .unwrap()
 }
 
+/// Claim 2's race: B (its own thread) runs `consume`, W writes 1, and A (this thread)
+/// looks (`look`: whether it saw the notifier empty, as an edge-triggered poller's task
+/// would before it waits); then the ring counter is read (a std atomic, with no loom
+/// operation between it and the look: the count at A's look). If A saw the notifier empty
+/// and it is readable at the end, a ring must have come after A's look, or an
+/// edge-triggered A would sleep for ever.
+fn claim_two(
+    n: &Notifier,
+    v: &FdView,
+    consume: impl FnOnce() + Send + 'static,
+    look: impl FnOnce() -> bool,
+) {
+    let b = thread::spawn(consume);
+    let w = {
+        let n = n.clone();
+        thread::spawn(move || n.write(1).unwrap())
+    };
+    let a_saw_empty = look();
+    let rings_at_t = v.doorbell_stats().rings;
+    b.join().unwrap();
+    w.join().unwrap();
+    if a_saw_empty && n.count() > 0 {
+        assert!(
+            v.doorbell_stats().rings > rings_at_t,
+            "readable at the end, but no ring after the consumer's look"
+        );
+    }
+}
+
 /// The basic edge: empty; a write races a read.
 #[test]
 fn write_vs_read_from_empty() {
@@ -191,27 +220,17 @@ fn edge_after_would_block() {
     model(|| {
         let n = notifier(Mode::Counter, 1);
         let v = n.fd_view().unwrap();
-        let b = {
-            let n = n.clone();
-            thread::spawn(move || n.try_read().is_ok())
-        };
-        let w = {
-            let n = n.clone();
-            thread::spawn(move || n.write(1).unwrap())
-        };
-        // A: a failed try_read changes nothing and wakes nobody; the ring counter is a std
-        // atomic, read with no loom operation in between, so this is the count at `t`.
-        let a_saw_empty = n.try_read().is_err();
-        let rings_at_t = v.doorbell_stats().rings;
-        b.join().unwrap();
-        w.join().unwrap();
+        let b = n.clone();
+        // A: a failed try_read changes nothing and wakes nobody.
+        claim_two(
+            &n,
+            &v,
+            move || {
+                let _ = b.try_read();
+            },
+            || n.try_read().is_err(),
+        );
         assert_consistent(&n, &v);
-        if a_saw_empty && n.count() > 0 {
-            assert!(
-                v.doorbell_stats().rings > rings_at_t,
-                "readable at the end, but no ring after the consumer's WouldBlock"
-            );
-        }
     });
 }
 
@@ -254,25 +273,16 @@ fn settled_write_vs_emptying_read() {
 fn settled_edge_after_would_block() {
     model(|| {
         let (n, v) = settled_view(Mode::AutoReset);
-        let b = {
-            let v = v.clone();
-            thread::spawn(move || v.consume())
-        };
-        let w = {
-            let n = n.clone();
-            thread::spawn(move || n.write(1).unwrap())
-        };
-        let a_saw_empty = n.count() == 0;
-        let rings_at_t = v.doorbell_stats().rings;
-        b.join().unwrap();
-        w.join().unwrap();
+        let b = v.clone();
+        claim_two(
+            &n,
+            &v,
+            move || {
+                let _ = b.consume();
+            },
+            || n.count() == 0,
+        );
         assert_consistent(&n, &v);
-        if a_saw_empty && n.count() > 0 {
-            assert!(
-                v.doorbell_stats().rings > rings_at_t,
-                "readable at the end, but no ring after the consumer's WouldBlock"
-            );
-        }
     });
 }
 
@@ -285,25 +295,16 @@ fn edge_only_edge_after_would_block() {
         let n = notifier(Mode::Counter, 1);
         let v = n.fd_view().unwrap();
         v.set_edge_only(true).unwrap();
-        let b = {
-            let n = n.clone();
-            thread::spawn(move || n.try_read().is_ok())
-        };
-        let w = {
-            let n = n.clone();
-            thread::spawn(move || n.write(1).unwrap())
-        };
-        let a_saw_empty = n.try_read().is_err();
-        let rings_at_t = v.doorbell_stats().rings;
-        b.join().unwrap();
-        w.join().unwrap();
+        let b = n.clone();
+        claim_two(
+            &n,
+            &v,
+            move || {
+                let _ = b.try_read();
+            },
+            || n.try_read().is_err(),
+        );
         assert_eq!(v.doorbell_stats().drains, 0);
-        if a_saw_empty && n.count() > 0 {
-            assert!(
-                v.doorbell_stats().rings > rings_at_t,
-                "readable at the end, but no ring after the consumer's WouldBlock"
-            );
-        }
     });
 }
 
@@ -315,24 +316,15 @@ fn edge_only_consume_vs_write() {
         let n = notifier(Mode::AutoReset, 1);
         let v = n.fd_view().unwrap();
         v.set_edge_only(true).unwrap();
-        let b = {
-            let v = v.clone();
-            thread::spawn(move || v.consume())
-        };
-        let w = {
-            let n = n.clone();
-            thread::spawn(move || n.write(1).unwrap())
-        };
-        let a_saw_empty = n.count() == 0;
-        let rings_at_t = v.doorbell_stats().rings;
-        b.join().unwrap();
-        w.join().unwrap();
-        if a_saw_empty && n.count() > 0 {
-            assert!(
-                v.doorbell_stats().rings > rings_at_t,
-                "readable at the end, but no ring after the consumer's look"
-            );
-        }
+        let b = v.clone();
+        claim_two(
+            &n,
+            &v,
+            move || {
+                let _ = b.consume();
+            },
+            || n.count() == 0,
+        );
         assert_eq!(v.doorbell_stats().drains, 0);
     });
 }
