@@ -765,7 +765,14 @@ impl FdView {
     /// each time a consumer empties the source, is what keeps the fd readable exactly while
     /// the source is, which only level-triggered pollers (`poll(2)`, `select(2)`, epoll
     /// without `EPOLLET`) need. So a wake through an edge-only view costs one syscall, as
-    /// mio's `Waker` does, where a level view costs two (the ring and the drain).
+    /// mio's `Waker` does, where a level view costs two (the ring and the drain). (One
+    /// `write(2)` while the fd has not been lent: registered through evfd's
+    /// `mio::event::Source` or `into_async_fd` (features `mio`, `tokio`), not through
+    /// [`AsFd`]. A ring on a lent fd is a zero-timeout `poll(2)` and a `write(2)`, since
+    /// whoever holds the fd may clear `O_NONBLOCK`.)
+    ///
+    /// An edge-only view of a [`Notifier`] rings at each write that takes the count from
+    /// 0, and its consumers (reads, [`consume`](Self::consume)) do nothing for it.
     ///
     /// The fd of an edge-only view stays readable once rung, whatever the source holds: a
     /// level-triggered poller would see it ready for ever. Set it only when every poller of
