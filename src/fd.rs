@@ -112,11 +112,12 @@
 //!   and the consumer nothing: the lock-step shape of mio's `Waker`. The hook's mode
 //!   (`Core::fills`) and its mask change under one hold of the queue lock
 //!   (`WaitQueue::set_mask_with`), so a wake sees both or neither. Leaving fill mode
-//!   stores `mirror = false` in that same hold (every change then goes to `sync`, which
-//!   waits for `rung`, held by the switch throughout), takes the view as rung iff its fd
-//!   was ever rung, and re-derives the level state with a sync (a ring or a drain where the
-//!   source disagrees, and `mirror` published). A fill that raced the switch rings again
-//!   through its own post-wake, which finds the view level and forces a fresh edge.
+//!   takes the view as rung iff its fd was ever rung, `*rung` and `mirror` alike (`mirror`
+//!   stored in that same hold: a change after it either skips against a readable fd or
+//!   goes to `sync`, which waits for `rung`, held by the switch throughout), and
+//!   re-derives the level state with a sync (a ring or a drain where the source
+//!   disagrees). A fill that raced the switch rings again through its own post-wake, which
+//!   finds the view level and forces a fresh edge.
 //! - *An epoll's view*: an epoll's wakes do not say whether they filled its ready list, so
 //!   its edge-only view runs the protocol above unchanged, with `*rung` and `mirror` as
 //!   they are, but makes no syscall where it would drain. Setting it back to level drains
@@ -325,9 +326,11 @@ pub(crate) struct Core {
     source: Arc<dyn ViewSource>,
     /// `*rung`, stored only with `rung` held; the fast path's lock-free read.
     mirror: AtomicBool,
-    /// Fill mode (`Bell::fills`): written with `rung` and the source's queue lock both
-    /// held (with the entry's mask), read by the hook under the queue lock, and as a hint
-    /// by `post_wake` and `consume` (which recheck under `rung`, or need not).
+    /// Fill mode (module docs): an edge-only view of a source that keys its fills. Written
+    /// with `rung` and the source's queue lock both held (with the entry's mask), so exact
+    /// under either: read by the hook under the queue lock, by `sync_held` and `ring_fill`
+    /// under `rung`, and as a hint by `post_wake` and `consume` (which recheck under
+    /// `rung`, or need not).
     fills: AtomicBool,
     /// Whether the doorbell is rung, and how it is kept. Guards `bell`'s syscalls.
     rung: Mutex<Bell>,
@@ -363,7 +366,7 @@ impl Core {
     /// [`sync_locked`](Self::sync_locked) with `rung` held (`bell`). A view in fill mode
     /// (an edge-only view of a notifier) keeps no level state: nothing to do.
     fn sync_held(&self, bell: &mut Bell, mut force: bool) {
-        if bell.fills {
+        if self.fills.load(Relaxed) {
             return;
         }
         loop {
@@ -390,12 +393,6 @@ impl Core {
                     }
                 }
                 r
-            } else if self.mirror.load(SeqCst) != want {
-                // `*rung` is right and `mirror` is not: only after leaving fill mode, which
-                // stores `mirror = false` while the fd may be rung. Publish, and look again.
-                self.mirror.store(want, SeqCst);
-                crate::loom::dekker_fence();
-                Ok(())
             } else if want && force {
                 // A refill raced the consumption that emptied the source: a fresh edge.
                 self.ring(bell)
@@ -438,28 +435,26 @@ impl Core {
                 // Fill mode (module docs): the hook hears fills only, and rings at each.
                 // Mode and mask change under one hold of the queue lock.
                 wq.set_mask_with(key, KEY_FILLED, || self.fills.store(true, Relaxed));
-                bell.fills = true;
             }
             bell.edge_only = true;
             return Ok(());
         }
         bell.edge_only = false;
-        if bell.fills {
-            // Back to the level protocol, from no level state: not rung as far as anyone
-            // can tell (mirror false, stored with the mode, so that every change goes to
-            // `sync`, which waits for this lock), though the fd is readable if it was
-            // ever rung.
+        if self.fills.load(Relaxed) {
+            // Back to the level protocol, from no level state. The fd is readable iff it
+            // was ever rung: the level state starts from there, `*rung` and `mirror` alike
+            // (`mirror` stored with the mode, so that a change after the switch either
+            // skips against a readable fd or goes to `sync`, which waits for this lock),
+            // and the sync rings or drains to agree with the source. (A fill that raced
+            // the switch has a post of its own, which rings again once this lock is free:
+            // its fresh edge.)
+            let ever_rung = std::mem::take(&mut bell.undrained);
             wq.set_mask_with(key, VIEW_MASK, || {
                 self.fills.store(false, Relaxed);
-                self.mirror.store(false, SeqCst);
+                self.mirror.store(ever_rung, SeqCst);
             });
             crate::loom::dekker_fence();
-            bell.fills = false;
-            // The fd is readable iff it was ever rung: the level state starts from there,
-            // and the sync rings or drains to agree with the source and publishes
-            // `mirror`. (A fill that raced the switch has a post of its own, which rings
-            // again once this lock is free: its fresh edge.)
-            bell.rung = std::mem::take(&mut bell.undrained);
+            bell.rung = ever_rung;
             self.sync_held(&mut bell, false);
             return Ok(());
         }
@@ -475,9 +470,8 @@ impl Core {
     /// meanwhile (then the level protocol decides).
     fn ring_fill(&self) {
         let mut bell = crate::loom::lock(&self.rung);
-        if bell.fills {
-            bell.undrained = true;
-            if let Err(e) = self.bell.ring_edge() {
+        if self.fills.load(Relaxed) {
+            if let Err(e) = self.ring(&mut bell) {
                 debug_assert!(false, "doorbell ring failed: {e}");
             }
         } else {
@@ -490,13 +484,10 @@ impl Core {
 #[derive(Debug, Default)]
 struct Bell {
     /// Whether the doorbell is rung (level views: whether the fd is readable). Not kept in
-    /// fill mode.
+    /// fill mode ([`Core::fills`]).
     rung: bool,
     /// Edge-only ([`FdView::set_edge_only`]): rings make edges, nothing drains.
     edge_only: bool,
-    /// Fill mode: edge-only, of a source that keys its fills (a notifier); as
-    /// [`Core::fills`].
-    fills: bool,
     /// A ring made while edge-only may have left the fd readable with `rung` false.
     undrained: bool,
 }
