@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use evfd::{Epoll, Event, Events, Mode, Notifier};
+use evfd::{Epoll, Event, Events, FdView, Mode, Notifier};
 
 mod util;
 use util::{poll_readable, Kep};
@@ -17,12 +17,18 @@ fn edges(et: &Kep) -> usize {
     et.wait(Some(Duration::ZERO))
 }
 
-#[test]
-fn one_event_per_edge_and_no_drain() {
+/// An AutoReset kick, its edge-only view, and an edge-triggered epoll watching the view.
+fn edge_only_kick() -> (Notifier, FdView, Kep) {
     let kick = Notifier::builder().mode(Mode::AutoReset).build().unwrap();
     let view = kick.fd_view().unwrap();
     view.set_edge_only(true).unwrap();
     let et = Kep::new(&view, true);
+    (kick, view, et)
+}
+
+#[test]
+fn one_event_per_edge_and_no_drain() {
+    let (kick, view, et) = edge_only_kick();
     assert_eq!(edges(&et), 0, "nothing rung yet");
     for round in 1..=50u64 {
         kick.notify().unwrap();
@@ -112,10 +118,7 @@ fn clones_share_the_setting() {
 /// edge. With the eventfd doorbell the counter only climbs.
 #[test]
 fn full_doorbell_still_makes_edges() {
-    let kick = Notifier::builder().mode(Mode::AutoReset).build().unwrap();
-    let view = kick.fd_view().unwrap();
-    view.set_edge_only(true).unwrap();
-    let et = Kep::new(&view, true);
+    let (kick, view, et) = edge_only_kick();
     const ROUNDS: u64 = 200_000;
     for _ in 0..ROUNDS {
         kick.notify().unwrap();

@@ -53,6 +53,12 @@ fn notifier(mode: Mode, initial: u64) -> Notifier {
         .unwrap()
 }
 
+/// A thread that writes 1 to `n`.
+fn writer(n: &Notifier) -> thread::JoinHandle<()> {
+    let n = n.clone();
+    thread::spawn(move || n.write(1).unwrap())
+}
+
 /// Claim 2's race: B (its own thread) runs `consume`, W writes 1, and A (this thread)
 /// looks (`look`: whether it saw the notifier empty, as an edge-triggered poller's task
 /// would before it waits); then the ring counter is read (a std atomic, with no loom
@@ -66,10 +72,7 @@ fn claim_two(
     look: impl FnOnce() -> bool,
 ) {
     let b = thread::spawn(consume);
-    let w = {
-        let n = n.clone();
-        thread::spawn(move || n.write(1).unwrap())
-    };
+    let w = writer(n);
     let a_saw_empty = look();
     let rings_at_t = v.doorbell_stats().rings;
     b.join().unwrap();
@@ -88,10 +91,7 @@ fn write_vs_read_from_empty() {
     model(|| {
         let n = notifier(Mode::Counter, 0);
         let v = n.fd_view().unwrap();
-        let w = {
-            let n = n.clone();
-            thread::spawn(move || n.write(1).unwrap())
-        };
+        let w = writer(&n);
         let _ = n.try_read();
         w.join().unwrap();
         assert_consistent(&n, &v);
@@ -122,12 +122,7 @@ fn two_writers_one_reader() {
     model(|| {
         let n = notifier(Mode::Counter, 0);
         let v = n.fd_view().unwrap();
-        let ws: Vec<_> = (0..2)
-            .map(|_| {
-                let n = n.clone();
-                thread::spawn(move || n.write(1).unwrap())
-            })
-            .collect();
+        let ws: Vec<_> = (0..2).map(|_| writer(&n)).collect();
         let mut got = n.try_read().unwrap_or(0);
         for w in ws {
             w.join().unwrap();
@@ -181,10 +176,7 @@ fn autoreset_consume_vs_write() {
 fn view_created_during_write() {
     model(|| {
         let n = notifier(Mode::Counter, 0);
-        let w = {
-            let n = n.clone();
-            thread::spawn(move || n.write(1).unwrap())
-        };
+        let w = writer(&n);
         let v = n.fd_view().unwrap();
         w.join().unwrap();
         assert_consistent(&n, &v);
@@ -200,10 +192,7 @@ fn view_dropped_during_write() {
     model(|| {
         let n = notifier(Mode::Counter, 0);
         let v = n.fd_view().unwrap();
-        let w = {
-            let n = n.clone();
-            thread::spawn(move || n.write(1).unwrap())
-        };
+        let w = writer(&n);
         drop(v);
         w.join().unwrap();
         assert_eq!(n.core.wq.len(), 0);
@@ -256,10 +245,7 @@ fn settled_view(mode: Mode) -> (Notifier, FdView) {
 fn settled_write_vs_emptying_read() {
     model(|| {
         let (n, v) = settled_view(Mode::Counter);
-        let w = {
-            let n = n.clone();
-            thread::spawn(move || n.write(1).unwrap())
-        };
+        let w = writer(&n);
         let got = n.try_read().unwrap();
         w.join().unwrap();
         assert_consistent(&n, &v);
@@ -338,10 +324,7 @@ fn edge_only_back_to_level_vs_write_and_read() {
         let v = n.fd_view().unwrap();
         v.set_edge_only(true).unwrap();
         n.write(1).unwrap(); // a fill: rung, never drained
-        let w = {
-            let n = n.clone();
-            thread::spawn(move || n.write(1).unwrap())
-        };
+        let w = writer(&n);
         let r = {
             let n = n.clone();
             thread::spawn(move || n.try_read().unwrap_or(0))
@@ -385,10 +368,7 @@ fn epoll_view_notify_vs_harvest() {
         let n = notifier(Mode::Counter, 0);
         ep.add(&n, Events::IN | Events::ET, 1).unwrap();
         let v = ep.fd_view().unwrap();
-        let w = {
-            let n = n.clone();
-            thread::spawn(move || n.write(1).unwrap())
-        };
+        let w = writer(&n);
         // The consumer's observation point is before its harvest (an ET poller saw the fd
         // before calling `wait`); the harvest's own syncs (a re-ring) count as after it.
         let rings_at_t = v.doorbell_stats().rings;
@@ -420,10 +400,7 @@ fn epoll_view_stale_drop_vs_refill() {
         let v = ep.fd_view().unwrap();
         assert_eq!(v.doorbell_stats().rings, 1);
         n.try_read().unwrap(); // stale: still queued, still rung
-        let w = {
-            let n = n.clone();
-            thread::spawn(move || n.write(1).unwrap())
-        };
+        let w = writer(&n);
         // The consumer's observation point is before its harvest (an ET poller saw the fd
         // before calling `wait`); the harvest's own syncs (a re-ring) count as after it.
         let rings_at_t = v.doorbell_stats().rings;
@@ -458,10 +435,7 @@ fn epoll_view_edge_after_empty_harvest() {
             let ep = ep.clone();
             thread::spawn(move || wait0(&ep))
         };
-        let w = {
-            let n = n.clone();
-            thread::spawn(move || n.write(1).unwrap())
-        };
+        let w = writer(&n);
         let rings_at_t = v.doorbell_stats().rings;
         let a_got = wait0(&ep);
         let b_got = b.join().unwrap();
