@@ -966,6 +966,9 @@ pub(crate) struct Read<'a>(pub(crate) &'a Inner);
 impl WaitFor for Read<'_> {
     type Output = io::Result<u64>;
 
+    // Inlined into the sleeper's loop (`wait_queue::thread::wait`), which calls it on the
+    // path of every parked hand-off: left to itself, LLVM calls it out of line.
+    #[inline(always)]
     fn try_now(&mut self) -> Option<io::Result<u64>> {
         self.0.try_read().map(Ok)
     }

@@ -743,6 +743,12 @@ impl WaitQueue {
         if i & (IN | SLOT | FILLED) == 0 {
             return None;
         }
+        if i & FILLED == 0 {
+            // Readers wait, no edge-only view listens (yet: one that starts to under the
+            // lock before this wake takes it still hears the fill, so the mark is kept).
+            // Not 0: a bit of the test above is set.
+            return std::num::NonZeroU64::new(i | u64::from(filled) * DUE_FILLED).map(Due);
+        }
         Self::due_write(i, filled)
     }
 
