@@ -747,7 +747,7 @@ impl WaitQueue {
             // Readers wait, no edge-only view listens (yet: one that starts to under the
             // lock before this wake takes it still hears the fill, so the mark is kept).
             // Not 0: a bit of the test above is set.
-            return std::num::NonZeroU64::new(i | u64::from(filled) * DUE_FILLED).map(Due);
+            return std::num::NonZeroU64::new(i | (u64::from(filled) * DUE_FILLED)).map(Due);
         }
         Self::due_write(i, filled)
     }
