@@ -743,24 +743,31 @@ impl WaitQueue {
         if i & (IN | SLOT | FILLED) == 0 {
             return None;
         }
-        if i & FILLED == 0 {
-            // Readers wait, no edge-only view listens (yet: one that starts to under the
-            // lock before this wake takes it still hears the fill, so the mark is kept).
-            // Not 0: a bit of the test above is set.
-            return std::num::NonZeroU64::new(i | (u64::from(filled) * DUE_FILLED)).map(Due);
+        if i & (IN | SLOT) == 0 {
+            // Only edge-only views listen.
+            return Self::fill_only(i, filled);
         }
-        Self::due_write(i, filled)
+        Self::marked(i, filled)
     }
 
-    /// [`wake_due_write`](Self::wake_due_write) past its test: out of the fast path.
+    /// [`wake_due_write`](Self::wake_due_write) when only edge-only views listen: due only
+    /// if the write filled. Out of line: rare next to readers' waits.
     #[inline(never)]
-    fn due_write(i: u64, filled: bool) -> Option<Due> {
-        if i & (IN | SLOT) == 0 && !filled {
-            // Only edge-only views listen, and this write did not fill.
-            return None;
+    fn fill_only(i: u64, filled: bool) -> Option<Due> {
+        if filled {
+            Self::marked(i, true)
+        } else {
+            None
         }
-        let mark = if filled { DUE_FILLED } else { 0 };
-        std::num::NonZeroU64::new(i | mark).map(Due)
+    }
+
+    /// A write's [`Due`]: the interest it saw, marked if it filled. Marked even when no
+    /// fill listener was seen: an edge-only view that starts to listen under the lock
+    /// before this wake takes it still hears the fill. `i` is not 0 (a bit of the caller's
+    /// test is set).
+    #[inline(always)]
+    fn marked(i: u64, filled: bool) -> Option<Due> {
+        std::num::NonZeroU64::new(i | (u64::from(filled) * DUE_FILLED)).map(Due)
     }
 
     /// The rest of a wake with `key` that [`wake_due`](Self::wake_due) (or
