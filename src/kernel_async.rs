@@ -135,7 +135,7 @@ impl KernelNotifier {
     // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
     #[allow(clippy::manual_async_fn)]
     pub fn read_async(&self) -> impl Future<Output = io::Result<u64>> + Send + '_ {
-        until_ready(self.registrations().fd(), Events::IN, move || {
+        until_ready(self.registrations().fd(), self.read_interest(), move || {
             self.try_read()
         })
     }

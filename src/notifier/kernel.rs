@@ -2,7 +2,8 @@
 //!
 //! For the cases where something outside this process reads or writes the counter: KVM's
 //! ioeventfd / irqfd, vhost-user kick / call fds passed over a socket, a child process. The
-//! kernel object is authoritative; every operation is a syscall on it.
+//! kernel object is authoritative once the fd can be in other hands; until then an
+//! AutoReset notifier's count lives in memory (`sys::mem_count`).
 //!
 //! The fd is kept `O_NONBLOCK`. Blocking calls wait in `poll(2)` and retry, so a blocking
 //! `read` racing another reader (in this process or another) goes back to waiting instead of
@@ -29,7 +30,8 @@ use crate::sys::{self, eventfd};
 /// - **Semaphore**: the kernel's own `EFD_SEMAPHORE` (a read takes 1).
 /// - **AutoReset**: a plain eventfd; the reset is done by the consumer that is handed the
 ///   readiness ([`consume`](Self::consume), which the embedded epoll calls at delivery), so
-///   user code never calls `read`.
+///   user code never calls `read`. While the description is private (below), the count
+///   lives in memory: see "The count in memory".
 ///
 /// Errors are `io::Error`s carrying the kernel's errno (`raw_os_error()`), also for the
 /// checks this type makes before any syscall (`write(u64::MAX)` → `EINVAL`, a timed-out
@@ -84,6 +86,31 @@ use crate::sys::{self, eventfd};
 /// assert_eq!(k.try_read()?, 2);
 /// let e = k.try_read().unwrap_err(); // count 0 on a blocking description: still at once
 /// assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+///
+/// # The count in memory
+///
+/// A private AutoReset notifier keeps its count in memory, the kernel's count staying at 1:
+/// a read or a delivery (`try_read`, `consume`, an [`Epoll`](crate::Epoll)'s AutoReset
+/// delivery) is an atomic operation with no syscall, and a write is an atomic operation and
+/// a `write(2)` of 0, which wakes every poller and epoll item of the eventfd as a real write
+/// would, without changing the kernel's count. So an `Epoll` woken by a write delivers it
+/// without a syscall. The first borrow, clone or fork, and handing the fd out
+/// (`OwnedFd::from`, [`into_blocking_fd`](Self::into_blocking_fd)), put the count into the
+/// kernel first, for good (one syscall); so do a blocking read that finds the count empty
+/// and a write that finds no room, which then wait in the kernel. Nothing of this shows but
+/// the syscalls: every face reads the same count.
+///
+/// ```
+/// use std::os::fd::AsFd;
+/// let k = evfd::KernelNotifier::new(evfd::Mode::AutoReset)?;
+/// k.write(3)?; // the count in memory, and a write(2) of 0
+/// assert_eq!(k.count()?, 3);
+/// let fd = k.as_fd(); // lent: the count goes to the kernel first
+/// let mut b = [0u8; 8];
+/// rustix::io::read(fd, &mut b)?;
+/// assert_eq!(u64::from_ne_bytes(b), 3);
 /// # Ok::<(), std::io::Error>(())
 /// ```
 ///
@@ -178,6 +205,14 @@ impl KernelNotifierBuilder {
             Ok(v) => (v, 0),
             Err(_) => (0, o.initial),
         };
+        if o.mode == Mode::AutoReset && o.cloexec {
+            // Private and AutoReset: the count is kept in memory until the description can
+            // be in other hands (`sys::mem_count`); the kernel's is the base
+            // count of 1.
+            let fd = eventfd::create(1, false, true)?;
+            let fd = Fd::private_counted(fd, o.initial)?;
+            return Ok(KernelNotifier::wrap(fd, o.mode, o.nonblock));
+        }
         let fd = eventfd::create(init32, o.mode == Mode::Semaphore, o.cloexec)?;
         if rest != 0 {
             eventfd::write(fd.as_fd(), rest)?;
@@ -197,6 +232,7 @@ impl KernelNotifierBuilder {
 impl KernelNotifier {
     fn wrap(fd: Fd, mode: Mode, nonblock: bool) -> KernelNotifier {
         let fd = Arc::new(fd);
+        fd.register_mem();
         let reset = Arc::downgrade(&fd) as Weak<dyn KernelDeliver>;
         KernelNotifier {
             regs: Registrations::new(Arc::clone(&fd), reset),
@@ -213,6 +249,16 @@ impl KernelNotifier {
     pub(crate) fn register_unlent<R>(self, register: impl FnOnce(KernelNotifier) -> R) -> R {
         let fd = Arc::clone(&self.fd);
         crate::sys::fd::register_unlent(&fd, || register(self))
+    }
+
+    /// What a wait for `IN` on the fd registers with: edge-triggered while memory keeps the
+    /// count (`sys::mem_count`).
+    pub(crate) fn read_interest(&self) -> Events {
+        if self.fd.mem_kept() {
+            Events::IN | Events::ET
+        } else {
+            Events::IN
+        }
     }
 
     /// Where this notifier is registered (for `Epoll`'s kernel side).
@@ -370,6 +416,10 @@ impl KernelNotifier {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn count(&self) -> io::Result<u64> {
+        if let Some(c) = self.fd.mem_peek() {
+            return Ok(c);
+        }
+        let _ = self.fd.kernel_ready();
         match eventfd::fdinfo(self.fd.as_fd())? {
             Some(info) => Ok(info.count),
             None => Err(io::Error::new(
@@ -380,7 +430,8 @@ impl KernelNotifier {
     }
 
     /// Add `n` to the count without waiting: one `write(2)` while the description is
-    /// private, `poll(2)` + `write(2)` once the fd was lent (the type docs).
+    /// private (AutoReset: of 0, the count is in memory), `poll(2)` + `write(2)` once the fd
+    /// was lent (the type docs).
     ///
     /// # Errors
     ///
@@ -465,6 +516,14 @@ impl KernelNotifier {
         if self.nonblock || n == u64::MAX {
             return self.try_write(n);
         }
+        if self.fd.mem_kept() {
+            // Into memory, or (no room there) the count to the kernel, which waits for
+            // room.
+            match eventfd::write_fd(&self.fd, n) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                r => return r,
+            }
+        }
         match deadline {
             None => eventfd::write_waiting(self.fd.as_fd(), n),
             Some(_) => sys::write_until(self.fd.as_fd(), deadline, || self.try_write(n)),
@@ -488,8 +547,8 @@ impl KernelNotifier {
     }
 
     /// Take from the count without waiting: the whole count (Counter, AutoReset) or 1
-    /// (Semaphore). One `read(2)` while the description is private, one
-    /// `preadv2(RWF_NOWAIT)` once the fd was lent (the type docs).
+    /// (Semaphore). One `read(2)` while the description is private (AutoReset: none, the
+    /// count is in memory), one `preadv2(RWF_NOWAIT)` once the fd was lent (the type docs).
     ///
     /// # Errors
     ///
@@ -554,6 +613,15 @@ impl KernelNotifier {
         if self.nonblock {
             return self.try_read();
         }
+        match self.fd.mem_take() {
+            // Empty: the kernel keeps the count from now on, and the wait sleeps there.
+            Some(Err(_)) => self.fd.flush()?,
+            Some(r) => return r,
+            None => {}
+        }
+        if self.fd.kernel_ready().is_err() {
+            return Err(io::Error::from(rustix::io::Errno::AGAIN));
+        }
         sys::read_until(self.fd.as_fd(), deadline, || self.try_read())
     }
 
@@ -574,6 +642,10 @@ impl KernelNotifier {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn poll(&self, interest: Events) -> Events {
+        if let Some(c) = self.fd.mem_peek() {
+            return mode::readiness(c) & interest;
+        }
+        let _ = self.fd.kernel_ready();
         let always = Events::ERR | Events::HUP;
         match sys::poll_now(self.fd.as_fd(), interest | always) {
             Ok(ev) => ev & (interest | always),
@@ -583,10 +655,10 @@ impl KernelNotifier {
 
     /// Deliver `IN` to this consumer, as the embedded epoll does at harvest: returns the
     /// readiness at delivery (`IN` if it was readable) and, in [`Mode::AutoReset`], resets
-    /// the kernel count to 0 with one `read(2)` (which also wakes blocked writers). Only the
-    /// consumer whose `read(2)` got the count is handed `IN`: with several consumers, each
-    /// write is delivered at most once. Counter and Semaphore: a readiness check that
-    /// changes nothing.
+    /// the count to 0: in memory while the description is private ("The count in memory"),
+    /// else with one `read(2)` (which also wakes blocked writers). Only the consumer whose
+    /// reset got the count is handed `IN`: with several consumers, each write is delivered
+    /// at most once. Counter and Semaphore: a readiness check that changes nothing.
     ///
     /// # Errors
     ///

@@ -4,6 +4,7 @@
 //! the kick/call halves (`evfd::halves`, wherever an `Epoll` has a kernel side: Linux,
 //! macOS, FreeBSD).
 
+use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Weak};
 
@@ -84,6 +85,21 @@ impl Registrations {
     /// The kernel fd the owner is registered by.
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+
+    /// The events a kernel epoll registration of the fd is made with, for `events` asked:
+    /// edge-triggered while memory keeps the count (`sys::mem_count`), whose
+    /// base count would keep a level-triggered item ready for ever; an item for more than
+    /// `IN` puts the count in the kernel first.
+    pub(crate) fn kernel_events(&self, events: Events) -> io::Result<Events> {
+        if !self.fd.mem_kept() {
+            return Ok(events);
+        }
+        if events.difference(Events::ET) == Events::IN {
+            return Ok(events | Events::ET);
+        }
+        self.fd.flush()?;
+        Ok(events)
     }
 
     /// The owner gives its fd away (`From<_> for OwnedFd`): leave every epoll first (as a

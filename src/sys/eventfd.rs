@@ -179,6 +179,14 @@ pub(crate) fn write(fd: BorrowedFd<'_>, n: u64) -> io::Result<()> {
 /// and nobody else can reach it), else [`read_now`]. As [`read_now`] otherwise.
 #[inline]
 pub(crate) fn read_fd(fd: &super::fd::Fd) -> io::Result<u64> {
+    // The count memory keeps (`super::mem_count`): no syscall.
+    if let Some(r) = fd.mem_take() {
+        return r;
+    }
+    if fd.kernel_ready().is_err() {
+        // A handler on the thread flushing this fd: the count is on its way to the kernel.
+        return Err(io::Error::from(Errno::AGAIN));
+    }
     fd.guarded(|b, private| if private { read(b) } else { read_now(b) })
 }
 
@@ -188,6 +196,22 @@ pub(crate) fn read_fd(fd: &super::fd::Fd) -> io::Result<u64> {
 /// otherwise.
 #[inline]
 pub(crate) fn write_fd(fd: &super::fd::Fd, n: u64) -> io::Result<()> {
+    if n != u64::MAX {
+        match fd.mem_add(n) {
+            // No room in memory: the count goes to the kernel, whose reads make the `OUT`
+            // edges a writer waiting for room needs (memory's reads make none).
+            Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => fd.flush()?,
+            Some(r) => return r,
+            None => {}
+        }
+    }
+    if let Err(v) = fd.kernel_ready() {
+        if n == u64::MAX {
+            return Err(io::Error::from(Errno::INVAL));
+        }
+        // A handler on the thread flushing this fd: the flusher writes it after its own.
+        return fd.add_pending(v, n);
+    }
     fd.guarded(|b, private| {
         if private {
             write(b, n)

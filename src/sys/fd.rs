@@ -54,9 +54,11 @@
 //! `O_NONBLOCK` before returning.
 
 use crate::loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use super::fork;
+use super::mem_count::{Flushing, MemCount};
 
 /// A kernel fd the crate holds (an eventfd, a pipe end), with what says whether its open
 /// file description is private (module docs). On a line of its own: the private calls of
@@ -65,6 +67,9 @@ use super::fork;
 #[derive(Debug)]
 #[repr(align(64))]
 pub(crate) struct Fd {
+    /// The count kept in memory while the description is private ([`MemCount`]); off for
+    /// every fd but a private AutoReset `KernelNotifier`'s.
+    mem: MemCount,
     fd: OwnedFd,
     /// Set once by [`Fd::lend`] (or at birth, [`Fd::shared`]) and never cleared: the
     /// description may be shared.
@@ -80,9 +85,33 @@ impl Fd {
     pub(crate) fn private(fd: OwnedFd) -> Fd {
         let (shared, born) = fork::birth();
         Fd {
+            mem: MemCount::off(),
             fd,
             lent: AtomicBool::new(shared),
             born,
+        }
+    }
+
+    /// [`Fd::private`] for an eventfd whose count memory keeps while the description is
+    /// private ([`MemCount`]): `fd` holds the base count of 1, and `initial` is the count.
+    /// Made while a fork is being prepared (shared from birth), the count goes to the
+    /// kernel at once. The caller puts it where it stays and then calls
+    /// [`Fd::register_mem`].
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+    pub(crate) fn private_counted(fd: OwnedFd, initial: u64) -> io::Result<Fd> {
+        let mut f = Fd::private(fd);
+        f.mem = MemCount::on(initial);
+        if f.lent.load(SeqCst) {
+            f.flush()?;
+        }
+        Ok(f)
+    }
+
+    /// Enter the registry a fork's `prepare` flushes (`super::mem_count::flush_all`).
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+    pub(crate) fn register_mem(self: &std::sync::Arc<Fd>) {
+        if self.mem.kept() {
+            super::mem_count::register(std::sync::Arc::downgrade(self) as _);
         }
     }
 
@@ -90,6 +119,7 @@ impl Fd {
     /// `exec`, or handed to a peer by design).
     pub(crate) fn shared(fd: OwnedFd) -> Fd {
         Fd {
+            mem: MemCount::off(),
             fd,
             lent: AtomicBool::new(true),
             born: fork::forks(),
@@ -104,6 +134,10 @@ impl Fd {
         // Lent already (every borrow after the first): a load, no RMW.
         if !self.lent.load(SeqCst) && !registering(self) && !self.lent.swap(true, SeqCst) {
             fork::close_for_lend();
+            // The borrow goes out with the count in the kernel.
+            if let Err(e) = self.flush() {
+                debug_assert!(false, "flush at lend: {e}");
+            }
         }
         self.fd.as_fd()
     }
@@ -115,9 +149,75 @@ impl Fd {
         !self.lent.load(SeqCst) && !fork::forked_since(self.born)
     }
 
-    /// Give the fd away (the owner's `Into<OwnedFd>`): nothing else holds it.
+    /// Give the fd away (the owner's `Into<OwnedFd>`): nothing else holds it. The count is
+    /// in the kernel ([`Fd::flush`] first: the caller flushed before it moved the `Fd` out
+    /// of its `Arc`; this one finds it done).
     pub(crate) fn into_owned(self) -> OwnedFd {
+        if let Err(e) = self.flush() {
+            debug_assert!(false, "flush at into_owned: {e}");
+        }
         self.fd
+    }
+
+    /// The count memory keeps, taken whole (an AutoReset read; `WouldBlock` at 0): `None`
+    /// when memory does not keep it (`super::mem_count`).
+    #[inline]
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+    pub(crate) fn mem_take(&self) -> Option<io::Result<u64>> {
+        self.mem
+            .take()
+            .map(|r| r.map_err(|()| io::Error::from(rustix::io::Errno::AGAIN)))
+    }
+
+    /// Add `n` to the count memory keeps and make the kernel's wake, a `write(2)` of 0
+    /// (`WouldBlock` if it would pass `LIMIT`): `None` when memory does not keep it.
+    #[inline]
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+    pub(crate) fn mem_add(&self, n: u64) -> Option<io::Result<()>> {
+        Some(match self.mem.add(n)? {
+            Ok(()) => super::mem_count::write(self.fd.as_fd(), 0),
+            Err(()) => Err(io::Error::from(rustix::io::Errno::AGAIN)),
+        })
+    }
+
+    /// The count memory keeps, or `None`.
+    pub(crate) fn mem_peek(&self) -> Option<u64> {
+        self.mem.peek()
+    }
+
+    /// Whether memory keeps (or is flushing) the count: kernel registrations of the fd must
+    /// be edge-triggered (`super::mem_count`).
+    pub(crate) fn mem_kept(&self) -> bool {
+        self.mem.kept()
+    }
+
+    /// Before a kernel call on the count: memory must not keep it, and a flush under way
+    /// finishes first. `Err` on the flusher's own thread (a signal handler that interrupted
+    /// it), which cannot wait for it: the caller takes the handler's way
+    /// (`super::mem_count`).
+    #[inline]
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+    pub(crate) fn kernel_ready(&self) -> Result<(), Flushing> {
+        self.mem.ready(|| {
+            if let Err(e) = self.flush() {
+                debug_assert!(false, "flush: {e}");
+            }
+        })
+    }
+
+    /// A handler's write of `n` during its thread's flush of this fd: added to the pending
+    /// word, which the flusher writes after its own (`WouldBlock` if it would not fit).
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+    pub(crate) fn add_pending(&self, v: Flushing, n: u64) -> io::Result<()> {
+        self.mem
+            .add_pending(v, n)
+            .map_err(|()| io::Error::from(rustix::io::Errno::AGAIN))
+    }
+
+    /// Move the count into the kernel for good (`super::mem_count`, "The flush"). A
+    /// flush under way on another thread is waited for.
+    pub(crate) fn flush(&self) -> io::Result<()> {
+        self.mem.flush(self.fd.as_fd())
     }
 
     /// `call(fd, private)`, told whether the description is private, with the look and
@@ -136,6 +236,17 @@ impl Fd {
                 open && !fork::forked_since(self.born) && !self.lent.load(SeqCst),
             )
         })
+    }
+}
+
+/// A fork's `prepare` flushes every count memory keeps (`super::mem_count::flush_all`).
+impl super::mem_count::Flush for Fd {
+    fn flush(&self) -> io::Result<()> {
+        Fd::flush(self)
+    }
+
+    fn kept(&self) -> bool {
+        self.mem.kept()
     }
 }
 

@@ -460,6 +460,9 @@ mod handlers {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let closed = super::prepare_private_sections();
+        // Every count memory keeps goes to the kernel: the child shares the descriptions
+        // (`sys::mem_count`).
+        crate::sys::mem_count::flush_all();
         HELD.with(|h| *h.borrow_mut() = Some((t, f, closed)));
     }
 

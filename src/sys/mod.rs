@@ -67,6 +67,7 @@ pub(crate) mod fd;
 pub(crate) mod fork;
 #[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
 pub(crate) mod futex;
+pub(crate) mod mem_count;
 #[cfg(evfd_loom)]
 pub(crate) mod mock;
 #[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
@@ -537,6 +538,10 @@ pub(crate) fn read_until<T>(
 /// away): unwrapped, or in the case nobody expects (another strong holder), a `dup(2)` of
 /// it, which is still the same open file.
 pub(crate) fn unshare_fd(fd: std::sync::Arc<fd::Fd>) -> std::os::fd::OwnedFd {
+    // The count to the kernel before the fd goes (`mem_count`).
+    if let Err(e) = fd.flush() {
+        debug_assert!(false, "flush at hand-off: {e}");
+    }
     std::sync::Arc::try_unwrap(fd).map_or_else(
         |shared| {
             shared

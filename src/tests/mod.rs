@@ -21,6 +21,7 @@ mod loom_kernel_item;
 mod loom_kernel_reactor;
 mod loom_kernel_sleep;
 mod loom_lend;
+mod loom_mem_count;
 mod loom_notifier;
 #[cfg(evfd_kernel_side)]
 mod loom_park;

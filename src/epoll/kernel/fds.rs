@@ -323,7 +323,11 @@ impl KernelSide {
             // The kernel decides the add against what `kfd` holds ("Parked").
             unpark(&mut reg.kernel, &side)?;
             let token = crate::events::next_id();
-            if let Err(e) = sys::epoll::add(side.poll.kfd.as_fd(), k.fd, events, token) {
+            let kevents = match k.owner {
+                Some(o) => o.kernel_events(events)?,
+                None => events,
+            };
+            if let Err(e) = sys::epoll::add(side.poll.kfd.as_fd(), k.fd, kevents, token) {
                 // Nothing changed: the eventfd goes out again.
                 repark(&mut reg.kernel, &side);
                 return Err(e);
@@ -389,7 +393,11 @@ impl KernelSide {
                 return Err(probe(k.fd, |ep| sys::epoll::modify(ep, k.fd, events, 0)));
             };
             unpark(&mut reg.kernel, &side)?;
-            let r = sys::epoll::modify(kfd, k.fd, events, token);
+            let kevents = match k.owner {
+                Some(o) => o.kernel_events(events)?,
+                None => events,
+            };
+            let r = sys::epoll::modify(kfd, k.fd, kevents, token);
             if r.is_ok() {
                 if let Some(i) = reg.kernel.items.get_mut(&token) {
                     i.data = data;
@@ -516,6 +524,12 @@ pub(super) fn unpark(fds: &mut Fds, side: &Side) -> io::Result<()> {
         Some((Arc::clone(&o.efd), events, o.token))
     });
     if let Some((efd, events, token)) = back {
+        // Edge-triggered while memory keeps the count (`Registrations::kernel_events`).
+        let events = if efd.mem_kept() {
+            events | Events::ET
+        } else {
+            events
+        };
         match sys::epoll::add(side.poll.kfd.as_fd(), efd.as_fd(), events, token) {
             Ok(()) => {}
             // In already: nothing but this epoll's own calls under `registry` moves it,
@@ -696,7 +710,7 @@ fn collect(reg: &Fds, side: &Side, out: &mut [Event]) -> (usize, bool) {
         return (0, true);
     }
     if let Some(one) = &reg.one {
-        return collect_one(one, out);
+        return collect_one(one, out, (!reg.parked).then(|| side.poll.kfd.as_fd()));
     }
     let mut got = Vec::new();
     // An error (EBADF/EFAULT class, not possible on our own epoll) reports nothing rather
@@ -753,7 +767,14 @@ pub(crate) fn harvest_one(
         {
             return None;
         }
-        let got = collect_one(one, out);
+        // After a sleep's `epoll_wait` (`seed`) the item is off `kfd`'s ready list already;
+        // parked, `kfd` does not hold it.
+        let side = if seed.is_none() && !reg.kernel.parked && one.efd.mem_kept() {
+            ep.kernel.side()
+        } else {
+            None
+        };
+        let got = collect_one(one, out, side.as_ref().map(|s| s.poll.kfd.as_fd()));
         if got.0 > 0 && super::linux::listened(ep) {
             batch = Some(requeue_cold(ep));
         }
@@ -783,8 +804,18 @@ fn requeue_cold(ep: &EpInner) -> WakeBatch {
 /// only a change under `registry` removes).
 #[cfg(any(target_os = "linux", target_os = "android"))]
 #[inline(always)]
-fn collect_one(one: &One, out: &mut [Event]) -> (usize, bool) {
-    match sys::eventfd::read_fd(&one.efd) {
+fn collect_one(one: &One, out: &mut [Event], kfd: Option<BorrowedFd<'_>>) -> (usize, bool) {
+    let r = sys::eventfd::read_fd(&one.efd);
+    if let Some(kfd) = kfd.filter(|_| one.efd.mem_kept()) {
+        // The count memory keeps (`sys::mem_count`): the eventfd stays readable (its base
+        // count), so its edge-triggered item, queued by the last write, would stay on
+        // `kfd`'s ready list, and `kfd` read ready, until an `epoll_wait` takes it. Take it
+        // here, where the read of a kernel count would have been (the memory count, read
+        // above, says what there is; a write after that read queues the item again).
+        let mut got = Vec::new();
+        let _ = sys::epoll::wait(kfd, &mut got, 4, Some(std::time::Instant::now()));
+    }
+    match r {
         Ok(count) => {
             out[0] = Event {
                 // The kernel's poll of an eventfd: `ERR` at the count it cannot go past.
@@ -805,7 +836,7 @@ fn collect_one(one: &One, out: &mut [Event]) -> (usize, bool) {
 
 /// Only a `KernelNotifier` is an eventfd source (Linux): `one` is never set elsewhere.
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn collect_one(_one: &One, _out: &mut [Event]) -> (usize, bool) {
+fn collect_one(_one: &One, _out: &mut [Event], _kfd: Option<BorrowedFd<'_>>) -> (usize, bool) {
     (0, false)
 }
 

@@ -130,7 +130,11 @@ impl KernelPoll {
             .as_ref()
             .and_then(Weak::upgrade);
         let r = match &one {
-            Some(efd) => sys::poll_now(efd.as_fd(), Events::IN),
+            // The count memory keeps (`sys::mem_count`), or the eventfd's.
+            Some(efd) => match efd.mem_peek() {
+                Some(c) => Ok(if c != 0 { Events::IN } else { Events::empty() }),
+                None => sys::poll_now(efd.as_fd(), Events::IN),
+            },
             None => sys::poll_now(self.kfd.as_fd(), Events::IN),
         };
         match r {

@@ -1,0 +1,385 @@
+//! The count of a private AutoReset `KernelNotifier` kept in memory (docs/handoff.md, "The
+//! count in memory"): every face reads the same count as the kernel would hold, the first
+//! lend, a clone, the fd given away and a fork put it into the kernel, and no unit written
+//! is lost across a flush that races the writers.
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::Duration;
+
+use evfd::{Epoll, Event, Events, KernelNotifier, Mode};
+
+mod fork_util;
+use fork_util::in_child_of;
+
+fn raw_read(fd: impl AsFd) -> Option<u64> {
+    let mut b = [0u8; 8];
+    match rustix::io::read(fd, &mut b) {
+        Ok(8) => Some(u64::from_ne_bytes(b)),
+        Err(rustix::io::Errno::AGAIN) => None,
+        r => panic!("eventfd read: {r:?}"),
+    }
+}
+
+fn kick() -> KernelNotifier {
+    KernelNotifier::new(Mode::AutoReset).unwrap()
+}
+
+/// The kernel's count of `k`'s eventfd, from `/proc/self/fdinfo` (its number from `Debug`,
+/// which lends nothing).
+fn kernel_count(k: &KernelNotifier) -> u64 {
+    let dbg = format!("{k:?}");
+    let num: i32 = dbg
+        .split("fd: ")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{num}")).unwrap();
+    let line = info
+        .lines()
+        .find(|l| l.starts_with("eventfd-count:"))
+        .unwrap();
+    u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
+}
+
+#[test]
+fn memory_keeps_the_count_until_the_first_lend() {
+    let k = kick();
+    k.write(5).unwrap();
+    assert_eq!(kernel_count(&k), 1, "the base count; the 5 in memory");
+    assert_eq!(k.count().unwrap(), 5);
+    let _ = k.as_fd();
+    assert_eq!(kernel_count(&k), 5, "flushed at the lend");
+    // Counter mode keeps its count in the kernel.
+    let c = KernelNotifier::new(Mode::Counter).unwrap();
+    c.write(5).unwrap();
+    assert_eq!(kernel_count(&c), 5);
+}
+
+#[test]
+fn reads_and_writes_agree_with_the_kernel_rules() {
+    let k = kick();
+    assert_eq!(
+        k.try_read().unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock
+    );
+    assert_eq!(k.count().unwrap(), 0);
+    assert_eq!(k.poll(Events::IN | Events::OUT), Events::OUT);
+    k.write(2).unwrap();
+    k.try_write(3).unwrap();
+    assert_eq!(k.count().unwrap(), 5);
+    assert_eq!(k.poll(Events::IN | Events::OUT), Events::IN | Events::OUT);
+    assert!(k.consume().unwrap().contains(Events::IN));
+    assert!(!k.consume().unwrap().contains(Events::IN));
+    k.try_write(evfd::LIMIT).unwrap();
+    assert_eq!(
+        k.try_write(1).unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock
+    );
+    assert_eq!(k.try_read().unwrap(), evfd::LIMIT);
+    assert_eq!(
+        k.try_write(u64::MAX).unwrap_err().kind(),
+        std::io::ErrorKind::InvalidInput
+    );
+}
+
+#[test]
+fn the_first_lend_puts_the_count_in_the_kernel() {
+    for n in [0u64, 1, 7, evfd::LIMIT] {
+        let k = kick();
+        if n != 0 {
+            k.write(n).unwrap();
+        }
+        let fd = k.as_fd();
+        assert_eq!(raw_read(fd), (n != 0).then_some(n), "count {n}");
+        assert_eq!(raw_read(fd), None);
+        rustix::io::write(fd, &4u64.to_ne_bytes()).unwrap();
+        assert_eq!(k.try_read().unwrap(), 4);
+    }
+}
+
+#[test]
+fn an_initial_count_and_the_fd_given_away() {
+    let k = KernelNotifier::builder()
+        .mode(Mode::AutoReset)
+        .initial(1 << 40)
+        .build()
+        .unwrap();
+    k.write(1).unwrap();
+    let fd: OwnedFd = k.into();
+    assert_eq!(raw_read(&fd), Some((1 << 40) + 1));
+    let k = kick();
+    let fd = k.into_blocking_fd().unwrap();
+    rustix::io::write(&fd, &3u64.to_ne_bytes()).unwrap();
+    assert_eq!(raw_read(&fd), Some(3));
+}
+
+#[test]
+fn a_clone_shares_the_count() {
+    let a = kick();
+    a.write(5).unwrap();
+    let b = a.try_clone().unwrap();
+    b.write(1).unwrap();
+    assert_eq!(a.try_read().unwrap(), 6);
+}
+
+#[test]
+fn a_fork_child_sees_the_count() {
+    let k = kick();
+    k.write(9).unwrap();
+    let raw = k.as_raw_fd();
+    let _ = raw;
+    // SAFETY: the child only reads through evfd and `_exit`s.
+    in_child_of(
+        "child reads",
+        || unsafe { libc::fork() },
+        || match k.try_read() {
+            Ok(9) => Ok(()),
+            other => Err(format!("child read {other:?}")),
+        },
+    );
+    assert_eq!(
+        k.try_read().unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock
+    );
+    k.write(2).unwrap();
+    assert_eq!(k.try_read().unwrap(), 2);
+}
+
+#[test]
+fn a_fork_without_a_lend_flushes_too() {
+    let k = kick();
+    k.write(3).unwrap();
+    // SAFETY: as above.
+    in_child_of(
+        "child reads",
+        || unsafe { libc::fork() },
+        || match k.try_read() {
+            Ok(3) => Ok(()),
+            other => Err(format!("child read {other:?}")),
+        },
+    );
+    assert_eq!(k.count().unwrap(), 0);
+}
+
+#[test]
+fn blocking_read_waits_for_a_write() {
+    let k = Arc::new(kick());
+    let k2 = Arc::clone(&k);
+    let t = std::thread::spawn(move || k2.read());
+    std::thread::sleep(Duration::from_millis(20));
+    k.write(4).unwrap();
+    assert_eq!(t.join().unwrap().unwrap(), 4);
+    assert_eq!(
+        k.read_timeout(Duration::from_millis(5)).unwrap_err().kind(),
+        std::io::ErrorKind::TimedOut
+    );
+}
+
+#[test]
+fn an_epoll_hears_every_write_and_delivers_once() {
+    for et in [false, true] {
+        let k = kick();
+        let ep = Epoll::new();
+        let ev = if et {
+            Events::IN | Events::ET
+        } else {
+            Events::IN
+        };
+        ep.add(&k, ev, 7).unwrap();
+        let mut buf = [Event::default(); 4];
+        assert_eq!(ep.wait(&mut buf, Some(Duration::ZERO)).unwrap(), 0);
+        for round in 0..100 {
+            k.write(1 + round % 3).unwrap();
+            assert_eq!(
+                ep.wait(&mut buf, Some(Duration::from_secs(5))).unwrap(),
+                1,
+                "round {round}"
+            );
+            assert_eq!(buf[0].data, 7);
+            assert_eq!(
+                ep.wait(&mut buf, Some(Duration::ZERO)).unwrap(),
+                0,
+                "round {round}: reset"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_epoll_wakes_a_blocked_waiter() {
+    let k = Arc::new(kick());
+    let ep = Arc::new(Epoll::new());
+    ep.add(&*k, Events::IN, 1).unwrap();
+    for _ in 0..200 {
+        let ep2 = Arc::clone(&ep);
+        let t = std::thread::spawn(move || {
+            let mut buf = [Event::default(); 4];
+            ep2.wait(&mut buf, Some(Duration::from_secs(5))).unwrap()
+        });
+        std::thread::sleep(Duration::from_micros(200));
+        k.notify().unwrap();
+        assert_eq!(t.join().unwrap(), 1);
+    }
+}
+
+#[test]
+fn async_waits_on_any_executor() {
+    let k = Arc::new(kick());
+    let k2 = Arc::clone(&k);
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        k2.write(3).unwrap();
+    });
+    assert_eq!(futures::executor::block_on(k.read_async()).unwrap(), 3);
+    t.join().unwrap();
+    let ep = Epoll::new();
+    ep.add(&*k, Events::IN, 1).unwrap();
+    let k2 = Arc::clone(&k);
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        k2.write(1).unwrap();
+    });
+    let mut buf = [Event::default(); 4];
+    assert_eq!(
+        futures::executor::block_on(ep.wait_async(&mut buf)).unwrap(),
+        1
+    );
+    t.join().unwrap();
+}
+
+/// Writers add units while a lend flushes the count under them: every unit is read once.
+#[test]
+fn no_unit_is_lost_across_a_racing_lend() {
+    for round in 0..50 {
+        let k = Arc::new(kick());
+        let stop = Arc::new(AtomicBool::new(false));
+        let written = Arc::new(AtomicU64::new(0));
+        let writers: Vec<_> = (0..2)
+            .map(|_| {
+                let (k, stop, written) = (Arc::clone(&k), Arc::clone(&stop), Arc::clone(&written));
+                std::thread::spawn(move || {
+                    while !stop.load(SeqCst) {
+                        k.write(1).unwrap();
+                        written.fetch_add(1, SeqCst);
+                    }
+                })
+            })
+            .collect();
+        let mut read = 0;
+        for i in 0..2000 {
+            if i == 1000 + round * 7 {
+                let _ = k.as_fd();
+            }
+            if let Ok(c) = k.try_read() {
+                read += c;
+            }
+        }
+        stop.store(true, SeqCst);
+        for w in writers {
+            w.join().unwrap();
+        }
+        while let Ok(c) = k.try_read() {
+            read += c;
+        }
+        assert_eq!(read, written.load(SeqCst), "round {round}");
+    }
+}
+
+/// Counts the polls of the future it wraps.
+struct Polls<'a, F>(std::pin::Pin<Box<F>>, &'a AtomicU64);
+
+impl<F: std::future::Future> std::future::Future for Polls<'_, F> {
+    type Output = F::Output;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        self.1.fetch_add(1, SeqCst);
+        self.0.as_mut().poll(cx)
+    }
+}
+
+/// After a delivery that took the count without the kernel epoll (the item it queued stays
+/// there until an `epoll_wait` takes it), an async wait that nothing wakes stays asleep:
+/// on an executor other than tokio's it is woken through the watcher, which arms on the
+/// kernel epoll's readiness.
+#[test]
+fn an_idle_async_wait_stays_asleep() {
+    let k = kick();
+    let ep = Epoll::new();
+    ep.add(&k, Events::IN, 1).unwrap();
+    let mut buf = [Event::default(); 4];
+    for _ in 0..3 {
+        k.notify().unwrap();
+        assert_eq!(ep.wait(&mut buf, Some(Duration::ZERO)).unwrap(), 1);
+    }
+    let stop = Arc::new(evfd::Notifier::new());
+    let polls = AtomicU64::new(0);
+    let stopper = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            stop.notify().unwrap();
+        })
+    };
+    let got = futures::executor::block_on(async {
+        let wait = Polls(Box::pin(ep.wait_async(&mut buf)), &polls);
+        let stopped = Box::pin(stop.read_async());
+        match futures::future::select(wait, stopped).await {
+            futures::future::Either::Left((r, _)) => Some(r.unwrap()),
+            futures::future::Either::Right(_) => None,
+        }
+    });
+    stopper.join().unwrap();
+    assert_eq!(got, None, "no event while nothing was written");
+    let n = polls.load(SeqCst);
+    assert!(n <= 4, "the idle wait was polled {n} times in 100 ms");
+    // And it still hears the next write.
+    k.notify().unwrap();
+    let r = futures::executor::block_on(ep.wait_async(&mut buf)).unwrap();
+    assert_eq!(r, 1);
+}
+
+/// An `Epoll` holding the notifier, seen through its fd view by `poll(2)` (level): the same
+/// readiness, step by step, with the count in memory as with the count in the kernel.
+#[test]
+fn an_epoll_fd_view_shows_what_the_kernel_count_shows() {
+    assert_eq!(view_steps(true), view_steps(false));
+}
+
+fn view_steps(mem: bool) -> Vec<(bool, usize, usize)> {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let k = KernelNotifier::builder()
+        .mode(Mode::AutoReset)
+        .cloexec(mem)
+        .build()
+        .unwrap();
+    let ep = Epoll::new();
+    ep.add(&k, Events::IN, 1).unwrap();
+    let view = ep.fd_view().unwrap();
+    let readable = |ms: i64| {
+        let mut fds = [PollFd::new(&view, PollFlags::IN)];
+        let t = Timespec {
+            tv_sec: ms / 1000,
+            tv_nsec: (ms % 1000) * 1_000_000,
+        };
+        poll(&mut fds, Some(&t)).unwrap() == 1
+    };
+    let mut buf = [Event::default(); 4];
+    let mut steps = vec![(readable(0), 0, 0)];
+    for _ in 0..20 {
+        k.notify().unwrap();
+        let shown = readable(1000);
+        let first = ep.wait(&mut buf, Some(Duration::ZERO)).unwrap();
+        let again = ep.wait(&mut buf, Some(Duration::ZERO)).unwrap();
+        steps.push((shown, first, again));
+    }
+    assert!(steps[1..].iter().all(|&s| s == (true, 1, 0)), "{steps:?}");
+    steps
+}
