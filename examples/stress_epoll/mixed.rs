@@ -7,7 +7,8 @@
 //! evfd's path, built with feature `tokio` (`--features tokio`): the runtime's reactor
 //! watches the epoll's one kernel fd, the eventfd, itself (the wait registered a duplicate
 //! of it; with other kernel fds, the epoll's kernel epoll), so the write wakes the task
-//! through the reactor; the task's harvest delivers the event with the eventfd's read. Built without it, the
+//! through the reactor; the task's harvest delivers the event (the notifier is evfd's own,
+//! never lent: its count is in memory, and the delivery resets it there, no read). Built without it, the
 //! process-wide watcher thread (armed by the pending wait) queues the epoll's kernel item,
 //! which wakes the task: one more thread hop. `AsyncFd`'s: tokio's reactor wakes the task.
 //!
@@ -105,7 +106,8 @@ pub fn pct(v: &[f64], p: f64) -> f64 {
 }
 
 /// evfd: `wait_async` on an epoll holding an AutoReset `KernelNotifier` (the delivery
-/// resets it: no read in the task).
+/// resets it: no read in the task; the notifier is private, so its count is in memory and
+/// the reset makes no syscall either).
 fn evfd_side(rt: &tokio::runtime::Runtime, base: Instant) -> Side {
     let k = Arc::new(KernelNotifier::new(Mode::AutoReset).expect("eventfd"));
     let ep = Epoll::new();
