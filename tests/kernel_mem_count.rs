@@ -250,6 +250,63 @@ fn async_waits_on_any_executor() {
     t.join().unwrap();
 }
 
+/// A write that lands while a wait's harvest collects (between the collect taking the
+/// eventfd's edge-triggered item off the kernel epoll and its read of the count in memory)
+/// is delivered: the writer spins until the waiter has announced its wait and then for a
+/// delay that sweeps the harvest, so its write lands inside the collect in many rounds. Blocking waits (a round that hears
+/// nothing for 5 s lost its write) and async waits on `block_on` (the watcher thread).
+#[test]
+fn a_write_racing_the_collect_is_delivered() {
+    const ROUNDS: u64 = 30_000;
+    for blocking in [true, false] {
+        let k = Arc::new(kick());
+        let ep = Arc::new(Epoll::new());
+        ep.add(&*k, Events::IN, 1).unwrap();
+        let turn = Arc::new(AtomicU64::new(0));
+        let writer = {
+            let (k, turn) = (Arc::clone(&k), Arc::clone(&turn));
+            std::thread::spawn(move || {
+                for round in 1..=ROUNDS {
+                    while turn.load(SeqCst) < round {
+                        std::hint::spin_loop();
+                    }
+                    // A delay that sweeps the harvest, round after round.
+                    for _ in 0..round % 512 {
+                        std::hint::spin_loop();
+                    }
+                    k.notify().unwrap();
+                }
+            })
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = {
+            let ep = Arc::clone(&ep);
+            std::thread::spawn(move || {
+                let mut buf = [Event::default(); 4];
+                for round in 1..=ROUNDS {
+                    turn.store(round, SeqCst);
+                    let n = if blocking {
+                        ep.wait(&mut buf, Some(Duration::from_secs(5))).unwrap()
+                    } else {
+                        futures::executor::block_on(ep.wait_async(&mut buf)).unwrap()
+                    };
+                    assert_eq!(
+                        (n, buf[0].data),
+                        (1, 1),
+                        "round {round}: the write is heard"
+                    );
+                }
+                let _ = tx.send(());
+            })
+        };
+        rx.recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("blocking {blocking}: a write was lost (the wait hung)"));
+        waiter.join().unwrap();
+        writer.join().unwrap();
+        assert_eq!(k.count().unwrap(), 0, "each delivery reset it");
+    }
+}
+
 /// Writers add units while a lend flushes the count under them: every unit is read once.
 #[test]
 fn no_unit_is_lost_across_a_racing_lend() {

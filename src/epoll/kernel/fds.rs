@@ -805,16 +805,20 @@ fn requeue_cold(ep: &EpInner) -> WakeBatch {
 #[cfg(any(target_os = "linux", target_os = "android"))]
 #[inline(always)]
 fn collect_one(one: &One, out: &mut [Event], kfd: Option<BorrowedFd<'_>>) -> (usize, bool) {
-    let r = sys::eventfd::read_fd(&one.efd);
     if let Some(kfd) = kfd.filter(|_| one.efd.mem_kept()) {
         // The count memory keeps (`sys::mem_count`): the eventfd stays readable (its base
         // count), so its edge-triggered item, queued by the last write, would stay on
         // `kfd`'s ready list, and `kfd` read ready, until an `epoll_wait` takes it. Take it
-        // here, where the read of a kernel count would have been (the memory count, read
-        // above, says what there is; a write after that read queues the item again).
+        // here, where the read of a kernel count would have been, and *before* the read of
+        // the memory count: a write's `write(2)` of 0 follows its units into memory, so a
+        // write whose item this takes has its units in the read below, and a write after
+        // this queues the item again. (Taken after the read, the item of a write that
+        // landed between the two would go with its units left in memory, and a waiter
+        // arming on `kfd` next would sleep through them.)
         let mut got = Vec::new();
         let _ = sys::epoll::wait(kfd, &mut got, 4, Some(std::time::Instant::now()));
     }
+    let r = sys::eventfd::read_fd(&one.efd);
     match r {
         Ok(count) => {
             out[0] = Event {
