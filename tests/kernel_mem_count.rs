@@ -164,6 +164,65 @@ fn a_fork_child_sees_the_count_flushed_by_the_fork() {
     assert_eq!(k.count().unwrap(), 0);
 }
 
+/// Forks while other threads make (and drop) private notifiers, each entering the
+/// registry a fork's `prepare` flushes: the child never inherits the registry locked, so
+/// it makes and uses notifiers of its own, and a notifier shared with the child through
+/// memory before the fork (made by another thread) has its count in the kernel.
+#[test]
+fn a_fork_while_other_threads_make_notifiers() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let shared: Arc<std::sync::Mutex<Option<Arc<KernelNotifier>>>> = Arc::default();
+    let makers: Vec<_> = (0..2)
+        .map(|_| {
+            let (stop, shared) = (Arc::clone(&stop), Arc::clone(&shared));
+            std::thread::spawn(move || {
+                let mut made = 0u64;
+                while !stop.load(SeqCst) {
+                    let k = Arc::new(kick());
+                    k.write(3).unwrap();
+                    if made % 64 == 0 {
+                        *shared.lock().unwrap() = Some(Arc::clone(&k));
+                    }
+                    made += 1;
+                }
+                made
+            })
+        })
+        .collect();
+    for round in 0..150 {
+        let seen = shared.lock().unwrap().clone();
+        // SAFETY: the child only uses evfd (which takes no lock the fork could have left
+        // held) and `_exit`s.
+        in_child_of(
+            "child makes notifiers",
+            || unsafe { libc::fork() },
+            || {
+                for _ in 0..4 {
+                    let k = kick();
+                    k.write(2).map_err(|e| e.to_string())?;
+                    if k.try_read().map_err(|e| e.to_string())? != 2 {
+                        return Err(format!("round {round}: a fresh notifier lost its count"));
+                    }
+                }
+                if let Some(s) = &seen {
+                    // Made before the fork: its count was flushed by the fork's `prepare`
+                    // (the kernel's is its maker's 3, not the base), and the child reads it
+                    // there.
+                    let (kernel, count) = (kernel_count(s), s.count());
+                    if (kernel, count.as_ref().ok()) != (3, Some(&3)) {
+                        return Err(format!("round {round}: kernel {kernel}, count {count:?}"));
+                    }
+                }
+                Ok(())
+            },
+        );
+    }
+    stop.store(true, SeqCst);
+    for m in makers {
+        assert!(m.join().unwrap() > 0);
+    }
+}
+
 #[test]
 fn blocking_read_waits_for_a_write() {
     let k = Arc::new(kick());
@@ -172,10 +231,69 @@ fn blocking_read_waits_for_a_write() {
     std::thread::sleep(Duration::from_millis(20));
     k.write(4).unwrap();
     assert_eq!(t.join().unwrap().unwrap(), 4);
+    let t0 = std::time::Instant::now();
     assert_eq!(
         k.read_timeout(Duration::from_millis(5)).unwrap_err().kind(),
         std::io::ErrorKind::TimedOut
     );
+    assert!(t0.elapsed() >= Duration::from_millis(5), "it waited");
+    // The waits slept on the count's own futex: memory keeps the count still.
+    k.write(2).unwrap();
+    assert_eq!(kernel_count(&k), 1, "the base; the 2 in memory");
+    assert_eq!(k.read().unwrap(), 2);
+}
+
+/// Blocking reads and writers ping-pong with the count in memory, every unit counted; the
+/// kernel's count stays the base throughout (no flush).
+#[test]
+fn blocking_reads_keep_the_count_in_memory() {
+    const ROUNDS: u64 = 20_000;
+    let k = Arc::new(kick());
+    let turn = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let (k, turn) = (Arc::clone(&k), Arc::clone(&turn));
+        std::thread::spawn(move || {
+            for round in 1..=ROUNDS {
+                while turn.load(SeqCst) < round {
+                    std::hint::spin_loop();
+                }
+                for _ in 0..round % 512 {
+                    std::hint::spin_loop();
+                }
+                k.write(1 + round % 3).unwrap();
+            }
+        })
+    };
+    let mut read = 0;
+    let mut written = 0;
+    for round in 1..=ROUNDS {
+        written += 1 + round % 3;
+        turn.store(round, SeqCst);
+        read += k
+            .read_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        // A read may find an earlier round's units only if it did not take them then.
+        assert_eq!(read, written, "round {round}: every unit read once");
+    }
+    writer.join().unwrap();
+    assert_eq!(kernel_count(&k), 1, "never flushed");
+}
+
+/// A blocking read asleep on an empty count when another thread lends the fd (a flush): it
+/// is woken, and waits on in the kernel, where the next write reaches it.
+#[test]
+fn a_blocking_read_follows_the_count_into_the_kernel() {
+    let k = Arc::new(kick());
+    let k2 = Arc::clone(&k);
+    let t = std::thread::spawn(move || k2.read_timeout(Duration::from_secs(10)));
+    std::thread::sleep(Duration::from_millis(20));
+    let fd = k.as_fd().try_clone_to_owned().unwrap(); // the first lend flushes
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(!t.is_finished(), "still waiting, now in the kernel");
+    // A peer's write, straight to the kernel's count.
+    rustix::io::write(&fd, &5u64.to_ne_bytes()).unwrap();
+    assert_eq!(t.join().unwrap().unwrap(), 5);
+    assert_eq!(kernel_count(&k), 0);
 }
 
 #[test]

@@ -98,9 +98,10 @@ use crate::sys::{self, eventfd};
 /// would, without changing the kernel's count. So an `Epoll` woken by a write delivers it
 /// without a syscall. The first borrow, clone or fork, and handing the fd out
 /// (`OwnedFd::from`, [`into_blocking_fd`](Self::into_blocking_fd)), put the count into the
-/// kernel first, for good (one syscall); so do a blocking read that finds the count empty
-/// and a write that finds no room, which then wait in the kernel. Nothing of this shows but
-/// the syscalls: every face reads the same count.
+/// kernel first, for good (one syscall); so does a write that finds no room, which then
+/// waits in the kernel. A blocking read that finds the count empty sleeps on a futex of the
+/// count's own until a write (or that flush) wakes it. Nothing of this shows but the
+/// syscalls: every face reads the same count.
 ///
 /// ```
 /// use std::os::fd::AsFd;
@@ -613,11 +614,10 @@ impl KernelNotifier {
         if self.nonblock {
             return self.try_read();
         }
-        match self.fd.mem_take() {
-            // Empty: the kernel keeps the count from now on, and the wait sleeps there.
-            Some(Err(_)) => self.fd.flush()?,
-            Some(r) => return r,
-            None => {}
+        // The count memory keeps: the wait sleeps on its futex, woken by the next write
+        // (or by a flush, after which the kernel's wait below takes over).
+        if let Some(r) = self.fd.mem_take_waiting(deadline) {
+            return r;
         }
         if self.fd.kernel_ready().is_err() {
             return Err(io::Error::from(rustix::io::Errno::AGAIN));

@@ -196,19 +196,18 @@ pub(crate) fn read_fd(fd: &super::fd::Fd) -> io::Result<u64> {
 /// otherwise.
 #[inline]
 pub(crate) fn write_fd(fd: &super::fd::Fd, n: u64) -> io::Result<()> {
-    if n != u64::MAX {
-        match fd.mem_add(n) {
-            // No room in memory: the count goes to the kernel, whose reads make the `OUT`
-            // edges a writer waiting for room needs (memory's reads make none).
-            Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => fd.flush()?,
-            Some(r) => return r,
-            None => {}
-        }
+    if n == u64::MAX {
+        // The kernel's answer, without asking it.
+        return Err(io::Error::from(Errno::INVAL));
+    }
+    match fd.mem_add(n) {
+        // No room in memory: the count goes to the kernel, whose reads make the `OUT`
+        // edges a writer waiting for room needs (memory's reads make none).
+        Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => fd.flush()?,
+        Some(r) => return r,
+        None => {}
     }
     if let Err(v) = fd.kernel_ready() {
-        if n == u64::MAX {
-            return Err(io::Error::from(Errno::INVAL));
-        }
         // A handler on the thread flushing this fd: the flusher writes it after its own.
         return fd.add_pending(v, n);
     }

@@ -175,9 +175,25 @@ impl Fd {
     #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
     pub(crate) fn mem_add(&self, n: u64) -> Option<io::Result<()>> {
         Some(match self.mem.add(n)? {
-            Ok(()) => super::mem_count::write(self.fd.as_fd(), 0),
+            Ok(()) => {
+                self.mem.ring(super::mem_count::wake);
+                super::mem_count::write(self.fd.as_fd(), 0)
+            }
             Err(()) => Err(io::Error::from(rustix::io::Errno::AGAIN)),
         })
+    }
+
+    /// A blocking read of the count memory keeps: the whole count once it is non-zero,
+    /// asleep on the count's futex meanwhile, `TimedOut` at `deadline`; `None` once memory
+    /// does not keep it (`super::mem_count`, [`MemCount::take_waiting`]).
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+    pub(crate) fn mem_take_waiting(
+        &self,
+        deadline: Option<std::time::Instant>,
+    ) -> Option<io::Result<u64>> {
+        self.mem
+            .take_waiting(super::mem_count::sleep_until(deadline))
+            .map(|r| r.map_err(|()| crate::error::timed_out()))
     }
 
     /// The count memory keeps, or `None`.

@@ -29,7 +29,9 @@
 //!
 //! LOCKING (the handlers' order): `prepare` takes `TOPOLOGY` and then `FORK_GUARD` (write),
 //! then closes the private sections (taking `CLOSING`) and waits for them (each is one
-//! syscall that does not wait and takes no lock, so the wait ends). `CLOSING` is a leaf:
+//! syscall that does not wait and takes no lock, so the wait ends), then takes the registry
+//! of counts kept in memory and flushes them (`super::mem_count::flush_all`, a leaf: its
+//! other holder only pushes to it). `CLOSING` is a leaf:
 //! its holder only waits for sections, which take no lock, so it is released whatever
 //! else anyone holds. A first lend takes it too, except in a signal handler whose thread
 //! is taking or holds it, or is in a section (`close_for_lend`): that lend takes no lock
@@ -441,11 +443,13 @@ mod handlers {
     use std::sync::atomic::Ordering::SeqCst;
 
     /// What the forking thread holds from `prepare` to `parent`/`child`: the topology
-    /// lock, the fork guard (write) and its closer's turn, released in the reverse order.
+    /// lock, the fork guard (write), its closer's turn and the registry of counts kept in
+    /// memory, released in the reverse order.
     type Held = (
         MutexGuard<'static, ()>,
         RwLockWriteGuard<'static, ()>,
         super::Closed,
+        crate::sys::mem_count::Flushed,
     );
 
     thread_local! {
@@ -461,13 +465,14 @@ mod handlers {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let closed = super::prepare_private_sections();
         // Every count memory keeps goes to the kernel: the child shares the descriptions
-        // (`sys::mem_count`).
-        crate::sys::mem_count::flush_all();
-        HELD.with(|h| *h.borrow_mut() = Some((t, f, closed)));
+        // (`sys::mem_count`). Its registry stays locked until the fork is over.
+        let flushed = crate::sys::mem_count::flush_all();
+        HELD.with(|h| *h.borrow_mut() = Some((t, f, closed, flushed)));
     }
 
     extern "C" fn parent() {
-        if let Some((t, f, closed)) = HELD.with(|h| h.borrow_mut().take()) {
+        if let Some((t, f, closed, flushed)) = HELD.with(|h| h.borrow_mut().take()) {
+            drop(flushed);
             super::open_private_sections(closed);
             drop(f);
             drop(t);
@@ -488,7 +493,8 @@ mod handlers {
             s.0.store(0, SeqCst);
         }
         CLOSERS.store(0, SeqCst);
-        if let Some((t, f, closed)) = HELD.with(|h| h.borrow_mut().take()) {
+        if let Some((t, f, closed, flushed)) = HELD.with(|h| h.borrow_mut().take()) {
+            drop(flushed);
             drop(closed);
             drop(f);
             drop(t);

@@ -18,8 +18,11 @@
 //! - the fd is readable for ever meanwhile, so every kernel registration of it is
 //!   edge-triggered (`Registrations::kernel_events`, the `Epoll`'s kernel item, the async
 //!   waits' own epoll; mio's and tokio's are edge-triggered anyway), and a use that needs the
-//!   kernel's count (a blocking read that finds it empty, a write that finds no room, an
-//!   `Epoll` item for more than `IN`) flushes first.
+//!   kernel's count (a write that finds no room, an `Epoll` item for more than `IN`)
+//!   flushes first;
+//! - a blocking read that finds the count empty sleeps on a futex of the count's own
+//!   ([`MemCount::take_waiting`]), which a write that finds a sleeper rings, and so does the
+//!   flush (its sleepers then wait in the kernel).
 //!
 //! # The flush
 //!
@@ -56,6 +59,12 @@
 //!   the child two counts (docs/semantics.md §6.4 names that gap for the description's
 //!   flags already).
 //!
+//! LOCKING: one lock, the registry's (`FDS`), a leaf. [`register`] holds it to push an fd;
+//! a fork's `prepare` holds it from [`flush_all`] until the fork is over (`super::fork`),
+//! so that no fd enters between the flush and the fork and the child never inherits it
+//! held. Under it a flush may wait for another thread's flush of the same fd, which is
+//! one syscall and takes no lock. The counts themselves take no lock.
+//!
 //! loom: `tests::loom_mem_count` (a write and a read against a flush; a write against a
 //! flush from zero).
 
@@ -64,9 +73,9 @@
 
 use std::io;
 use std::os::fd::BorrowedFd;
-use std::sync::{Mutex, Weak};
+use std::sync::{Mutex, MutexGuard, Weak};
 
-use crate::loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use crate::loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 
 /// [`MemCount::word`] once a flush took the count (above `LIMIT`: no count is this).
 const FLUSHED: u64 = u64::MAX;
@@ -88,6 +97,11 @@ pub(crate) struct MemCount {
     /// The value it flushes, once swapped out (`LIMIT` before: a handler's write in that
     /// instant is refused as if the count were full, rather than risk passing it).
     flushing: AtomicU64,
+    /// Threads in a blocking read of an empty count ([`MemCount::take_waiting`]).
+    sleepers: AtomicU32,
+    /// What they sleep on (a futex word): moved by a write, and by the flush, that finds
+    /// sleepers ([`MemCount::ring`]).
+    bell: AtomicU32,
 }
 
 /// A kernel call found its own thread flushing the fd (a signal handler that interrupted
@@ -104,6 +118,8 @@ impl MemCount {
             pending: AtomicU64::new(0),
             flusher: AtomicUsize::new(0),
             flushing: AtomicU64::new(crate::mode::LIMIT),
+            sleepers: AtomicU32::new(0),
+            bell: AtomicU32::new(0),
         }
     }
 
@@ -115,6 +131,8 @@ impl MemCount {
             pending: AtomicU64::new(0),
             flusher: AtomicUsize::new(0),
             flushing: AtomicU64::new(crate::mode::LIMIT),
+            sleepers: AtomicU32::new(0),
+            bell: AtomicU32::new(0),
         }
     }
 
@@ -155,6 +173,55 @@ impl MemCount {
                 Ok(_) => return Some(Ok(())),
                 Err(seen) => cur = seen,
             }
+        }
+    }
+
+    /// A blocking read of the whole count: it waits while the count is 0, asleep on
+    /// `bell` (`sleep(bell, seen)` sleeps while the bell holds `seen`, and says whether the
+    /// deadline passed), until a write or the flush rings it ([`MemCount::ring`]). `None`
+    /// once memory does not keep the count (the kernel's wait follows); `Err` when the
+    /// deadline passed with the count still 0.
+    ///
+    /// A sleeper counts itself in `sleepers` before it looks at the bell and then the
+    /// count; a write adds to the count before it looks at `sleepers`. So either the
+    /// sleeper's look finds the write's units, or the write finds the sleeper and moves
+    /// the bell, after the sleeper read it (the sleep returns at once) or before (the
+    /// look found the units). The flush's swap is the same as a write for this.
+    pub(crate) fn take_waiting(
+        &self,
+        mut sleep: impl FnMut(&AtomicU32, u32) -> bool,
+    ) -> Option<Result<u64, ()>> {
+        loop {
+            match self.take()? {
+                Err(()) => {}
+                r => return Some(r),
+            }
+            self.sleepers.fetch_add(1, SeqCst);
+            crate::loom::dekker_fence();
+            let seen = self.bell.load(SeqCst);
+            let r = self.take();
+            let timed_out = matches!(r, Some(Err(()))) && sleep(&self.bell, seen);
+            self.sleepers.fetch_sub(1, SeqCst);
+            match r? {
+                Err(()) => {}
+                r => return Some(r),
+            }
+            if timed_out {
+                // A last look: units that came with the deadline are taken.
+                return self.take();
+            }
+        }
+    }
+
+    /// After a write's units are in the count (or the flush took it): wake the sleepers of
+    /// [`MemCount::take_waiting`], if there are any (`wake(bell)`, after the bell moved).
+    /// One load when there are none.
+    #[inline]
+    pub(crate) fn ring(&self, wake: impl FnOnce(&AtomicU32)) {
+        crate::loom::dekker_fence();
+        if self.sleepers.load(SeqCst) != 0 {
+            self.bell.fetch_add(1, SeqCst);
+            wake(&self.bell);
         }
     }
 
@@ -213,15 +280,18 @@ impl MemCount {
                 // Fits: `add_pending` checked it against the value flushed.
                 let _ = write(fd, p);
             },
+            wake,
         )
     }
 
     /// [`MemCount::flush`] with the kernel's two operations given: `set(v)` makes the
-    /// kernel's count `v` from the base, `add(p)` adds the pending units.
+    /// kernel's count `v` from the base, `add(p)` adds the pending units; and the wake of
+    /// the sleepers of [`MemCount::take_waiting`] (who go to the kernel's wait).
     pub(crate) fn flush_with(
         &self,
         set: impl FnOnce(u64) -> io::Result<()>,
         mut add: impl FnMut(u64),
+        wake_sleepers: impl FnOnce(&AtomicU32),
     ) -> io::Result<()> {
         if self.done.load(SeqCst) {
             return Ok(());
@@ -249,7 +319,40 @@ impl MemCount {
         pending();
         self.done.store(true, SeqCst);
         pending();
+        self.ring(wake_sleepers);
         r
+    }
+}
+
+/// The futex wake of [`MemCount::ring`]: every sleeper (a sleeper woken for units another
+/// took sleeps again; there is rarely more than one).
+pub(crate) fn wake(bell: &AtomicU32) {
+    #[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
+    let _ = super::futex::wake(bell, u32::MAX);
+    #[cfg(not(all(any(target_os = "linux", target_os = "android"), not(evfd_loom))))]
+    let _ = bell;
+}
+
+/// The sleep of [`MemCount::take_waiting`]: a futex wait on the bell while it holds
+/// `seen`, until `deadline`; whether the deadline passed. (Under loom, and where there is
+/// no futex, a yield: the caller looks again.)
+pub(crate) fn sleep_until(
+    deadline: Option<std::time::Instant>,
+) -> impl FnMut(&AtomicU32, u32) -> bool {
+    move |bell, seen| {
+        #[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
+        {
+            matches!(
+                super::futex::wait(bell, seen, deadline),
+                Ok(super::futex::Woke::TimedOut)
+            )
+        }
+        #[cfg(not(all(any(target_os = "linux", target_os = "android"), not(evfd_loom))))]
+        {
+            let _ = (bell, seen);
+            crate::loom::thread::yield_now();
+            deadline.is_some_and(|d| std::time::Instant::now() >= d)
+        }
     }
 }
 
@@ -307,9 +410,17 @@ pub(crate) fn register(fd: Weak<dyn Flush>) {
     v.push(fd);
 }
 
-/// Flush every count memory keeps (a fork's `prepare`): the child gets none.
+/// The registry ([`FDS`]) held by a fork's `prepare` from [`flush_all`] to `parent` or
+/// `child`: an fd that enters it after the flush (another thread making a notifier) waits
+/// until the fork is over, so the child inherits no count in memory it could reach, and
+/// never inherits the registry's lock held by a thread it does not have.
 #[cfg_attr(any(miri, evfd_loom), allow(dead_code))]
-pub(crate) fn flush_all() {
+pub(crate) struct Flushed(#[allow(dead_code)] MutexGuard<'static, (Vec<Weak<dyn Flush>>, usize)>);
+
+/// Flush every count memory keeps (a fork's `prepare`): the child gets none. The registry
+/// stays locked until the returned [`Flushed`] is dropped, after the fork.
+#[cfg_attr(any(miri, evfd_loom), allow(dead_code))]
+pub(crate) fn flush_all() -> Flushed {
     let mut g = FDS.lock().unwrap_or_else(|e| e.into_inner());
     for w in g.0.drain(..) {
         if let Some(fd) = w.upgrade() {
@@ -317,6 +428,7 @@ pub(crate) fn flush_all() {
         }
     }
     g.1 = 0;
+    Flushed(g)
 }
 
 #[cfg(all(test, not(evfd_loom)))]
@@ -338,6 +450,7 @@ mod tests {
                 Ok(())
             },
             |p| kernel.set(kernel.get() + p),
+            |_| {},
         )
         .unwrap();
     }
@@ -384,7 +497,7 @@ mod tests {
                     "would pass LIMIT"
                 );
                 // Its own flush (a lend in the handler) returns at once.
-                m.flush_with(|_| unreachable!(), |_| unreachable!())
+                m.flush_with(|_| unreachable!(), |_| unreachable!(), |_| unreachable!())
                     .unwrap();
             });
             assert_eq!(

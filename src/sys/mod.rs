@@ -537,11 +537,9 @@ pub(crate) fn read_until<T>(
 /// An fd shared through an `Arc` taken back by its last holder (an owner giving its fd
 /// away): unwrapped, or in the case nobody expects (another strong holder), a `dup(2)` of
 /// it, which is still the same open file.
+/// Either way the count memory keeps goes to the kernel first (`mem_count`): `into_owned`
+/// and the first lend flush.
 pub(crate) fn unshare_fd(fd: std::sync::Arc<fd::Fd>) -> std::os::fd::OwnedFd {
-    // The count to the kernel before the fd goes (`mem_count`).
-    if let Err(e) = fd.flush() {
-        debug_assert!(false, "flush at hand-off: {e}");
-    }
     std::sync::Arc::try_unwrap(fd).map_or_else(
         |shared| {
             shared

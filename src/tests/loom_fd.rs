@@ -85,6 +85,19 @@ fn claim_two(
     }
 }
 
+/// [`claim_two`] with two readers: B's `try_read` against A's, which looks (finds it empty).
+fn claim_two_reading(n: &Notifier, v: &FdView) {
+    let b = n.clone();
+    claim_two(
+        n,
+        v,
+        move || {
+            let _ = b.try_read();
+        },
+        || n.try_read().is_err(),
+    );
+}
+
 /// The basic edge: empty; a write races a read.
 #[test]
 fn write_vs_read_from_empty() {
@@ -209,16 +222,8 @@ fn edge_after_would_block() {
     model(|| {
         let n = notifier(Mode::Counter, 1);
         let v = n.fd_view().unwrap();
-        let b = n.clone();
         // A: a failed try_read changes nothing and wakes nobody.
-        claim_two(
-            &n,
-            &v,
-            move || {
-                let _ = b.try_read();
-            },
-            || n.try_read().is_err(),
-        );
+        claim_two_reading(&n, &v);
         assert_consistent(&n, &v);
     });
 }
@@ -281,15 +286,7 @@ fn edge_only_edge_after_would_block() {
         let n = notifier(Mode::Counter, 1);
         let v = n.fd_view().unwrap();
         v.set_edge_only(true).unwrap();
-        let b = n.clone();
-        claim_two(
-            &n,
-            &v,
-            move || {
-                let _ = b.try_read();
-            },
-            || n.try_read().is_err(),
-        );
+        claim_two_reading(&n, &v);
         assert_eq!(v.doorbell_stats().drains, 0);
     });
 }

@@ -2,7 +2,8 @@
 //! flush that moves the count into the kernel. The kernel's count is an atomic here, the
 //! base count 1 at the start; a kernel operation waits for the flush (`MemCount::ready`).
 //! Each model checks that every unit written is read or left in the kernel exactly once,
-//! and that the flush found the base where it expected it.
+//! and that the flush found the base where it expected it; the blocking read (asleep on the
+//! count's bell, a spin here) is rung by a write and by the flush.
 
 use std::sync::Arc;
 
@@ -43,6 +44,7 @@ impl Counted {
                 |p| {
                     self.kernel.fetch_add(p, SeqCst);
                 },
+                |_| {},
             )
             .unwrap();
     }
@@ -50,12 +52,30 @@ impl Counted {
     /// A write of `n`: into memory, or once flushed, into the kernel.
     fn write(&self, n: u64) {
         match self.mem.add(n) {
-            Some(r) => r.unwrap(),
+            Some(r) => {
+                r.unwrap();
+                // The futex wake is the bell's move here (the sleeper spins on it).
+                self.mem.ring(|_| {});
+            }
             None => {
                 self.mem.ready(|| self.flush()).unwrap();
                 self.kernel.fetch_add(n, SeqCst);
             }
         }
+    }
+
+    /// A blocking read of an empty count: asleep on the bell (here a spin on it) until a
+    /// write or the flush moves it; `None` once flushed. A ring lost spins for ever, which
+    /// fails the model.
+    fn blocking_read(&self) -> Option<u64> {
+        self.mem
+            .take_waiting(|bell, seen| {
+                while bell.load(SeqCst) == seen {
+                    thread::yield_now();
+                }
+                false
+            })
+            .map(|r| r.expect("no deadline"))
     }
 
     /// A read of the whole count: from memory, or once flushed, from the kernel.
@@ -125,6 +145,38 @@ fn write_then_read_vs_flush() {
             2,
             "two units, each read or left once"
         );
+    });
+}
+
+/// A blocking read of an empty count against a write: the write finds the sleeper counted,
+/// or the sleeper's look finds the unit.
+#[test]
+fn blocking_read_vs_write() {
+    model("blocking_read_vs_write", 4, || {
+        let c = Counted::new(0);
+        let w = {
+            let c = Arc::clone(&c);
+            thread::spawn(move || c.write(1))
+        };
+        assert_eq!(c.blocking_read(), Some(1));
+        w.join().unwrap();
+        assert!(c.mem.kept(), "memory keeps the count still");
+    });
+}
+
+/// A blocking read of an empty count against a flush: the flush rings the sleeper, which
+/// finds the count gone to the kernel (and waits there).
+#[test]
+fn blocking_read_vs_flush() {
+    model("blocking_read_vs_flush", 4, || {
+        let c = Counted::new(0);
+        let f = {
+            let c = Arc::clone(&c);
+            thread::spawn(move || c.flush())
+        };
+        assert_eq!(c.blocking_read(), None);
+        f.join().unwrap();
+        assert_eq!(c.kernel.load(SeqCst), 0);
     });
 }
 
