@@ -33,6 +33,25 @@ pub(crate) mod thread {
     }
 }
 
+/// Whether `deadline` has passed. loom has no clock (a timed park returns at once,
+/// [`thread::park_timeout`]), so under loom every deadline has passed: a model's executions
+/// then make the same choices however long each one takes. (A wall-clock look made
+/// `tests::loom_notifier::semaphore_timed_reader_hands_wake_on` fail with loom's "Is the
+/// model fully deterministic?" on a loaded machine: its 1 ms deadline passed in some
+/// executions of a path and not in others.)
+#[inline(always)]
+pub(crate) fn past(deadline: std::time::Instant) -> bool {
+    #[cfg(evfd_loom)]
+    {
+        let _ = deadline;
+        true
+    }
+    #[cfg(not(evfd_loom))]
+    {
+        std::time::Instant::now() >= deadline
+    }
+}
+
 /// loom's checked `UnsafeCell` under `--cfg evfd_loom` (it reports two accesses that are not
 /// ordered), and otherwise `std`'s behind the same `with_mut` call.
 #[cfg(not(evfd_loom))]

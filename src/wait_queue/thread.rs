@@ -144,7 +144,7 @@ pub(crate) fn wait<S: Sleeper>(s: &mut S, deadline: Option<Instant>) -> Option<S
         if let Some(r) = s.try_now() {
             return Some(r);
         }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+        if deadline.is_some_and(crate::loom::past) {
             if claimed {
                 s.hand_on();
             }
