@@ -455,6 +455,7 @@ enum EpWait {
     /// `wait_async`, a new future each round.
     Async(Exec),
     /// `stream().next()`, one stream for every round.
+    #[cfg(feature = "futures")]
     Stream(Exec),
 }
 
@@ -497,6 +498,7 @@ fn epoll_ping_pong(how: EpWait, ev: Events, shape: Shape, rounds: u64) {
                         race.done.store(round, SeqCst);
                     }
                 }),
+                #[cfg(feature = "futures")]
                 EpWait::Stream(exec) => run_on(exec, async move {
                     use futures::StreamExt;
                     let mut s = ep.stream();
@@ -568,6 +570,7 @@ fn epoll_wait_async_tokio_multi_thread_hears_every_write() {
     epoll_ping_pong(EpWait::Async(ex), LT, Shape::WithKernel, 3_072);
 }
 
+#[cfg(feature = "futures")]
 #[test]
 fn epoll_stream_hears_every_write() {
     let _s = serial();
@@ -1003,6 +1006,7 @@ fn flush_race(flush: Flush, consumer: Consumer, iterations: u64, per: u64) {
                                     race.done.store(round, SeqCst);
                                 }
                             }),
+                            #[cfg(feature = "futures")]
                             EpWait::Stream(_) => unreachable!(),
                         }
                     }
@@ -1190,6 +1194,7 @@ fn a_lend_racing_free_running_writers_loses_no_unit() {
 
 /// `AsyncNotifierFd::from_kernel`: each round `read` must return the round's unit (or
 /// `consume` report `IN`).
+#[cfg(feature = "tokio")]
 fn async_notifier_fd_ping_pong(exec: Exec, consume: bool, rounds: u64) {
     use evfd::tokio::AsyncNotifierFd;
     let name = format!(
@@ -1237,6 +1242,7 @@ fn async_notifier_fd_ping_pong(exec: Exec, consume: bool, rounds: u64) {
     eprintln!("{name}: {rounds} rounds in {:?}", t0.elapsed());
 }
 
+#[cfg(feature = "tokio")]
 #[test]
 fn tokio_async_notifier_fd_hears_every_write() {
     let _s = serial();
@@ -1247,6 +1253,7 @@ fn tokio_async_notifier_fd_hears_every_write() {
 
 /// `KernelNotifier::into_async_fd` (`AsyncFd<KernelNotifier>`): each round
 /// `async_io(READABLE, try_read)` (or `readable` + `try_io`) must read the round's unit.
+#[cfg(feature = "tokio")]
 #[test]
 fn tokio_async_fd_of_a_kernel_notifier_hears_every_write() {
     let _s = serial();
@@ -1308,6 +1315,7 @@ fn tokio_async_fd_of_a_kernel_notifier_hears_every_write() {
 
 /// `AsyncEpollFd` (the epoll's fd view in tokio's reactor): each round `wait` delivers the
 /// round's write.
+#[cfg(feature = "tokio")]
 #[test]
 fn tokio_async_epoll_fd_hears_every_write() {
     let _s = serial();
@@ -1357,6 +1365,7 @@ fn tokio_async_epoll_fd_hears_every_write() {
 
 /// mio (`Source for KernelNotifier`, edge-triggered): each round the waiter drains with
 /// `try_read` until `WouldBlock` and polls; a poll that times out lost the write.
+#[cfg(feature = "mio")]
 #[test]
 fn mio_poll_hears_every_write() {
     let _s = serial();

@@ -568,8 +568,9 @@ impl KernelNotifier {
         eventfd::read_fd(&self.fd)
     }
 
-    /// Take from the count, waiting in `poll(2)` while it is 0. With `NONBLOCK`, behaves as
-    /// [`try_read`](Self::try_read).
+    /// Take from the count, waiting in `poll(2)` while it is 0 (a private AutoReset
+    /// notifier, whose count is in memory, waits on a futex instead: "The count in
+    /// memory" above). With `NONBLOCK`, behaves as [`try_read`](Self::try_read).
     ///
     /// # Errors
     ///

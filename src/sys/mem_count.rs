@@ -66,7 +66,7 @@
 //! one syscall and takes no lock. The counts themselves take no lock.
 //!
 //! loom: `tests::loom_mem_count` (a write and a read against a flush; a write against a
-//! flush from zero).
+//! flush from zero; a blocking read against a write, and against a flush).
 
 // Only a `KernelNotifier` keeps its count in memory (Linux): elsewhere memory never does.
 #![cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
