@@ -328,7 +328,7 @@ impl MemCount {
 /// took sleeps again; there is rarely more than one).
 pub(crate) fn wake(bell: &AtomicU32) {
     #[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
-    let _ = super::futex::wake(bell, u32::MAX);
+    let _ = super::futex::wake_private(bell, u32::MAX);
     #[cfg(not(all(any(target_os = "linux", target_os = "android"), not(evfd_loom))))]
     let _ = bell;
 }
@@ -343,7 +343,7 @@ pub(crate) fn sleep_until(
         #[cfg(all(any(target_os = "linux", target_os = "android"), not(evfd_loom)))]
         {
             matches!(
-                super::futex::wait(bell, seen, deadline),
+                super::futex::wait_private(bell, seen, deadline),
                 Ok(super::futex::Woke::TimedOut)
             )
         }
