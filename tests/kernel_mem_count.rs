@@ -12,6 +12,8 @@ use evfd::{Epoll, Event, Events, KernelNotifier, Mode};
 
 mod fork_util;
 use fork_util::in_child_of;
+mod mem_util;
+use mem_util::kernel_count;
 
 fn raw_read(fd: impl AsFd) -> Option<u64> {
     let mut b = [0u8; 8];
@@ -24,27 +26,6 @@ fn raw_read(fd: impl AsFd) -> Option<u64> {
 
 fn kick() -> KernelNotifier {
     KernelNotifier::new(Mode::AutoReset).unwrap()
-}
-
-/// The kernel's count of `k`'s eventfd, from `/proc/self/fdinfo` (its number from `Debug`,
-/// which lends nothing).
-fn kernel_count(k: &KernelNotifier) -> u64 {
-    let dbg = format!("{k:?}");
-    let num: i32 = dbg
-        .split("fd: ")
-        .nth(1)
-        .unwrap()
-        .split(',')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{num}")).unwrap();
-    let line = info
-        .lines()
-        .find(|l| l.starts_with("eventfd-count:"))
-        .unwrap();
-    u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
 }
 
 #[test]
@@ -223,6 +204,29 @@ fn a_fork_while_other_threads_make_notifiers() {
     }
 }
 
+/// The writer of a ping-pong: for each round, once the waiter has announced it (`turn`),
+/// a delay that sweeps the waiter's path round after round (`round % 512` spins), then a
+/// write of `n(round)`.
+fn sweeping_writer(
+    k: &Arc<KernelNotifier>,
+    turn: &Arc<AtomicU64>,
+    rounds: u64,
+    n: impl Fn(u64) -> u64 + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    let (k, turn) = (Arc::clone(k), Arc::clone(turn));
+    std::thread::spawn(move || {
+        for round in 1..=rounds {
+            while turn.load(SeqCst) < round {
+                std::hint::spin_loop();
+            }
+            for _ in 0..round % 512 {
+                std::hint::spin_loop();
+            }
+            k.write(n(round)).unwrap();
+        }
+    })
+}
+
 #[test]
 fn blocking_read_waits_for_a_write() {
     let k = Arc::new(kick());
@@ -250,20 +254,7 @@ fn blocking_reads_keep_the_count_in_memory() {
     const ROUNDS: u64 = 20_000;
     let k = Arc::new(kick());
     let turn = Arc::new(AtomicU64::new(0));
-    let writer = {
-        let (k, turn) = (Arc::clone(&k), Arc::clone(&turn));
-        std::thread::spawn(move || {
-            for round in 1..=ROUNDS {
-                while turn.load(SeqCst) < round {
-                    std::hint::spin_loop();
-                }
-                for _ in 0..round % 512 {
-                    std::hint::spin_loop();
-                }
-                k.write(1 + round % 3).unwrap();
-            }
-        })
-    };
+    let writer = sweeping_writer(&k, &turn, ROUNDS, |round| 1 + round % 3);
     let mut read = 0;
     let mut written = 0;
     for round in 1..=ROUNDS {
@@ -381,21 +372,7 @@ fn a_write_racing_the_collect_is_delivered() {
         let ep = Arc::new(Epoll::new());
         ep.add(&*k, Events::IN, 1).unwrap();
         let turn = Arc::new(AtomicU64::new(0));
-        let writer = {
-            let (k, turn) = (Arc::clone(&k), Arc::clone(&turn));
-            std::thread::spawn(move || {
-                for round in 1..=ROUNDS {
-                    while turn.load(SeqCst) < round {
-                        std::hint::spin_loop();
-                    }
-                    // A delay that sweeps the harvest, round after round.
-                    for _ in 0..round % 512 {
-                        std::hint::spin_loop();
-                    }
-                    k.notify().unwrap();
-                }
-            })
-        };
+        let writer = sweeping_writer(&k, &turn, ROUNDS, |_| 1);
         let (tx, rx) = std::sync::mpsc::channel();
         let waiter = {
             let ep = Arc::clone(&ep);

@@ -30,6 +30,8 @@ use std::time::{Duration, Instant};
 
 use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier};
 
+mod mem_util;
+
 /// A blocking wait that hears nothing for this long lost its write.
 const WAIT: Duration = Duration::from_secs(5);
 /// The whole test made no progress for this long: a wake (or a unit) was lost.
@@ -216,6 +218,34 @@ fn writer_in(
     })
 }
 
+/// One ping-pong's frame: a sweeping writer notifies `k` once a round; `waiter` runs on a
+/// thread of its own with the race (it stores `turn` before each look and `done` after
+/// each round); both are joined under the watchdog; then memory must still keep `k`'s
+/// count (nothing in a ping-pong flushes it). `t0`: when the test's set-up began.
+fn ping_pong(
+    name: &str,
+    t0: Instant,
+    k: &Arc<KernelNotifier>,
+    rounds: u64,
+    waiter: impl FnOnce(Arc<Race>) + Send + 'static,
+) {
+    let race = Race::new();
+    let w = {
+        let k = Arc::clone(k);
+        writer(&race, rounds, move || k.notify().unwrap())
+    };
+    let waiter = {
+        let r = Arc::clone(&race);
+        spawn(&race, move || waiter(r))
+    };
+    finish(name, &race, rounds, vec![w, waiter]);
+    assert!(
+        k.kernel_count_is_base(),
+        "{name}: the count is still in memory (nothing here flushes it)"
+    );
+    eprintln!("{name}: {rounds} rounds in {:?}", t0.elapsed());
+}
+
 fn tokio_current() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -288,34 +318,21 @@ fn read_async_ping_pong(exec: Exec, rounds: u64) {
     let name = format!("read_async on {exec:?}");
     let t0 = Instant::now();
     let k = kick();
-    let race = Race::new();
-    let w = {
-        let k = Arc::clone(&k);
-        writer(&race, rounds, move || k.notify().unwrap())
-    };
-    let r = {
-        let (k, race) = (Arc::clone(&k), Arc::clone(&race));
-        spawn(&Arc::clone(&race), move || {
-            run_on(exec, async move {
-                for round in 1..=rounds {
-                    race.turn.store(round, SeqCst);
-                    let got = k.read_async().await.unwrap();
-                    assert_eq!(got, 1, "round {round}: read_async read {got}, wanted 1");
-                    race.done.store(round, SeqCst);
-                }
-            })
+    let k2 = Arc::clone(&k);
+    ping_pong(&name, t0, &k, rounds, move |race| {
+        run_on(exec, async move {
+            for round in 1..=rounds {
+                race.turn.store(round, SeqCst);
+                let got = k2.read_async().await.unwrap();
+                assert_eq!(got, 1, "round {round}: read_async read {got}, wanted 1");
+                race.done.store(round, SeqCst);
+            }
         })
-    };
-    finish(&name, &race, rounds, vec![w, r]);
+    });
     assert_eq!(k.count().unwrap(), 0);
-    assert!(
-        k.kernel_count_is_base(),
-        "{name}: the count is still in memory (nothing here flushes it)"
-    );
-    eprintln!("{name}: {rounds} rounds in {:?}", t0.elapsed());
 }
 
-/// What the test can see of the kernel's count without lending (`/proc/self/fdinfo`).
+/// What the test can see of the kernel's count without lending (`mem_util`).
 trait KernelCount {
     fn kernel_count_is_base(&self) -> bool;
 }
@@ -323,23 +340,7 @@ trait KernelCount {
 impl KernelCount for KernelNotifier {
     /// Whether the kernel's count is the base (1): memory still keeps the count.
     fn kernel_count_is_base(&self) -> bool {
-        let dbg = format!("{self:?}");
-        let num: i32 = dbg
-            .split("fd: ")
-            .nth(1)
-            .unwrap()
-            .split(',')
-            .next()
-            .unwrap()
-            .trim_end_matches(|c: char| !c.is_ascii_digit())
-            .parse()
-            .unwrap();
-        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{num}")).unwrap();
-        let line = info
-            .lines()
-            .find(|l| l.starts_with("eventfd-count:"))
-            .unwrap();
-        u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap() == 1
+        mem_util::kernel_count(self) == 1
     }
 }
 
@@ -465,66 +466,51 @@ fn epoll_ping_pong(how: EpWait, ev: Events, shape: Shape, rounds: u64) {
     let t0 = Instant::now();
     let k = kick();
     let (ep, keep) = epoll_for(&k, ev, shape);
-    let race = Race::new();
-    let w = {
-        let k = Arc::clone(&k);
-        writer(&race, rounds, move || k.notify().unwrap())
-    };
-    let waiter = {
-        let race2 = Arc::clone(&race);
+    {
         let ep = ep.clone();
-        spawn(&race, move || {
-            let race = race2;
-            match how {
-                EpWait::Blocking => {
-                    let mut buf = [Event::default(); 4];
-                    for round in 1..=rounds {
-                        race.turn.store(round, SeqCst);
-                        let n = ep.wait(&mut buf, Some(WAIT)).unwrap();
-                        assert_eq!(
-                            (n, buf[0].data),
-                            (1, 1),
-                            "round {round}: the write is heard within {WAIT:?} (0: lost)"
-                        );
-                        race.done.store(round, SeqCst);
-                    }
+        ping_pong(&name, t0, &k, rounds, move |race| match how {
+            EpWait::Blocking => {
+                let mut buf = [Event::default(); 4];
+                for round in 1..=rounds {
+                    race.turn.store(round, SeqCst);
+                    let n = ep.wait(&mut buf, Some(WAIT)).unwrap();
+                    assert_eq!(
+                        (n, buf[0].data),
+                        (1, 1),
+                        "round {round}: the write is heard within {WAIT:?} (0: lost)"
+                    );
+                    race.done.store(round, SeqCst);
                 }
-                EpWait::Async(exec) => run_on(exec, async move {
-                    let mut buf = [Event::default(); 4];
-                    for round in 1..=rounds {
-                        race.turn.store(round, SeqCst);
-                        let n = ep.wait_async(&mut buf).await.unwrap();
-                        assert_eq!((n, buf[0].data), (1, 1), "round {round}");
-                        race.done.store(round, SeqCst);
-                    }
-                }),
-                #[cfg(feature = "futures")]
-                EpWait::Stream(exec) => run_on(exec, async move {
-                    use futures::StreamExt;
-                    let mut s = ep.stream();
-                    for round in 1..=rounds {
-                        race.turn.store(round, SeqCst);
-                        let e = s.next().await.unwrap().unwrap();
-                        assert_eq!(e.data, 1, "round {round}");
-                        race.done.store(round, SeqCst);
-                    }
-                }),
             }
-        })
-    };
-    finish(&name, &race, rounds, vec![w, waiter]);
+            EpWait::Async(exec) => run_on(exec, async move {
+                let mut buf = [Event::default(); 4];
+                for round in 1..=rounds {
+                    race.turn.store(round, SeqCst);
+                    let n = ep.wait_async(&mut buf).await.unwrap();
+                    assert_eq!((n, buf[0].data), (1, 1), "round {round}");
+                    race.done.store(round, SeqCst);
+                }
+            }),
+            #[cfg(feature = "futures")]
+            EpWait::Stream(exec) => run_on(exec, async move {
+                use futures::StreamExt;
+                let mut s = ep.stream();
+                for round in 1..=rounds {
+                    race.turn.store(round, SeqCst);
+                    let e = s.next().await.unwrap().unwrap();
+                    assert_eq!(e.data, 1, "round {round}");
+                    race.done.store(round, SeqCst);
+                }
+            }),
+        });
+    }
     let mut buf = [Event::default(); 4];
     assert_eq!(
         ep.wait(&mut buf, Some(Duration::ZERO)).unwrap(),
         0,
         "{name}: delivered once"
     );
-    assert!(
-        k.kernel_count_is_base(),
-        "{name}: the count is still in memory (nothing here flushes it)"
-    );
     drop(keep);
-    eprintln!("{name}: {rounds} rounds in {:?}", t0.elapsed());
 }
 
 const LT: Events = Events::IN;
@@ -609,14 +595,9 @@ fn nested_ping_pong(how: Option<Exec>, outer_ev: Events, take: Take, rounds: u64
     inner.add(&*k, Events::IN, 1).unwrap();
     let outer = Epoll::new();
     outer.add(&inner, outer_ev, 2).unwrap();
-    let race = Race::new();
     let spurious = Arc::new(AtomicU64::new(0));
-    let w = {
-        let k = Arc::clone(&k);
-        writer(&race, rounds, move || k.notify().unwrap())
-    };
-    let waiter = {
-        let (race2, k, spurious) = (Arc::clone(&race), Arc::clone(&k), Arc::clone(&spurious));
+    {
+        let (k2, spurious) = (Arc::clone(&k), Arc::clone(&spurious));
         let (inner, outer) = (inner.clone(), outer.clone());
         // Takes the round's write, if it is there: 0 or 1.
         let take_now = move || -> u64 {
@@ -629,15 +610,14 @@ fn nested_ping_pong(how: Option<Exec>, outer_ev: Events, take: Take, rounds: u64
                     }
                     m as u64
                 }
-                Take::TryRead => match k.try_read() {
+                Take::TryRead => match k2.try_read() {
                     Ok(c) => c,
                     Err(e) if e.kind() == ErrorKind::WouldBlock => 0,
                     Err(e) => panic!("try_read: {e}"),
                 },
             }
         };
-        spawn(&race, move || {
-            let race = race2;
+        ping_pong(&name, t0, &k, rounds, move |race| {
             let mut buf = [Event::default(); 4];
             match how {
                 None => {
@@ -683,18 +663,9 @@ fn nested_ping_pong(how: Option<Exec>, outer_ev: Events, take: Take, rounds: u64
                     }
                 }),
             }
-        })
-    };
-    finish(&name, &race, rounds, vec![w, waiter]);
-    assert!(
-        k.kernel_count_is_base(),
-        "{name}: the count is still in memory (nothing here flushes it)"
-    );
-    eprintln!(
-        "{name}: {rounds} rounds in {:?}, {} spurious reports",
-        t0.elapsed(),
-        spurious.load(SeqCst)
-    );
+        });
+    }
+    eprintln!("{name}: {} spurious reports", spurious.load(SeqCst));
 }
 
 #[test]
@@ -1335,31 +1306,17 @@ fn tokio_async_epoll_fd_hears_every_write() {
             let _g = rt.enter();
             Arc::new(AsyncEpollFd::new(&ep).unwrap())
         };
-        let race = Race::new();
-        let w = {
-            let k = Arc::clone(&k);
-            writer(&race, rounds, move || k.notify().unwrap())
-        };
-        let waiter = {
-            let (race, aep) = (Arc::clone(&race), Arc::clone(&aep));
-            spawn(&Arc::clone(&race), move || {
-                run_in(exec, Some(rt), async move {
-                    let mut buf = [Event::default(); 4];
-                    for round in 1..=rounds {
-                        race.turn.store(round, SeqCst);
-                        let n = aep.wait(&mut buf).await.unwrap();
-                        assert_eq!((n, buf[0].data), (1, 1), "round {round}");
-                        race.done.store(round, SeqCst);
-                    }
-                })
+        ping_pong(&name, t0, &k, rounds, move |race| {
+            run_in(exec, Some(rt), async move {
+                let mut buf = [Event::default(); 4];
+                for round in 1..=rounds {
+                    race.turn.store(round, SeqCst);
+                    let n = aep.wait(&mut buf).await.unwrap();
+                    assert_eq!((n, buf[0].data), (1, 1), "round {round}");
+                    race.done.store(round, SeqCst);
+                }
             })
-        };
-        finish(&name, &race, rounds, vec![w, waiter]);
-        assert!(
-            k.kernel_count_is_base(),
-            "{name}: the count is still in memory (nothing here flushes it)"
-        );
-        eprintln!("{name}: {rounds} rounds in {:?}", t0.elapsed());
+        });
     }
 }
 
@@ -1378,14 +1335,10 @@ fn mio_poll_hears_every_write() {
         .register(&mut k, mio::Token(1), mio::Interest::READABLE)
         .unwrap();
     let k = Arc::new(k);
-    let race = Race::new();
-    let w = {
-        let k = Arc::clone(&k);
-        writer(&race, ROUNDS, move || k.notify().unwrap())
-    };
-    let waiter = {
-        let (race, k) = (Arc::clone(&race), Arc::clone(&k));
-        spawn(&Arc::clone(&race), move || {
+    {
+        let k2 = Arc::clone(&k);
+        ping_pong(name, t0, &k, ROUNDS, move |race| {
+            let k = k2;
             let mut events = mio::Events::with_capacity(4);
             for round in 1..=ROUNDS {
                 race.turn.store(round, SeqCst);
@@ -1412,14 +1365,8 @@ fn mio_poll_hears_every_write() {
                 assert_eq!(got, 1, "round {round}");
                 race.done.store(round, SeqCst);
             }
-        })
-    };
-    finish(name, &race, ROUNDS, vec![w, waiter]);
-    assert!(
-        k.kernel_count_is_base(),
-        "{name}: the count is still in memory (nothing here flushes it)"
-    );
-    eprintln!("{name}: {ROUNDS} rounds in {:?}", t0.elapsed());
+        });
+    }
 }
 
 // ---------------------------------------------------------------------------------------
