@@ -255,11 +255,7 @@ impl KernelNotifier {
     /// What a wait for `IN` on the fd registers with: edge-triggered while memory keeps the
     /// count (`sys::mem_count`).
     pub(crate) fn read_interest(&self) -> Events {
-        if self.fd.mem_kept() {
-            Events::IN | Events::ET
-        } else {
-            Events::IN
-        }
+        self.fd.kernel_events(Events::IN)
     }
 
     /// Where this notifier is registered (for `Epoll`'s kernel side).

@@ -92,14 +92,10 @@ impl Registrations {
     /// base count would keep a level-triggered item ready for ever; an item for more than
     /// `IN` puts the count in the kernel first.
     pub(crate) fn kernel_events(&self, events: Events) -> io::Result<Events> {
-        if !self.fd.mem_kept() {
-            return Ok(events);
+        if self.fd.mem_kept() && events.difference(Events::ET) != Events::IN {
+            self.fd.flush()?;
         }
-        if events.difference(Events::ET) == Events::IN {
-            return Ok(events | Events::ET);
-        }
-        self.fd.flush()?;
-        Ok(events)
+        Ok(self.fd.kernel_events(events))
     }
 
     /// The owner gives its fd away (`From<_> for OwnedFd`): leave every epoll first (as a

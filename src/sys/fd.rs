@@ -149,9 +149,8 @@ impl Fd {
         !self.lent.load(SeqCst) && !fork::forked_since(self.born)
     }
 
-    /// Give the fd away (the owner's `Into<OwnedFd>`): nothing else holds it. The count is
-    /// in the kernel ([`Fd::flush`] first: the caller flushed before it moved the `Fd` out
-    /// of its `Arc`; this one finds it done).
+    /// Give the fd away (the owner's `Into<OwnedFd>`): nothing else holds it. The count
+    /// goes to the kernel first ([`Fd::flush`]; nothing to do if it is there already).
     pub(crate) fn into_owned(self) -> OwnedFd {
         if let Err(e) = self.flush() {
             debug_assert!(false, "flush at into_owned: {e}");
@@ -205,6 +204,17 @@ impl Fd {
     /// be edge-triggered (`super::mem_count`).
     pub(crate) fn mem_kept(&self) -> bool {
         self.mem.kept()
+    }
+
+    /// `events` as a kernel registration of the fd is made with them: edge-triggered while
+    /// memory keeps the count, whose base count would keep a level-triggered item ready for
+    /// ever (`super::mem_count`).
+    pub(crate) fn kernel_events(&self, events: crate::events::Events) -> crate::events::Events {
+        if self.mem_kept() {
+            events | crate::events::Events::ET
+        } else {
+            events
+        }
     }
 
     /// Before a kernel call on the count: memory must not keep it, and a flush under way

@@ -524,12 +524,7 @@ pub(super) fn unpark(fds: &mut Fds, side: &Side) -> io::Result<()> {
         Some((Arc::clone(&o.efd), events, o.token))
     });
     if let Some((efd, events, token)) = back {
-        // Edge-triggered while memory keeps the count (`Registrations::kernel_events`).
-        let events = if efd.mem_kept() {
-            events | Events::ET
-        } else {
-            events
-        };
+        let events = efd.kernel_events(events);
         match sys::epoll::add(side.poll.kfd.as_fd(), efd.as_fd(), events, token) {
             Ok(()) => {}
             // In already: nothing but this epoll's own calls under `registry` moves it,

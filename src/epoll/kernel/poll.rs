@@ -132,7 +132,7 @@ impl KernelPoll {
         let r = match &one {
             // The count memory keeps (`sys::mem_count`), or the eventfd's.
             Some(efd) => match efd.mem_peek() {
-                Some(c) => Ok(if c != 0 { Events::IN } else { Events::empty() }),
+                Some(c) => Ok(crate::mode::readiness(c)),
                 None => sys::poll_now(efd.as_fd(), Events::IN),
             },
             None => sys::poll_now(self.kfd.as_fd(), Events::IN),
