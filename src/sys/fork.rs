@@ -81,8 +81,6 @@ use std::cell::Cell;
 /// The std atomic where loom must not step in (the epoch and the fork count: written only
 /// outside the modelled protocols, and, under loom, alive across a model's executions).
 use std::sync::atomic::AtomicU32 as PlainU32;
-#[cfg(not(any(miri, evfd_loom)))]
-use std::sync::Once;
 use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
 /// The crate's one process-wide lock: the epoll topology lock (`crate::epoll::topology`,
@@ -457,6 +455,10 @@ mod handlers {
     }
 
     extern "C" fn prepare() {
+        // Registered twice (`super::install`): the second run finds the first's hold.
+        if HELD.with(|h| h.borrow().is_some()) {
+            return;
+        }
         let t = TOPOLOGY
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -493,6 +495,9 @@ mod handlers {
             s.0.store(0, SeqCst);
         }
         CLOSERS.store(0, SeqCst);
+        // The handlers were registered before the fork, whoever was still finishing the
+        // install in the parent (`super::install`).
+        super::INSTALL.store(super::INSTALLED, SeqCst);
         if let Some((t, f, closed, flushed)) = HELD.with(|h| h.borrow_mut().take()) {
             drop(flushed);
             drop(closed);
@@ -502,12 +507,14 @@ mod handlers {
     }
 
     pub(super) fn register() {
+        // The wipe first: a child whose handler runs (the registration came before its
+        // fork) inherits the page's advice too.
+        wipe_on_fork();
         // SAFETY: the three handlers are plain `extern "C" fn()`s that never unwind (they
-        // only lock/unlock two locks and touch an atomic and a thread-local); registering them
+        // only lock/unlock locks and touch atomics and a thread-local); registering them
         // has no other precondition. A failure (ENOMEM) leaves fork undetected, which is
         // what the crate did before; nothing else depends on it.
         let _ = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
-        wipe_on_fork();
     }
 
     /// Mark [`EPOCH`]'s page `MADV_WIPEONFORK` (Linux 4.14): a child made without the
@@ -536,11 +543,60 @@ mod handlers {
     fn wipe_on_fork() {}
 }
 
+/// Whether the handlers are installed ([`install`]): [`NOT_INSTALLED`], [`INSTALLED`], or
+/// the pid of the process whose thread is installing them.
+#[cfg(not(any(miri, evfd_loom)))]
+static INSTALL: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NOT_INSTALLED);
+#[cfg(not(any(miri, evfd_loom)))]
+const NOT_INSTALLED: u32 = 0;
+#[cfg(not(any(miri, evfd_loom)))]
+const INSTALLED: u32 = u32::MAX;
+
+/// Install the handlers, once per process: the first caller registers them, and callers
+/// that find a thread of this process at it wait for it (a yield loop: one
+/// `pthread_atfork` and one `madvise` long).
+///
+/// Not a `std::sync::Once`: a fork while another thread ran it would leave the child a
+/// `Once` running for ever, by a thread the child does not have, and the child's first
+/// object would wait on it. Here the installer is named by its process's pid. A fork
+/// during the install either comes after the registration (glibc's `fork` holds the
+/// registration lock from the `prepare` handlers to the `child` ones), so the child's
+/// handler runs and marks the child [`INSTALLED`], or before it, and the child finds
+/// another process's pid there and installs its own. Registering twice is harmless
+/// (`prepare` holds once, `handlers`), for a raw `clone` child made just after the
+/// registration, which finds the parent's pid and no handler ran.
+#[inline]
 fn install() {
     #[cfg(not(any(miri, evfd_loom)))]
-    {
-        static INSTALL: Once = Once::new();
-        INSTALL.call_once(handlers::register);
+    if INSTALL.load(SeqCst) != INSTALLED {
+        install_slow();
+    }
+}
+
+/// [`install`]'s first time.
+#[cold]
+#[cfg(not(any(miri, evfd_loom)))]
+fn install_slow() {
+    // SAFETY: getpid has no precondition and cannot fail.
+    let me = unsafe { libc::getpid() } as u32;
+    let mut seen = INSTALL.load(SeqCst);
+    loop {
+        match seen {
+            INSTALLED => return,
+            s if s == me => {
+                std::thread::yield_now();
+                seen = INSTALL.load(SeqCst);
+            }
+            // Nobody, or a thread of a parent process (gone here): this thread installs.
+            s => match INSTALL.compare_exchange(s, me, SeqCst, SeqCst) {
+                Ok(_) => {
+                    handlers::register();
+                    INSTALL.store(INSTALLED, SeqCst);
+                    return;
+                }
+                Err(now) => seen = now,
+            },
+        }
     }
 }
 
@@ -574,7 +630,7 @@ pub(crate) fn forks() -> u32 {
 /// fork. A section told otherwise may be inside a fork (or a first lend: then the
 /// description is shared for nothing, a slower path only): it starts shared.
 pub(crate) fn birth() -> (bool, u32) {
-    // Installed outside the section (its `Once` may wait).
+    // Installed outside the section (an install under way on another thread is waited for).
     let _ = forks();
     private_section(|private| (!private, FORKS.load(Relaxed)))
 }

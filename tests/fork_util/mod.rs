@@ -41,6 +41,10 @@ pub fn in_child_then(
         io::Error::last_os_error()
     );
     if pid == 0 {
+        // Dies with the thread that forked it: a child whose parent a watchdog killed (a
+        // nested `in_child_of`) does not outlive the test, holding its output open.
+        // SAFETY: prctl with an integer argument; no memory is passed.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
         let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
             Ok(Ok(())) => 0,
             Ok(Err(msg)) => {
