@@ -473,3 +473,123 @@ fn view_steps(mem: bool) -> Vec<(bool, usize, usize)> {
     assert!(steps[1..].iter().all(|&s| s == (true, 1, 0)), "{steps:?}");
     steps
 }
+
+/// Whether `view` polls readable within `ms`.
+fn view_readable(view: &impl AsFd, ms: i64) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut fds = [PollFd::new(view, PollFlags::IN)];
+    let t = Timespec {
+        tv_sec: ms / 1000,
+        tv_nsec: (ms % 1000) * 1_000_000,
+    };
+    poll(&mut fds, Some(&t)).unwrap() == 1
+}
+
+/// The add of a notifier whose count memory keeps queues the eventfd's edge-triggered item
+/// on the kernel epoll (the kernel polls the fd, readable at its base count), which no write
+/// made: neither the watcher (already running for another epoll's view, so that it would
+/// fire at once) nor the epoll's fd view reports it, whether the view came before the add
+/// or after, and the first write is then shown.
+#[test]
+fn the_add_shows_no_write_that_never_came() {
+    // Keeps the watcher thread running and quick to fire.
+    let other = Epoll::new();
+    let other_k = kick();
+    other.add(&other_k, Events::IN, 0).unwrap();
+    let _other_view = other.fd_view().unwrap();
+    for view_first in [false, true, false, true] {
+        for (i, k) in [
+            kick(),
+            KernelNotifier::builder().cloexec(false).build().unwrap(),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let ep = Epoll::new();
+            let (view, ()) = if view_first {
+                let v = ep.fd_view().unwrap();
+                (v, ep.add(&k, Events::IN, 1).unwrap())
+            } else {
+                ep.add(&k, Events::IN, 1).unwrap();
+                (ep.fd_view().unwrap(), ())
+            };
+            let what = format!("view first {view_first}, memory {}", i == 0);
+            assert!(
+                !view_readable(&view, 50),
+                "{what}: readable before any write"
+            );
+            let mut buf = [Event::default(); 4];
+            assert_eq!(
+                ep.wait(&mut buf, Some(Duration::ZERO)).unwrap(),
+                0,
+                "{what}"
+            );
+            k.notify().unwrap();
+            assert!(view_readable(&view, 5000), "{what}: the write not shown");
+            assert_eq!(
+                ep.wait(&mut buf, Some(Duration::ZERO)).unwrap(),
+                1,
+                "{what}"
+            );
+        }
+    }
+}
+
+/// A thread asleep in the epoll's direct sleep (in `epoll_wait` on its kernel epoll, which
+/// holds one notifier whose count memory keeps) is rung for an in-memory source's write;
+/// another thread's harvest takes that event, and with it, out of the kernel epoll, the
+/// ring's edge. The sleeper is rung again for it, re-registers, and hears the next write:
+/// the ring, dropped, would leave it asleep with its entry off the waiters.
+#[test]
+fn a_harvest_that_takes_the_direct_sleepers_ring_rings_again() {
+    use std::sync::mpsc;
+    let ep = Arc::new(Epoll::new());
+    let k = kick();
+    ep.add(&k, Events::IN, 1).unwrap();
+    let n = evfd::Notifier::builder()
+        .mode(Mode::AutoReset)
+        .build()
+        .unwrap();
+    ep.add(&n, Events::IN, 2).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stop = Arc::new(AtomicBool::new(false));
+    let waiter = {
+        let (ep, stop) = (Arc::clone(&ep), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut buf = [Event::default(); 4];
+            while !stop.load(SeqCst) {
+                let got = ep.wait(&mut buf, None).unwrap();
+                assert_eq!((got, buf[0].data), (1, 2));
+                tx.send(()).unwrap();
+            }
+        })
+    };
+    let mut buf = [Event::default(); 4];
+    let mut stolen = 0;
+    for round in 0..4000u32 {
+        // Let the waiter fall asleep (most rounds), then a write and a racing harvest.
+        if round % 4 == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        n.notify().unwrap();
+        for _ in 0..(round % 64) * 8 {
+            std::hint::spin_loop();
+        }
+        if ep.wait(&mut buf, Some(Duration::ZERO)).unwrap() == 1 {
+            assert_eq!(buf[0].data, 2);
+            stolen += 1;
+        } else {
+            rx.recv_timeout(Duration::from_secs(5))
+                .unwrap_or_else(|_| panic!("round {round}: the first write not heard"));
+        }
+        // The waiter sleeps with no timeout: a lost ring leaves it asleep for good.
+        n.notify().unwrap();
+        rx.recv_timeout(Duration::from_secs(5)).unwrap_or_else(|_| {
+            panic!("round {round}: the second write not heard (the waiter slept through its ring)")
+        });
+    }
+    stop.store(true, SeqCst);
+    n.notify().unwrap();
+    waiter.join().unwrap();
+    assert!(stolen > 0);
+}

@@ -363,6 +363,7 @@ impl KernelSide {
             if reused {
                 prune(fds, &side);
             }
+            settle(fds, &side);
             moved = publish_shape(fds, &side);
             self.changed(ep, &mut reg.kernel, &side, batch);
             Ok(())
@@ -404,6 +405,7 @@ impl KernelSide {
                     i.events = events;
                 }
                 reg.kernel.find_one();
+                settle(&reg.kernel, &side);
             }
             // The same shape (a failed modify, or one that keeps the eventfd's shape):
             // out again. (`changed` below arms the watcher only if someone waits for it,
@@ -705,7 +707,7 @@ fn collect(reg: &Fds, side: &Side, out: &mut [Event]) -> (usize, bool) {
         return (0, true);
     }
     if let Some(one) = &reg.one {
-        return collect_one(one, out, (!reg.parked).then(|| side.poll.kfd.as_fd()));
+        return collect_one(one, out, (!reg.parked).then_some(side));
     }
     let mut got = Vec::new();
     // An error (EBADF/EFAULT class, not possible on our own epoll) reports nothing rather
@@ -769,7 +771,7 @@ pub(crate) fn harvest_one(
         } else {
             None
         };
-        let got = collect_one(one, out, side.as_ref().map(|s| s.poll.kfd.as_fd()));
+        let got = collect_one(one, out, side.as_deref());
         if got.0 > 0 && super::linux::listened(ep) {
             batch = Some(requeue_cold(ep));
         }
@@ -799,8 +801,8 @@ fn requeue_cold(ep: &EpInner) -> WakeBatch {
 /// only a change under `registry` removes).
 #[cfg(any(target_os = "linux", target_os = "android"))]
 #[inline(always)]
-fn collect_one(one: &One, out: &mut [Event], kfd: Option<BorrowedFd<'_>>) -> (usize, bool) {
-    if let Some(kfd) = kfd.filter(|_| one.efd.mem_kept()) {
+fn collect_one(one: &One, out: &mut [Event], side: Option<&Side>) -> (usize, bool) {
+    if let Some(side) = side.filter(|_| one.efd.mem_kept()) {
         // The count memory keeps (`sys::mem_count`): the eventfd stays readable (its base
         // count), so its edge-triggered item, queued by the last write, would stay on
         // `kfd`'s ready list, and `kfd` read ready, until an `epoll_wait` takes it. Take it
@@ -810,8 +812,7 @@ fn collect_one(one: &One, out: &mut [Event], kfd: Option<BorrowedFd<'_>>) -> (us
         // this queues the item again. (Taken after the read, the item of a write that
         // landed between the two would go with its units left in memory, and a waiter
         // arming on `kfd` next would sleep through them.)
-        let mut got = Vec::new();
-        let _ = sys::epoll::wait(kfd, &mut got, 4, Some(std::time::Instant::now()));
+        take_edges(side);
     }
     let r = sys::eventfd::read_fd(&one.efd);
     match r {
@@ -835,8 +836,45 @@ fn collect_one(one: &One, out: &mut [Event], kfd: Option<BorrowedFd<'_>>) -> (us
 
 /// Only a `KernelNotifier` is an eventfd source (Linux): `one` is never set elsewhere.
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn collect_one(_one: &One, _out: &mut [Event], _kfd: Option<BorrowedFd<'_>>) -> (usize, bool) {
+fn collect_one(_one: &One, _out: &mut [Event], _side: Option<&Side>) -> (usize, bool) {
     (0, false)
+}
+
+/// Take what is queued on `kfd` in the "One eventfd" shape while memory keeps the count
+/// (`sys::mem_count`), which nothing reports: the eventfd's edge-triggered item (a
+/// write's, or the base count's that an `EPOLL_CTL_ADD` or `MOD` found), and the direct
+/// bell's edge, which is rung again for the slot's holder, as `deliver` does (the ring may
+/// have been for it: taken and dropped, it would leave the holder asleep with its entry off
+/// `waiters`). Must be called with `registry` held.
+fn take_edges(side: &Side) {
+    let mut got = Vec::new();
+    let _ = sys::epoll::wait(
+        side.poll.kfd.as_fd(),
+        &mut got,
+        4,
+        Some(std::time::Instant::now()),
+    );
+    if got
+        .iter()
+        .any(|&(_, token)| token == super::sleep::BELL_TOKEN)
+    {
+        side.direct.ring_holder();
+    }
+}
+
+/// After an `EPOLL_CTL_ADD` or `MOD` that left `fds` in the "One eventfd" shape with the
+/// count in memory: the kernel polled the eventfd and queued its edge-triggered item for
+/// the base count, which no write made. Taken at once ([`take_edges`]), so that `kfd`, and
+/// through it the watcher and every poller of this epoll (an fd view, an outer epoll), does
+/// not report a write that never came; a count memory already holds is the epoll's
+/// readiness all the same (`KernelPoll::readiness`, which the caller's `changed` looks
+/// at next, after the take: a write whose edge this takes has its units seen there). Not
+/// after `unpark`'s `ADD`, whose caller relies on `kfd` with no look at memory after it.
+/// Must be called with `registry` held.
+fn settle(fds: &Fds, side: &Side) {
+    if fds.one.as_ref().is_some_and(|o| o.efd.mem_kept()) && !fds.parked {
+        take_edges(side);
+    }
 }
 
 /// Map kernel events taken from `kfd` (by a collect, or by a direct sleep) into `out`

@@ -220,10 +220,22 @@ pub(crate) fn forget(id: u64, counted: usize) {
 }
 
 /// A fire: clear the side's `armed` flag, then queue its kernel item.
+///
+/// An edge-triggered registration stays (and stays counted), and fires at every wake of
+/// `kfd`, including one that leaves nothing ready: the edge an `EPOLL_CTL_ADD` queues for
+/// an eventfd whose count memory keeps (readable at its base count, `sys::mem_count`), or
+/// an event another harvest took first. Such a fire queues nothing, as the kernel's poll
+/// of a nested epoll's item reports nothing then, so that no poller (an fd view, an outer
+/// epoll) is shown this epoll ready with nothing to harvest. A fire that finds nothing is
+/// not a lost one: every later event wakes `kfd` after it is ready (a write's `write(2)`
+/// follows its units into memory), which fires again, and the look then sees it.
 fn fire(w: &Watcher, item: &Arc<Item>) {
     if let crate::epoll::source::SourceCore::Kernel(kp) = &item.src {
-        // An edge-triggered registration stays (and stays counted).
-        if !kp.is_et() && kp.disarm() {
+        if kp.is_et() {
+            if kp.readiness().is_empty() {
+                return;
+            }
+        } else if kp.disarm() {
             w.armed.fetch_sub(1, SeqCst);
         }
     }
