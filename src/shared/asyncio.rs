@@ -17,6 +17,11 @@
 //!
 //! Both futures are cancel-safe: they consume or add only in the poll that returns
 //! `Ready`, and a dropped one unregisters (its `Drop` guard).
+//!
+//! LOCKING: one lock, a fork child's slot for its reader epoll
+//! (`SharedCore::child_reader_ep`), a leaf taken only inside a fork guard
+//! (`sys::fork::guard`), held to look at the slot or fill it; the epoll is made, and a
+//! spare one dropped, outside both.
 
 use std::future::Future;
 use std::io;
@@ -63,7 +68,7 @@ impl SharedNotifier {
     // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
     #[allow(clippy::manual_async_fn)]
     pub fn read_async(&self) -> impl Future<Output = io::Result<u64>> + Send + '_ {
-        async move { read(self, self.reader_epoll()?).await }
+        read(self)
     }
 
     /// Add `n` to the count, waiting for room while it would pass [`LIMIT`](crate::LIMIT),
@@ -107,18 +112,79 @@ impl SharedNotifier {
         write(self, n)
     }
 
-    /// The epoll this notifier's read futures wait in (made by the first one): its
-    /// doorbell, level-triggered.
-    fn reader_epoll(&self) -> io::Result<&Epoll> {
-        let slot = self.reader_ep();
-        if let Some(ep) = slot.get() {
+    /// The epoll this process's read futures on this notifier wait in (made by the first
+    /// one that waits): its doorbell, level-triggered.
+    ///
+    /// In the process that made this handle, a `OnceLock`. A `fork` child has a copy of it,
+    /// whose epoll (if the parent made one) is the parent's and refuses to work there
+    /// (`sys::fork`), and which a parent thread may have been setting at the fork (a `set`
+    /// in the child would then wait for ever): the child's read futures use a slot of its
+    /// own instead, a lock taken only inside a fork guard (so never inherited held).
+    fn reader_epoll(&self) -> io::Result<Epoll> {
+        let (slot, child, maker) = self.reader_ep();
+        if let Some(ep) = slot.get().filter(|ep| !ep.inner.forked()) {
+            return Ok(ep.clone());
+        }
+        if std::process::id() == maker {
+            // A racing first reader may set it first: either epoll will do.
+            let _ = slot.set(self.new_reader_epoll()?);
+            return Ok(slot.get().expect("set just above").clone());
+        }
+        let own = |c: &Option<Epoll>| c.as_ref().filter(|ep| !ep.inner.forked()).cloned();
+        if let Some(ep) = own(&lock_guarded(child)) {
             return Ok(ep);
         }
+        let ep = self.new_reader_epoll()?;
+        let mut c = lock_guarded(child);
+        match own(&c) {
+            // A racing reader's: ours is dropped once the slot is released (its close
+            // takes the epoll's locks, which no guarded section may).
+            Some(theirs) => {
+                drop(c);
+                Ok(theirs)
+            }
+            // (A grandchild's copy of its parent's epoll goes: a forked epoll's drop takes
+            // no lock.)
+            None => {
+                *c = Some(ep.clone());
+                Ok(ep)
+            }
+        }
+    }
+
+    fn new_reader_epoll(&self) -> io::Result<Epoll> {
         let ep = Epoll::new();
         ep.add(&self.bell_fd(), Events::IN, 0)?;
-        // A racing first reader may have set it: either epoll will do.
-        let _ = slot.set(ep);
-        Ok(slot.get().expect("set just above"))
+        Ok(ep)
+    }
+}
+
+/// A slot of a fork child's own (`SharedNotifier::reader_epoll`), locked inside a fork guard,
+/// held as long as the lock.
+fn lock_guarded(m: &std::sync::Mutex<Option<Epoll>>) -> GuardedLock<'_> {
+    let fork = crate::sys::fork::guard();
+    GuardedLock {
+        lock: m.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+        _fork: fork,
+    }
+}
+
+/// [`lock_guarded`]'s lock: the slot's lock, released before the fork guard.
+struct GuardedLock<'a> {
+    lock: std::sync::MutexGuard<'a, Option<Epoll>>,
+    _fork: std::sync::RwLockReadGuard<'static, ()>,
+}
+
+impl std::ops::Deref for GuardedLock<'_> {
+    type Target = Option<Epoll>;
+    fn deref(&self) -> &Option<Epoll> {
+        &self.lock
+    }
+}
+
+impl std::ops::DerefMut for GuardedLock<'_> {
+    fn deref_mut(&mut self) -> &mut Option<Epoll> {
+        &mut self.lock
     }
 }
 
@@ -130,7 +196,9 @@ impl SharedNotifier {
 /// leaves it readable) and waits again; after [`SPURIOUS_BEFORE_YIELD`] spurious wakes in a
 /// row it returns `Pending` once (waking itself), so a peer that rings without writing
 /// can cost the task some syscalls but never its executor's other tasks or a timeout.
-async fn read(s: &SharedNotifier, ep: &Epoll) -> io::Result<u64> {
+async fn read(s: &SharedNotifier) -> io::Result<u64> {
+    // Made (or taken from its slot) by the first wait: a read that finds units needs none.
+    let mut ep = None;
     let mut arm = None;
     let mut evs = [Event::default(); 1];
     let mut spurious = 0;
@@ -151,6 +219,10 @@ async fn read(s: &SharedNotifier, ep: &Epoll) -> io::Result<u64> {
                 crate::wait_queue::task::yield_now().await;
             }
         }
+        let ep = match &ep {
+            Some(ep) => ep,
+            None => ep.insert(s.reader_epoll()?),
+        };
         ep.wait_async(&mut evs).await?;
         spurious += 1; // reset by returning: a wake that finds units completes the future
     }

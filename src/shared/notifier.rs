@@ -67,8 +67,11 @@ struct SharedCore {
     /// The process that made this `SharedCore`: a fork child's copy must not undo the parent's
     /// registrations in the shared words.
     pid: u32,
-    /// The epoll that `read_async` waits in (made at the first one).
+    /// The epoll that `read_async` waits in, in the process that made this core (made at
+    /// the first wait).
     reader_ep: OnceLock<Epoll>,
+    /// The same in a fork child (`asyncio`): locked only inside a fork guard.
+    child_reader_ep: std::sync::Mutex<Option<Epoll>>,
     /// Where the doorbell is registered as an epoll's kernel-fd source: dropping the last
     /// handle deletes those registrations, although the peer keeps the doorbell open. An
     /// AutoReset delivery through an epoll resets the shared count (`KernelDeliver`).
@@ -231,6 +234,7 @@ impl SharedNotifier {
                 epoll_armed: AtomicBool::new(false),
                 pid: std::process::id(),
                 reader_ep: OnceLock::new(),
+                child_reader_ep: std::sync::Mutex::new(None),
                 regs: Registrations::new(bell, me.clone() as std::sync::Weak<dyn KernelDeliver>),
             }),
         }
@@ -667,9 +671,14 @@ impl SharedNotifier {
         self.inner.proto.sync_bell(false);
     }
 
-    /// The slot of the epoll that `read_async` waits in (made by the first one).
-    pub(super) fn reader_ep(&self) -> &OnceLock<Epoll> {
-        &self.inner.reader_ep
+    /// The slots of the epoll that `read_async` waits in (`asyncio`): the maker process's,
+    /// a fork child's, and the maker's pid.
+    pub(super) fn reader_ep(&self) -> (&OnceLock<Epoll>, &std::sync::Mutex<Option<Epoll>>, u32) {
+        (
+            &self.inner.reader_ep,
+            &self.inner.child_reader_ep,
+            self.inner.pid,
+        )
     }
 
     /// Whether this process's fds are close-on-exec (for duplicates of the doorbell).

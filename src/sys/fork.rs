@@ -22,7 +22,7 @@
 //!
 //! Other locks that a child may still need on an object it legitimately shares with the
 //! parent (a `KernelNotifier`'s registrations; the kernel-fd watcher's creation and its
-//! child slot) are taken
+//! child slot; a `SharedNotifier`'s reader epoll slot in a child) are taken
 //! inside a [`guard`]: a read lock of a process-wide `RwLock` whose write half the
 //! `prepare` handler takes, so no such section is running when the process forks, and the
 //! child never inherits one of those locks held.
