@@ -5,7 +5,7 @@
 //!     cargo test --release --lib tests::loom
 //! ```
 //!
-//! (`.ci/run` runs every model at a preemption bound of 4, ~2 min on 2 cores, except the
+//! (`.ci/run` runs every model at a preemption bound of 4, 5–8 min on 2 cores, except the
 //! three heaviest, named there (`HEAVY`: minutes each at 4), which it runs at 3; and the
 //! small lend and fork models again at 5.)
 //!
