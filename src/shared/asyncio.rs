@@ -130,25 +130,30 @@ impl SharedNotifier {
             let _ = slot.set(self.new_reader_epoll()?);
             return Ok(slot.get().expect("set just above").clone());
         }
-        let own = |c: &Option<Epoll>| c.as_ref().filter(|ep| !ep.inner.forked()).cloned();
-        if let Some(ep) = own(&lock_guarded(child)) {
-            return Ok(ep);
-        }
-        let ep = self.new_reader_epoll()?;
-        let mut c = lock_guarded(child);
-        match own(&c) {
-            // A racing reader's: ours is dropped once the slot is released (its close
-            // takes the epoll's locks, which no guarded section may).
-            Some(theirs) => {
-                drop(c);
-                Ok(theirs)
+        // A fork child: its own slot, looked at and filled inside a fork guard.
+        let lock = || {
+            child
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        let live = |c: &Option<Epoll>| c.as_ref().filter(|ep| !ep.inner.forked()).cloned();
+        {
+            let _fork = crate::sys::fork::guard();
+            if let Some(ep) = live(&lock()) {
+                return Ok(ep);
             }
+        }
+        // Made outside the guard; a spare one (a racing reader filled the slot first) is
+        // dropped after it (declared before it), as its close takes the epoll's locks,
+        // which no guarded section may.
+        let ep = self.new_reader_epoll()?;
+        let _fork = crate::sys::fork::guard();
+        let mut c = lock();
+        match live(&c) {
+            Some(theirs) => Ok(theirs),
             // (A grandchild's copy of its parent's epoll goes: a forked epoll's drop takes
             // no lock.)
-            None => {
-                *c = Some(ep.clone());
-                Ok(ep)
-            }
+            None => Ok(c.insert(ep).clone()),
         }
     }
 
@@ -156,35 +161,6 @@ impl SharedNotifier {
         let ep = Epoll::new();
         ep.add(&self.bell_fd(), Events::IN, 0)?;
         Ok(ep)
-    }
-}
-
-/// A slot of a fork child's own (`SharedNotifier::reader_epoll`), locked inside a fork guard,
-/// held as long as the lock.
-fn lock_guarded(m: &std::sync::Mutex<Option<Epoll>>) -> GuardedLock<'_> {
-    let fork = crate::sys::fork::guard();
-    GuardedLock {
-        lock: m.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
-        _fork: fork,
-    }
-}
-
-/// [`lock_guarded`]'s lock: the slot's lock, released before the fork guard.
-struct GuardedLock<'a> {
-    lock: std::sync::MutexGuard<'a, Option<Epoll>>,
-    _fork: std::sync::RwLockReadGuard<'static, ()>,
-}
-
-impl std::ops::Deref for GuardedLock<'_> {
-    type Target = Option<Epoll>;
-    fn deref(&self) -> &Option<Epoll> {
-        &self.lock
-    }
-}
-
-impl std::ops::DerefMut for GuardedLock<'_> {
-    fn deref_mut(&mut self) -> &mut Option<Epoll> {
-        &mut self.lock
     }
 }
 

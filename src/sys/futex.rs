@@ -67,14 +67,17 @@ fn wait_flags(
 
 /// `FUTEX_WAKE` (shared): wake up to `n` waiters on `word`. Returns how many were woken.
 pub(crate) fn wake(word: &AtomicU32, n: u32) -> io::Result<usize> {
-    let n = n.min(i32::MAX as u32);
-    Ok(futex::wake(word, futex::Flags::empty(), n)?)
+    wake_flags(word, n, futex::Flags::empty())
 }
 
 /// [`wake`] on a word of this process only (`FUTEX_PRIVATE_FLAG`, as its waiters used).
 pub(crate) fn wake_private(word: &AtomicU32, n: u32) -> io::Result<usize> {
+    wake_flags(word, n, futex::Flags::PRIVATE)
+}
+
+fn wake_flags(word: &AtomicU32, n: u32, flags: futex::Flags) -> io::Result<usize> {
     let n = n.min(i32::MAX as u32);
-    Ok(futex::wake(word, futex::Flags::PRIVATE, n)?)
+    Ok(futex::wake(word, flags, n)?)
 }
 
 #[cfg(test)]
