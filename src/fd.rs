@@ -102,16 +102,23 @@
 //! - *Fill mode* (a notifier's view). A notifier's write knows whether it took the count
 //!   from 0 (its CAS replaced 0: a *fill*), and wakes with [`KEY_FILLED`] added then
 //!   (`WaitQueue::wake_due_write`; a handler's write through a `SignalNotifier` records
-//!   it for its relay). The edge-only view's entry listens for `KEY_FILLED` alone, and its
-//!   hook rings (after the unlock, under `rung`) at each fill; consumptions are none of its
-//!   business (no `OUT`, no `KEY_EMPTIED` in its mask, and `consume` makes no sync). Claim
-//!   2: a consumer saw the count 0 at `t`; if it is positive later, some write replaced a 0
-//!   after `t` in the count's order — a fill, whose wake loads `interest` after its CAS and
-//!   finds the entry's bit (the view was edge-only before `t`), so its ring follows `t`.
-//!   So a wake costs the writer the queue lock and `rung`, on lines no consumer touches,
-//!   and the consumer nothing: the lock-step shape of mio's `Waker`. The hook's mode
-//!   (`Core::fills`) and its mask change under one hold of the queue lock
-//!   (`WaitQueue::set_mask_with`), so a wake sees both or neither. Leaving fill mode
+//!   it for its relay). The edge-only view's hook hears `KEY_FILLED` alone, and rings
+//!   (under `rung`, with no queue lock held) at each fill; consumptions are none of its
+//!   business (no `OUT`, no `KEY_EMPTIED` in its mask, and `consume` makes no sync). The
+//!   hook sits in the queue's *bell slot* (`wait_queue::bell`) if it is free, where a fill
+//!   reaches it with two compare-and-swaps and no lock (the entry's mask is then empty),
+//!   else in the entry, which listens for `KEY_FILLED` and defers the ring to after the
+//!   unlock. Claim 2: a consumer saw the count 0 at `t`; if it is positive later, some
+//!   write replaced a 0 after `t` in the count's order — a fill, whose wake loads
+//!   `interest` after its CAS and finds the slot's bit or the entry's (the view was
+//!   edge-only before `t`), so its ring follows `t` (in the slot, a ring in flight rings
+//!   again for it: `bell`'s docs). So a wake costs the writer the slot's word (or the queue
+//!   lock) and `rung`, on lines no consumer touches, and the consumer nothing: the
+//!   lock-step shape of mio's `Waker`. The hook's mode
+//!   (`Core::fills`) and its mask (or its place in the slot) change under one hold of the
+//!   queue lock (`WaitQueue::enter_fill_mode`, `leave_fill_mode`), so a wake sees both or
+//!   neither; a ring that was in flight in the slot when the view left fill mode finds the
+//!   mode under `rung` and takes the level path, as one deferred from the list does. Leaving fill mode
 //!   takes the view as rung iff its fd was ever rung, `*rung` and `mirror` alike (`mirror`
 //!   stored in that same hold: a change after it either skips against a readable fd or
 //!   goes to `sync`, which waits for `rung`, held by the switch throughout), and
@@ -424,7 +431,7 @@ impl Core {
 
     /// [`FdView::set_edge_only`], with the source known not to be a fork child's copy;
     /// `key` is the view's entry in the source's queue.
-    fn set_edge_only(&self, on: bool, key: Key) -> io::Result<()> {
+    fn set_edge_only(self: &Arc<Self>, on: bool, key: Key) -> io::Result<()> {
         let mut bell = crate::loom::lock(&self.rung);
         if bell.edge_only == on {
             return Ok(());
@@ -432,9 +439,11 @@ impl Core {
         let wq = self.source.wait_queue();
         if on {
             if self.source.fills() {
-                // Fill mode (module docs): the hook hears fills only, and rings at each.
+                // Fill mode (module docs): the hook hears fills only, and rings at each,
+                // from the queue's bell slot if it is free (no lock on a fill's path).
                 // Mode and mask change under one hold of the queue lock.
-                wq.set_mask_with(key, KEY_FILLED, || self.fills.store(true, Relaxed));
+                let hook = Arc::clone(self) as Arc<dyn PostWake>;
+                bell.in_slot = wq.enter_fill_mode(key, hook, || self.fills.store(true, Relaxed));
             }
             bell.edge_only = true;
             return Ok(());
@@ -449,10 +458,15 @@ impl Core {
             // the switch has a post of its own, which rings again once this lock is free:
             // its fresh edge.)
             let ever_rung = std::mem::take(&mut bell.undrained);
-            wq.set_mask_with(key, VIEW_MASK, || {
+            let level = || {
                 self.fills.store(false, Relaxed);
                 self.mirror.store(ever_rung, SeqCst);
-            });
+            };
+            if std::mem::take(&mut bell.in_slot) {
+                wq.leave_fill_mode(key, VIEW_MASK, level);
+            } else {
+                wq.set_mask_with(key, VIEW_MASK, level);
+            }
             crate::loom::dekker_fence();
             bell.rung = ever_rung;
             self.sync_held(&mut bell, false);
@@ -490,6 +504,9 @@ struct Bell {
     edge_only: bool,
     /// A ring made while edge-only may have left the fd readable with `rung` false.
     undrained: bool,
+    /// Fill mode with the hook in the queue's bell slot (`WaitQueue::enter_fill_mode`),
+    /// not in the view's list entry: leaving it takes the hook out.
+    in_slot: bool,
 }
 
 impl PostWake for Core {
@@ -553,7 +570,13 @@ impl Drop for Registration {
             // The doorbell fd is the child's own copy and closes with `bell`.
             return;
         }
-        self.core.source.wait_queue().remove(self.key);
+        let in_slot = std::mem::take(&mut crate::loom::lock(&self.core.rung).in_slot);
+        let wq = self.core.source.wait_queue();
+        if in_slot {
+            wq.remove_from_bell(self.key);
+        } else {
+            wq.remove(self.key);
+        }
     }
 }
 

@@ -809,6 +809,9 @@ impl Epoll {
 /// for `IN`, it does not count as a waiter that needs the watcher (`kernel`).
 pub(crate) const KEY_KSLEEP: Events = Events::from_bits_retain(1 << 25);
 
+// A key bit, so none of the wait queue's own bits of its `interest` word.
+const _: () = assert!(KEY_KSLEEP.bits() & crate::wait_queue::OWN_BITS.bits() == 0);
+
 /// The key of every wake of `waiters`: parked threads and tasks (`IN`), threads in a
 /// kernel sleep and tasks woken by a reactor (`KEY_KSLEEP`).
 pub(crate) const WAITER_KEY: Events = Events::IN.union(KEY_KSLEEP);

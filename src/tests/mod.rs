@@ -13,6 +13,7 @@
 //! One scenario per `#[test]`, two or three threads each.
 
 mod loom_async;
+mod loom_bell;
 mod loom_epoll;
 mod loom_fd;
 mod loom_fork;

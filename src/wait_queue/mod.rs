@@ -25,7 +25,8 @@
 //!        callbacks (to take a sleeper's entry off); it holds no callbacks, so nothing
 //!        is ever taken under it.
 //! Foreign code (Waker::wake, Waker::drop, Thread::unpark) never runs under the lock:
-//!        it is collected into a WakeBatch and run after unlocking.
+//!        it is collected into a WakeBatch and run after unlocking. The bell slot's
+//!        hook (an fd view's post-wake) runs after unlocking too, from `wake_due_now`.
 //! ```
 //!
 //! # The lock-free fast paths
@@ -41,6 +42,11 @@
 //! every queued reader: a reader does not take the slot while one is queued), then the list.
 //! The Dekker pair below holds for the slot as for an entry: its owner sets `SLOT` with a
 //! `SeqCst` RMW before it re-checks.
+//!
+//! Beside the list too, one edge-only fd view's fill hook may sit in the *bell slot*
+//! (`bell`), lock-free: a write that fills (key `IN | KEY_FILLED`) rings it after the walk,
+//! with no lock held. Its `BELL` bit stands for `KEY_FILLED` in `interest`; the owner sets
+//! and clears it with its entry's mask, under the lock, and every locked update keeps it.
 //!
 //! The lost-wakeup argument (a Dekker pair, both sides `SeqCst`):
 //!
@@ -95,6 +101,7 @@
 //! interest) before clearing, so a set that comes after the clear sees that state and
 //! undoes itself. loom: `tests::loom_epoll::settled_*`.
 
+pub(crate) mod bell;
 pub(crate) mod list;
 pub(crate) mod slot;
 pub(crate) mod spin;
@@ -105,9 +112,10 @@ use std::mem::ManuallyDrop;
 use std::sync::Arc;
 use std::task::Waker;
 
-use crate::events::{Events, KEY_FILLED};
+use crate::events::{Events, KEY_EMPTIED, KEY_FILLED};
 use crate::loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use crate::loom::sync::Mutex;
+use bell::BellSlot;
 use list::{Key, List, Visit};
 use slot::{Claimed, TaskSlot, Ticket};
 use thread::ThreadWaiter;
@@ -322,17 +330,28 @@ const IN: u64 = Events::IN.bits() as u64;
 /// whoever takes its waker; `publish` keeps it.
 const SLOT: u64 = 1 << 23;
 
+/// The bit of `WaitQueue::interest` that says an edge-only fd view's hook is armed in the
+/// bell slot (it stands for `KEY_FILLED`; `bell`'s module docs). Set by the owner with its
+/// entry's mask under the lock, cleared by the owner before it leaves; `publish` keeps it.
+/// In the low 32 bits, in one that no `EPOLL*` flag and no key-only bit (`KEY_*`) uses.
+const BELL: u64 = 1 << 21;
+
 /// Carried in the stored mask of every thread or task entry that waits exclusively for
 /// `IN` (a blocked or queued reader). Never part of a key, so it matches no wake; in the
 /// union it tells a newcomer that a reader is queued ahead of it, so it does not take the
 /// task slot (which is woken first) and jump the queue.
 const QUEUED_READER: Events = Events::from_bits_retain(1 << 24);
 
-/// The queue's own bits of `interest` ([`SETTLED`], [`SLOT`], [`QUEUED_READER`]), which a
+/// The queue's own bits of `interest` ([`SETTLED`], [`SLOT`], [`BELL`], [`QUEUED_READER`]), which a
 /// caller's mask never brings in: an epoll item's interest keeps undefined bits as given
 /// (as the kernel does), and none of these is ever part of a wake key, so dropping them
 /// from a stored mask changes no wake. Only `stored_mask` adds `QUEUED_READER`.
-const OWN_BITS: Events = Events::from_bits_retain((SETTLED | SLOT) as u32 | QUEUED_READER.bits());
+pub(crate) const OWN_BITS: Events =
+    Events::from_bits_retain((SETTLED | SLOT | BELL) as u32 | QUEUED_READER.bits());
+
+// The queue's own bits are no key's: a key bit among them would be read as one of them
+// (the epoll's `KEY_KSLEEP` is checked beside its definition).
+const _: () = assert!(OWN_BITS.bits() & (KEY_FILLED.bits() | KEY_EMPTIED.bits()) == 0);
 
 /// What a wake's fast path saw ([`WaitQueue::wake_due`]): someone to visit.
 #[derive(Debug, Clone, Copy)]
@@ -372,6 +391,8 @@ pub(crate) struct WaitQueue {
     list: Mutex<List<Entry>>,
     /// One task waiting exclusively for `IN`, outside the list (`SLOT`; `slot`'s docs).
     slot: TaskSlot,
+    /// One edge-only fd view's fill hook, outside the list (`BELL`; `bell`'s docs).
+    bell: BellSlot,
     /// How many of this queue's next async waits that would yield once register at once
     /// instead (`task`, "Yield once": set when a yield let its task move to another
     /// thread). std's atomic, relaxed, also under loom: only a heuristic reads it, and a
@@ -394,6 +415,7 @@ impl WaitQueue {
             interest: AtomicU64::new(0),
             list: Mutex::new(List::new()),
             slot: TaskSlot::new(),
+            bell: BellSlot::new(),
             yield_skip: std::sync::atomic::AtomicU32::new(0),
             #[cfg(test)]
             slow_wakes: std::sync::atomic::AtomicUsize::new(0),
@@ -421,14 +443,14 @@ impl WaitQueue {
             .store(task::YIELD_SKIP, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// The union of the entries' masks, `IN` included if a task is armed in the slot (a
-    /// snapshot).
+    /// The union of the entries' masks, `IN` included if a task is armed in the slot and
+    /// `KEY_FILLED` if a hook is armed in the bell slot (a snapshot).
     #[inline]
     pub(crate) fn interest(&self) -> Events {
         let i = self.interest.load(SeqCst);
         // `SETTLED` and `SLOT`, the queue's own bits, stand for `IN` (the list's, the
-        // slot's).
-        let i = i | u64::from(i & (SETTLED | SLOT) != 0);
+        // slot's); `BELL` for `KEY_FILLED`.
+        let i = i | u64::from(i & (SETTLED | SLOT) != 0) | (u64::from(i & BELL != 0) * FILLED);
         Events::from_bits_retain(i as u32).difference(OWN_BITS)
     }
 
@@ -441,15 +463,17 @@ impl WaitQueue {
     }
 
     /// Must be called with `list` locked. Clears [`SETTLED`] (the entries changed) and keeps
-    /// [`SLOT`] (not the list's).
+    /// [`SLOT`] and [`BELL`] (not the list's).
     fn publish(&self, l: &List<Entry>) {
         let u = u64::from(l.union().bits());
         let mut cur = self.interest.load(SeqCst);
-        while cur != u | (cur & SLOT) {
-            match self
-                .interest
-                .compare_exchange_weak(cur, u | (cur & SLOT), SeqCst, SeqCst)
-            {
+        while cur != u | (cur & (SLOT | BELL)) {
+            match self.interest.compare_exchange_weak(
+                cur,
+                u | (cur & (SLOT | BELL)),
+                SeqCst,
+                SeqCst,
+            ) {
                 Ok(_) => break,
                 Err(seen) => cur = seen,
             }
@@ -709,6 +733,95 @@ impl WaitQueue {
         }
     }
 
+    /// A fill's ring of the bell slot's hook, if one is armed (`bell`'s module docs): a
+    /// fresh load of `interest`, after the list's walk, so that a view whose hook moved to
+    /// the slot under the lock before this wake took it still hears the fill. Called with
+    /// no lock held.
+    #[inline]
+    fn ring_bell(&self, key: Events) {
+        if self.interest.load(SeqCst) & BELL != 0 {
+            self.bell.ring(key);
+        }
+    }
+
+    /// Put an fd view's entry (`key`) in fill mode (`crate::fd`): its `hook` in the bell
+    /// slot if it is free, the entry's mask emptied then; else the entry listens for
+    /// `KEY_FILLED` in the list. `also` runs under the same hold of the lock (the view's
+    /// mode flag). Returns whether the hook is in the slot (then the view leaves with
+    /// [`leave_fill_mode`](Self::leave_fill_mode)).
+    pub(crate) fn enter_fill_mode(
+        &self,
+        key: Key,
+        hook: Arc<dyn PostWake>,
+        also: impl FnOnce(),
+    ) -> bool {
+        let mut l = crate::loom::lock(&self.list);
+        also();
+        let (in_slot, spare) = match self.bell.arm(hook) {
+            Ok(()) => {
+                // Before the mask leaves the list: a wake sees the hook in one place or
+                // the other (the bell's ring loads `interest` after its walk).
+                self.interest.fetch_or(BELL, SeqCst);
+                (true, None)
+            }
+            Err(hook) => (false, Some(hook)),
+        };
+        let mask = if in_slot { Events::empty() } else { KEY_FILLED };
+        let mask = match l.get_mut(key) {
+            Some(e) => Self::stored_mask(mask, e.exclusive, &e.target),
+            None => mask,
+        };
+        if l.set_mask(key, mask) {
+            self.publish(&l);
+        }
+        drop(l);
+        crate::loom::dekker_fence();
+        drop(spare);
+        in_slot
+    }
+
+    /// The bell slot's owner leaves fill mode, its entry listening with `mask` again, `also`
+    /// under the same hold of the lock (as [`set_mask_with`](Self::set_mask_with)). The
+    /// hook is taken out of the slot (dropped after the unlock), or left to the ring in
+    /// flight, which drops it.
+    pub(crate) fn leave_fill_mode(&self, key: Key, mask: Events, also: impl FnOnce()) -> bool {
+        let mut l = crate::loom::lock(&self.list);
+        also();
+        // Before the slot can be armed again, so that no later owner's bit is cleared.
+        self.interest.fetch_and(!BELL, SeqCst);
+        let hook = self.bell.disarm();
+        let mask = match l.get_mut(key) {
+            Some(e) => Self::stored_mask(mask, e.exclusive, &e.target),
+            None => mask,
+        };
+        let ok = l.set_mask(key, mask);
+        if ok {
+            self.publish(&l);
+        }
+        drop(l);
+        crate::loom::dekker_fence();
+        drop(hook);
+        ok
+    }
+
+    /// The bell slot's owner is going away (its view's drop): the hook out of the slot, as
+    /// [`leave_fill_mode`](Self::leave_fill_mode), and the entry removed.
+    pub(crate) fn remove_from_bell(&self, key: Key) -> bool {
+        let (hook, removed) = {
+            let mut l = crate::loom::lock(&self.list);
+            self.interest.fetch_and(!BELL, SeqCst);
+            let hook = self.bell.disarm();
+            let r = l.remove(key);
+            if r.is_some() {
+                self.publish(&l);
+            }
+            (hook, r)
+        };
+        // The hook and the entry's target are dropped here, after unlocking.
+        drop(hook);
+        removed.is_some()
+    }
+
     /// The fast path of [`wake`](Self::wake): whether a wake with `key` has anyone to
     /// visit, and if so what it saw ([`Due`]), for [`wake_due_now`](Self::wake_due_now).
     /// Split from it so that a hot caller can make the rest a tail call of its own
@@ -719,10 +832,12 @@ impl WaitQueue {
         // clears of `SETTLED` ("Settled").
         crate::loom::dekker_fence();
         let i = self.interest.load(SeqCst);
-        // `key` is a constant at every call site, so this folds to one test: nobody for
-        // `key` (a settled list has no `IN` bit), and (key `IN`) no task in the slot.
+        // `key` is a constant at nearly every call site, so this folds to one test: nobody
+        // for `key` (a settled list has no `IN` bit), (key `IN`) no task in the slot, and
+        // (key `KEY_FILLED`) no hook in the bell slot.
         let slot = if key.intersects(Events::IN) { SLOT } else { 0 };
-        if i & (u64::from(key.bits()) | slot) == 0 {
+        let bell = if key.contains(KEY_FILLED) { BELL } else { 0 };
+        if i & (u64::from(key.bits()) | slot | bell) == 0 {
             return None;
         }
         // Not 0: a bit of the test above is set.
@@ -740,7 +855,7 @@ impl WaitQueue {
         let i = self.interest.load(SeqCst);
         // `wake_due(IN)`'s test first, so that a queue nobody waits on costs it one more
         // test of the same word.
-        if i & (IN | SLOT | FILLED) == 0 {
+        if i & (IN | SLOT | FILLED | BELL) == 0 {
             return None;
         }
         if i & (IN | SLOT) == 0 {
@@ -784,12 +899,17 @@ impl WaitQueue {
         let slot = key.intersects(Events::IN) && i & SLOT != 0;
         let list = i & u64::from(key.bits()) != 0;
         self.wake_slow(key, nr_exclusive, slot, list);
+        if key.contains(KEY_FILLED) {
+            self.ring_bell(key);
+        }
     }
 
     /// As [`wake`](Self::wake), but the foreign wakes go into `batch` (the caller runs it
     /// after releasing its own locks).
     #[inline]
     pub(crate) fn wake_into(&self, key: Events, nr_exclusive: usize, batch: &mut WakeBatch) {
+        // The bell slot's ring runs its hook at once: not under a caller's lock.
+        debug_assert!(!key.contains(KEY_FILLED), "a fill's wake under a lock");
         crate::loom::dekker_fence();
         let i = self.interest.load(SeqCst);
         let mut nr = nr_exclusive;
@@ -805,8 +925,9 @@ impl WaitQueue {
     /// it has an entry for `key` and is not settled).
     fn wake_slow(&self, key: Events, nr_exclusive: usize, slot: bool, list: bool) {
         if !list {
-            // Only the slot's task (the one-reader hand-off): no batch to fill and run.
-            if nr_exclusive != 0 {
+            // Only the slot's task (the one-reader hand-off), or only the bell slot's hook
+            // (the caller rings it): no batch to fill and run.
+            if slot && nr_exclusive != 0 {
                 if let Some(w) = self.claim_slot() {
                     w.wake();
                 }

@@ -640,3 +640,113 @@ fn wake_batch_spill_runs_each_item_once_and_keeps_nothing() {
         assert_eq!(Arc::strong_count(&c), 1, "run: {run}");
     }
 }
+
+/// A fill hook for the bell slot: counts its calls; checks that no queue lock is held (it
+/// takes the queue's lock itself, which would deadlock under the walk).
+struct FillHook {
+    wq: std::sync::Weak<WaitQueue>,
+    calls: AtomicUsize,
+}
+
+impl PostWake for FillHook {
+    fn post_wake(&self, key: Events) {
+        assert!(key.contains(KEY_FILLED));
+        if let Some(wq) = self.wq.upgrade() {
+            // The queue's lock is free: the ring runs after every unlock.
+            drop(crate::loom::lock(&wq.list));
+        }
+        self.calls.fetch_add(1, SeqCst);
+    }
+}
+
+/// The bell slot (`bell`): a fill reaches the armed hook without the list, once per fill;
+/// a second view's hook finds the slot taken and listens in the list; leaving and dropping
+/// give every `Arc` back. Under Miri: the slot's cell and its phase word.
+#[test]
+fn bell_slot_rings_the_armed_hook_once_per_fill() {
+    let wq = Arc::new(WaitQueue::new());
+    let hook = |wq: &Arc<WaitQueue>| {
+        Arc::new(FillHook {
+            wq: Arc::downgrade(wq),
+            calls: AtomicUsize::new(0),
+        })
+    };
+    let log: Log = Arc::default();
+    let (h1, h2) = (hook(&wq), hook(&wq));
+    let k1 = wq.add(
+        Events::IN,
+        false,
+        false,
+        Target::Callback(TestCallback::new(1, true, &log)),
+    );
+    let mut cb2 = TestCallback::new(2, true, &log);
+    Arc::get_mut(&mut cb2).unwrap().post = Some(h2.clone());
+    let k2 = wq.add(Events::IN, false, false, Target::Callback(cb2));
+    assert!(wq.enter_fill_mode(k1, h1.clone(), || {}), "a free slot");
+    assert!(
+        !wq.enter_fill_mode(k2, h2.clone(), || {}),
+        "taken: the list instead"
+    );
+    assert_eq!(wq.interest(), KEY_FILLED);
+    for i in 1..=3 {
+        wq.wake(Events::IN | KEY_FILLED, 1);
+        assert_eq!(h1.calls.load(SeqCst), i, "the slot's hook");
+        assert_eq!(h2.calls.load(SeqCst), i, "the list's hook");
+    }
+    // Entry 1 is never walked (its mask is empty while its hook is in the slot).
+    assert!(log.lock().unwrap().iter().all(|&(id, _)| id == 2));
+    wq.wake(Events::IN, 1);
+    assert_eq!(
+        h1.calls.load(SeqCst),
+        3,
+        "a wake that is no fill rings nothing"
+    );
+    // Leave, and come back: the slot is free again.
+    assert!(wq.leave_fill_mode(k1, Events::IN, || {}));
+    assert_eq!(Arc::strong_count(&h1), 1);
+    assert!(wq.enter_fill_mode(k1, h1.clone(), || {}));
+    assert!(wq.remove_from_bell(k1));
+    assert!(wq.remove(k2));
+    assert_eq!(Arc::strong_count(&h1), 1);
+    assert_eq!(wq.interest(), Events::empty());
+}
+
+/// Fills from several threads at once: some find a ring in flight and leave theirs to it
+/// (`AGAIN`); every fill is followed by a call (the last call comes after the last fill),
+/// and there are never more calls than fills. Under Miri: the data-race check on the cell.
+#[test]
+fn bell_slot_fills_from_threads_are_all_heard() {
+    const THREADS: usize = 3;
+    const FILLS: usize = if cfg!(miri) { 10 } else { 2000 };
+    let wq = Arc::new(WaitQueue::new());
+    let h = Arc::new(FillHook {
+        wq: Arc::downgrade(&wq),
+        calls: AtomicUsize::new(0),
+    });
+    let log: Log = Arc::default();
+    let k = wq.add(
+        Events::empty(),
+        false,
+        false,
+        Target::Callback(TestCallback::new(1, true, &log)),
+    );
+    assert!(wq.enter_fill_mode(k, h.clone(), || {}));
+    let fills = Arc::new(AtomicUsize::new(0));
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            s.spawn(|| {
+                for _ in 0..FILLS {
+                    fills.fetch_add(1, SeqCst);
+                    wq.wake(Events::IN | KEY_FILLED, 1);
+                }
+            });
+        }
+    });
+    let calls = h.calls.load(SeqCst);
+    assert!((1..=THREADS * FILLS).contains(&calls), "{calls} calls");
+    // Quiescent: the next fill is its own ring.
+    wq.wake(Events::IN | KEY_FILLED, 1);
+    assert_eq!(h.calls.load(SeqCst), calls + 1);
+    assert!(wq.remove_from_bell(k));
+    assert_eq!(Arc::strong_count(&h), 1);
+}
