@@ -87,14 +87,19 @@ fn fill(wq: &WaitQueue, state: &AtomicU64) {
     wq.wake(Events::IN | KEY_FILLED, 1);
 }
 
+/// A fill on a thread of its own.
+fn racing_fill(wq: &Arc<WaitQueue>, state: &Arc<AtomicU64>) -> thread::JoinHandle<()> {
+    let (wq, state) = (wq.clone(), state.clone());
+    thread::spawn(move || fill(&wq, &state))
+}
+
 /// Two fills race: one may find the other's ring in flight and leave its ring to it
 /// (`AGAIN`). Every fill is followed by a call that sees it: the last call saw both.
 #[test]
 fn bell_two_fills() {
     super::model("bell_two_fills", 3, || {
         let (wq, state, h, key) = armed();
-        let (wq2, state2) = (wq.clone(), state.clone());
-        let other = thread::spawn(move || fill(&wq2, &state2));
+        let other = racing_fill(&wq, &state);
         fill(&wq, &state);
         other.join().unwrap();
         assert_eq!(h.seen.load(SeqCst), 2, "a fill no ring followed");
@@ -116,8 +121,7 @@ fn bell_two_fills() {
 fn bell_leave_vs_ring() {
     super::model("bell_leave_vs_ring", 3, || {
         let (wq, state, h, key) = armed();
-        let (wq2, state2) = (wq.clone(), state.clone());
-        let filler = thread::spawn(move || fill(&wq2, &state2));
+        let filler = racing_fill(&wq, &state);
         assert!(wq.remove_from_bell(key));
         filler.join().unwrap();
         assert!(h.calls.load(SeqCst) <= 1);
@@ -142,8 +146,7 @@ fn bell_leave_vs_ring() {
 fn bell_leave_and_reenter_vs_ring() {
     super::model("bell_leave_and_reenter_vs_ring", 3, || {
         let (wq, state, h, key) = armed();
-        let (wq2, state2) = (wq.clone(), state.clone());
-        let filler = thread::spawn(move || fill(&wq2, &state2));
+        let filler = racing_fill(&wq, &state);
         assert!(wq.leave_fill_mode(key, Events::empty(), || {}));
         let in_slot = wq.enter_fill_mode(key, h.clone() as Arc<dyn PostWake>, || {});
         filler.join().unwrap();

@@ -670,17 +670,23 @@ impl WaitQueue {
     pub(crate) fn set_mask_with(&self, key: Key, mask: Events, also: impl FnOnce()) -> bool {
         let mut l = crate::loom::lock(&self.list);
         also();
-        // Keep the entry's marker (see `stored_mask`).
+        let ok = self.set_mask_locked(&mut l, key, mask);
+        drop(l);
+        crate::loom::dekker_fence();
+        ok
+    }
+
+    /// With `list` locked (`l`): entry `key`'s mask to `mask`, its marker kept (see
+    /// `stored_mask`), and the union published. `false` if the entry is gone.
+    fn set_mask_locked(&self, l: &mut List<Entry>, key: Key, mask: Events) -> bool {
         let mask = match l.get_mut(key) {
             Some(e) => Self::stored_mask(mask, e.exclusive, &e.target),
             None => mask,
         };
         let ok = l.set_mask(key, mask);
         if ok {
-            self.publish(&l);
+            self.publish(l);
         }
-        drop(l);
-        crate::loom::dekker_fence();
         ok
     }
 
@@ -767,13 +773,7 @@ impl WaitQueue {
             Err(hook) => (false, Some(hook)),
         };
         let mask = if in_slot { Events::empty() } else { KEY_FILLED };
-        let mask = match l.get_mut(key) {
-            Some(e) => Self::stored_mask(mask, e.exclusive, &e.target),
-            None => mask,
-        };
-        if l.set_mask(key, mask) {
-            self.publish(&l);
-        }
+        self.set_mask_locked(&mut l, key, mask);
         drop(l);
         crate::loom::dekker_fence();
         drop(spare);
@@ -785,21 +785,13 @@ impl WaitQueue {
     /// hook is taken out of the slot (dropped after the unlock), or left to the ring in
     /// flight, which drops it.
     pub(crate) fn leave_fill_mode(&self, key: Key, mask: Events, also: impl FnOnce()) -> bool {
-        let mut l = crate::loom::lock(&self.list);
-        also();
-        // Before the slot can be armed again, so that no later owner's bit is cleared.
-        self.interest.fetch_and(!BELL, SeqCst);
-        let hook = self.bell.disarm();
-        let mask = match l.get_mut(key) {
-            Some(e) => Self::stored_mask(mask, e.exclusive, &e.target),
-            None => mask,
-        };
-        let ok = l.set_mask(key, mask);
-        if ok {
-            self.publish(&l);
-        }
-        drop(l);
-        crate::loom::dekker_fence();
+        let mut hook = None;
+        let ok = self.set_mask_with(key, mask, || {
+            also();
+            // Before the slot can be armed again, so that no later owner's bit is cleared.
+            self.interest.fetch_and(!BELL, SeqCst);
+            hook = self.bell.disarm();
+        });
         drop(hook);
         ok
     }
