@@ -549,6 +549,9 @@ impl WaitQueue {
         if self.interest.load(SeqCst) & SETTLED != 0 {
             self.move_settled_to_in();
         }
+        // The clearer's half of the Dekker pair with a skipping writer (module docs,
+        // "Settled"): the clear, then the clearer's re-check of the source.
+        crate::loom::dekker_fence();
     }
 
     /// Move [`SETTLED`] back to `IN`, if it is set: one RMW (module docs, "Settled").
