@@ -462,11 +462,7 @@ impl Core {
                 self.fills.store(false, Relaxed);
                 self.mirror.store(ever_rung, SeqCst);
             };
-            if std::mem::take(&mut bell.in_slot) {
-                wq.leave_fill_mode(key, VIEW_MASK, level);
-            } else {
-                wq.set_mask_with(key, VIEW_MASK, level);
-            }
+            wq.leave_fill_mode(key, VIEW_MASK, std::mem::take(&mut bell.in_slot), level);
             crate::loom::dekker_fence();
             bell.rung = ever_rung;
             self.sync_held(&mut bell, false);

@@ -147,7 +147,7 @@ fn bell_leave_and_reenter_vs_ring() {
     super::model("bell_leave_and_reenter_vs_ring", 3, || {
         let (wq, state, h, key) = armed();
         let filler = racing_fill(&wq, &state);
-        assert!(wq.leave_fill_mode(key, Events::empty(), || {}));
+        assert!(wq.leave_fill_mode(key, Events::empty(), true, || {}));
         let in_slot = wq.enter_fill_mode(key, h.clone() as Arc<dyn PostWake>, || {});
         filler.join().unwrap();
         let before = h.calls.load(SeqCst);

@@ -651,13 +651,20 @@ impl WaitQueue {
     /// Remove an entry. Returns `true` if it was still queued, `false` if it had already been
     /// removed — for a thread or task entry, that means a wake removed it: it was notified.
     pub(crate) fn remove(&self, key: Key) -> bool {
-        let removed = {
+        self.remove_with(key, || ())
+    }
+
+    /// As [`remove`](Self::remove), running `also` under the same hold of the lock; what
+    /// it returns is dropped after unlocking, with the entry's target.
+    fn remove_with<R>(&self, key: Key, also: impl FnOnce() -> R) -> bool {
+        let (removed, _also) = {
             let mut l = crate::loom::lock(&self.list);
+            let also = also();
             let r = l.remove(key);
             if r.is_some() {
                 self.publish(&l);
             }
-            r
+            (r, also)
         };
         // The target (a Waker, an Arc) is dropped here, after unlocking.
         removed.is_some()
@@ -783,17 +790,23 @@ impl WaitQueue {
         in_slot
     }
 
-    /// The bell slot's owner leaves fill mode, its entry listening with `mask` again, `also`
-    /// under the same hold of the lock (as [`set_mask_with`](Self::set_mask_with)). The
-    /// hook is taken out of the slot (dropped after the unlock), or left to the ring in
-    /// flight, which drops it.
-    pub(crate) fn leave_fill_mode(&self, key: Key, mask: Events, also: impl FnOnce()) -> bool {
+    /// An fd view's entry leaves fill mode, listening with `mask` again, `also` under the
+    /// same hold of the lock (as [`set_mask_with`](Self::set_mask_with)). If its hook is in
+    /// the bell slot (`in_slot`, as [`enter_fill_mode`](Self::enter_fill_mode) said), the
+    /// hook is taken out (dropped after the unlock) or left to the ring in flight.
+    pub(crate) fn leave_fill_mode(
+        &self,
+        key: Key,
+        mask: Events,
+        in_slot: bool,
+        also: impl FnOnce(),
+    ) -> bool {
         let mut hook = None;
         let ok = self.set_mask_with(key, mask, || {
             also();
-            // Before the slot can be armed again, so that no later owner's bit is cleared.
-            self.interest.fetch_and(!BELL, SeqCst);
-            hook = self.bell.disarm();
+            if in_slot {
+                hook = self.disarm_bell_locked();
+            }
         });
         drop(hook);
         ok
@@ -802,19 +815,16 @@ impl WaitQueue {
     /// The bell slot's owner is going away (its view's drop): the hook out of the slot, as
     /// [`leave_fill_mode`](Self::leave_fill_mode), and the entry removed.
     pub(crate) fn remove_from_bell(&self, key: Key) -> bool {
-        let (hook, removed) = {
-            let mut l = crate::loom::lock(&self.list);
-            self.interest.fetch_and(!BELL, SeqCst);
-            let hook = self.bell.disarm();
-            let r = l.remove(key);
-            if r.is_some() {
-                self.publish(&l);
-            }
-            (hook, r)
-        };
-        // The hook and the entry's target are dropped here, after unlocking.
-        drop(hook);
-        removed.is_some()
+        self.remove_with(key, || self.disarm_bell_locked())
+    }
+
+    /// With `list` locked, the bell slot's owner leaves: `BELL` cleared first (before the
+    /// slot can be armed again, so that no later owner's bit is cleared), then the hook out
+    /// of the slot, for the caller to drop after unlocking (`None`: a ring in flight drops
+    /// it).
+    fn disarm_bell_locked(&self) -> Option<Arc<dyn PostWake>> {
+        self.interest.fetch_and(!BELL, SeqCst);
+        self.bell.disarm()
     }
 
     /// The fast path of [`wake`](Self::wake): whether a wake with `key` has anyone to

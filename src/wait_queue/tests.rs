@@ -702,7 +702,7 @@ fn bell_slot_rings_the_armed_hook_once_per_fill() {
         "a wake that is no fill rings nothing"
     );
     // Leave, and come back: the slot is free again.
-    assert!(wq.leave_fill_mode(k1, Events::IN, || {}));
+    assert!(wq.leave_fill_mode(k1, Events::IN, true, || {}));
     assert_eq!(Arc::strong_count(&h1), 1);
     assert!(wq.enter_fill_mode(k1, h1.clone(), || {}));
     assert!(wq.remove_from_bell(k1));
