@@ -92,6 +92,51 @@ pub(crate) fn lock<T>(m: &sync::Mutex<T>) -> sync::MutexGuard<'_, T> {
     }
 }
 
+/// The `SeqCst` load that seeds a read-modify-write of the same atomic (a compare-and-swap
+/// loop's first guess, or a look that decides whether to swap): a plain load, and under
+/// `--cfg evfd_loom` an RMW that adds 0, with `Acquire` ordering.
+///
+/// loom 0.7 keeps one "last access" per atomic for its race search: a thread's load
+/// replaces another thread's earlier load there, so when the first thread's RMW comes, the
+/// race between it and the other thread's load is never seen and the order in which the
+/// RMW goes first is never explored (tokio-rs/loom issues 166 and 392). A two-line model
+/// (`spawn(|| { a.load(); a.fetch_add(1) }); a.load()`) ran one interleaving instead of
+/// six; `tests::loom_notifier::models_see_a_write_on_either_side_of_a_look` keeps that
+/// from coming back. An RMW in the load's place is checked against the other thread's load.
+///
+/// Only for `SeqCst` loads: all `SeqCst` operations form one total order and the load reads
+/// the last write before it there, as an RMW at the same point would, so the substitute
+/// reads nothing the real load could not and misses nothing it could. (loom would let a
+/// `SeqCst` load read an older value, since it models `SeqCst` accesses as `AcqRel`.)
+/// `Acquire` and no release: the look publishes nothing.
+pub(crate) trait SeedLoad {
+    /// The atomic's value type.
+    type Value;
+    /// The seeding load (see the trait).
+    fn seed_load(&self) -> Self::Value;
+}
+
+macro_rules! seed_load {
+    ($($atomic:ty => $value:ty),*) => {$(
+        impl SeedLoad for $atomic {
+            type Value = $value;
+            #[inline(always)]
+            fn seed_load(&self) -> $value {
+                #[cfg(not(evfd_loom))]
+                {
+                    self.load(sync::atomic::Ordering::SeqCst)
+                }
+                #[cfg(evfd_loom)]
+                {
+                    self.fetch_add(0, sync::atomic::Ordering::Acquire)
+                }
+            }
+        }
+    )*};
+}
+
+seed_load!(sync::atomic::AtomicU64 => u64, sync::atomic::AtomicU32 => u32);
+
 /// The store-load (Dekker) barrier between "change the state" and "look at the other side",
 /// for loom only.
 ///

@@ -41,6 +41,7 @@ use std::time::{Duration, Instant};
 
 use crate::events::{next_id, Events, KEY_EMPTIED};
 use crate::loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use crate::loom::SeedLoad;
 use crate::mode::{self, invalid_write, write_refused, Mode, Options, WriteRefused};
 use crate::wait_queue::spin::SpinGauge;
 use crate::wait_queue::thread::{self, QueueSleeper};
@@ -725,7 +726,7 @@ impl Inner {
     /// readers are due a wake (`WaitQueue::wake_due`), which the caller owes.
     #[inline(always)]
     fn add(&self, n: u64) -> Result<Option<Due>, WriteRefused> {
-        let mut cur = self.count.load(SeqCst);
+        let mut cur = self.count.seed_load();
         loop {
             let next = mode::write(cur, n)?;
             match self.count.compare_exchange_weak(cur, next, SeqCst, SeqCst) {
@@ -805,7 +806,7 @@ impl Inner {
         if self.mode != Mode::Semaphore {
             return self.take_all();
         }
-        let mut cur = self.count.load(SeqCst);
+        let mut cur = self.count.seed_load();
         let (got, left) = loop {
             let (got, next) = mode::read(self.mode, cur)?;
             match self.count.compare_exchange_weak(cur, next, SeqCst, SeqCst) {
@@ -903,7 +904,7 @@ impl Inner {
     /// once it has released the epoll's `ready` lock.
     #[inline]
     pub(crate) fn reset(&self) -> Option<Events> {
-        if self.count.load(SeqCst) == 0 {
+        if self.count.seed_load() == 0 {
             return None;
         }
         match self.count.swap(0, SeqCst) {

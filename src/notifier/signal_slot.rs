@@ -6,6 +6,7 @@ use std::io;
 
 use crate::events::{Events, KEY_FILLED};
 use crate::loom::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use crate::loom::SeedLoad;
 use crate::mode::{self, Mode, WriteRefused};
 
 use super::Notifier;
@@ -51,7 +52,7 @@ impl Slot {
             return Err(io::ErrorKind::Unsupported.into());
         }
         // The same lock-free CAS as `Inner::try_write`.
-        let mut cur = inner.count.load(SeqCst);
+        let mut cur = inner.count.seed_load();
         loop {
             let next = match mode::write(cur, n) {
                 Ok(next) => next,

@@ -76,6 +76,7 @@ use std::os::fd::BorrowedFd;
 use std::sync::{Mutex, MutexGuard, Weak};
 
 use crate::loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use crate::loom::SeedLoad;
 
 /// [`MemCount::word`] once a flush took the count (above `LIMIT`: no count is this).
 const FLUSHED: u64 = u64::MAX;
@@ -139,7 +140,7 @@ impl MemCount {
     /// Take the whole count: `Err` at 0, `None` when memory does not keep it.
     #[inline]
     pub(crate) fn take(&self) -> Option<Result<u64, ()>> {
-        let mut cur = self.word.load(SeqCst);
+        let mut cur = self.word.seed_load();
         loop {
             if cur == FLUSHED {
                 return None;
@@ -158,7 +159,7 @@ impl MemCount {
     /// it. The caller then makes the kernel's wake (module docs).
     #[inline]
     pub(crate) fn add(&self, n: u64) -> Option<Result<(), ()>> {
-        let mut cur = self.word.load(SeqCst);
+        let mut cur = self.word.seed_load();
         loop {
             if cur == FLUSHED {
                 return None;

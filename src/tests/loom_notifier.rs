@@ -152,3 +152,30 @@ fn semaphore_timed_reader_hands_wake_on() {
         assert_quiet(&n);
     });
 }
+
+/// loom explores a spawned write on both sides of this thread's look at the count. loom 0.7
+/// missed the order in which the write's compare-and-swap comes first (its race search
+/// forgets this thread's load once the writer's own seeding load comes: tokio-rs/loom
+/// issues 166 and 392) and ran one interleaving, the look always first; the writer's seed
+/// is an RMW under loom for that reason (`crate::loom::SeedLoad`). Without it, this fails.
+#[test]
+fn models_see_a_write_on_either_side_of_a_look() {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    static SAW_EMPTY: AtomicBool = AtomicBool::new(false);
+    static SAW_WRITTEN: AtomicBool = AtomicBool::new(false);
+    model("models_see_a_write_on_either_side_of_a_look", 2, || {
+        let n = Notifier::new();
+        let w = {
+            let n = n.clone();
+            thread::spawn(move || n.write(1).unwrap())
+        };
+        match n.count() {
+            0 => SAW_EMPTY.store(true, Relaxed),
+            _ => SAW_WRITTEN.store(true, Relaxed),
+        }
+        w.join().unwrap();
+        assert_eq!(n.count(), 1);
+    });
+    assert!(SAW_EMPTY.load(Relaxed), "the look before the write");
+    assert!(SAW_WRITTEN.load(Relaxed), "the look after the write");
+}

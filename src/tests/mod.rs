@@ -7,7 +7,13 @@
 //!
 //! (`.ci/run` runs every model at a preemption bound of 4, 5–8 min on 2 cores, except the
 //! three heaviest, named there (`HEAVY`: minutes each at 4), which it runs at 3; and the
-//! small lend and fork models again at 5.)
+//! small lend and fork models again at 5; the two `loom_async_two_futures_*` models cap
+//! their own bound at 3.)
+//!
+//! loom 0.7 does not explore a thread's RMW before another thread's earlier load of the
+//! same atomic when the first thread loaded it just before (its race search keeps one last
+//! access per atomic): the count's seeding loads are RMWs under loom for that reason
+//! (`crate::loom::SeedLoad`).
 //!
 //! They live inside the crate so they can reach the wait queue and the notifier's internals.
 //! One scenario per `#[test]`, two or three threads each.
