@@ -13,6 +13,8 @@ use shared_util::{fmt, Rng};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"EVFDSHR1");
 const SIZE: u64 = 4096;
+/// The region layout version this build speaks (4: edge-only doorbell consumers).
+const VERSION: u64 = 4;
 
 fn meta(version: u64, mode: u64, size: u64) -> u64 {
     version | mode << 16 | size << 32
@@ -90,7 +92,7 @@ const PAYLOAD: &[u8] = b"EVFDMSG1";
 
 #[test]
 fn malformed_messages_are_refused() {
-    let good_meta = meta(3, 0, SIZE);
+    let good_meta = meta(VERSION, 0, SIZE);
     let bell = eventfd();
     let sleep = eventfd();
 
@@ -169,7 +171,13 @@ fn malformed_messages_are_refused() {
         ErrorKind::InvalidData,
     );
 
-    let r = region("evfd-big", MAGIC, meta(3, 0, 8192), 8192, good_seals());
+    let r = region(
+        "evfd-big",
+        MAGIC,
+        meta(VERSION, 0, 8192),
+        8192,
+        good_seals(),
+    );
     refused(
         "evfd-big",
         PAYLOAD,
@@ -177,7 +185,13 @@ fn malformed_messages_are_refused() {
         ErrorKind::InvalidData,
     );
 
-    let r = region("evfd-size-lie", MAGIC, meta(3, 0, 8192), SIZE, good_seals());
+    let r = region(
+        "evfd-size-lie",
+        MAGIC,
+        meta(VERSION, 0, 8192),
+        SIZE,
+        good_seals(),
+    );
     refused(
         "evfd-size-lie",
         PAYLOAD,
@@ -193,7 +207,13 @@ fn malformed_messages_are_refused() {
         ErrorKind::InvalidData,
     );
 
-    let r = region("evfd-version", MAGIC, meta(2, 0, SIZE), SIZE, good_seals());
+    let r = region(
+        "evfd-version",
+        MAGIC,
+        meta(VERSION - 1, 0, SIZE),
+        SIZE,
+        good_seals(),
+    );
     refused(
         "evfd-version",
         PAYLOAD,
@@ -201,7 +221,13 @@ fn malformed_messages_are_refused() {
         ErrorKind::InvalidData,
     );
 
-    let r = region("evfd-mode", MAGIC, meta(3, 7, SIZE), SIZE, good_seals());
+    let r = region(
+        "evfd-mode",
+        MAGIC,
+        meta(VERSION, 7, SIZE),
+        SIZE,
+        good_seals(),
+    );
     refused(
         "evfd-mode",
         PAYLOAD,
@@ -243,7 +269,13 @@ fn malformed_messages_are_refused() {
     );
 
     // The well-formed message, for contrast, is accepted (and maps the region).
-    let r = region("evfd-good", MAGIC, meta(3, 1, SIZE), SIZE, good_seals());
+    let r = region(
+        "evfd-good",
+        MAGIC,
+        meta(VERSION, 1, SIZE),
+        SIZE,
+        good_seals(),
+    );
     let (a, b) = UnixStream::pair().unwrap();
     shared_util::send_fds(&a, PAYLOAD, &[r.as_fd(), bell.as_fd(), sleep.as_fd()]);
     let s = SharedNotifier::recv(&b).unwrap();
@@ -262,7 +294,7 @@ fn malformed_messages_are_refused() {
 fn read_only_region_is_refused_with_a_clear_message() {
     let bell = eventfd();
     let sleep = eventfd();
-    let r = region("evfd-ro", MAGIC, meta(3, 0, SIZE), SIZE, good_seals());
+    let r = region("evfd-ro", MAGIC, meta(VERSION, 0, SIZE), SIZE, good_seals());
     let ro = rustix::fs::open(
         format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&r)),
         rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
@@ -475,7 +507,7 @@ fn semaphore_doorbell_is_refused() {
     ))
     .unwrap()
     .contains("eventfd-semaphore");
-    let good_meta = meta(3, 1, SIZE);
+    let good_meta = meta(VERSION, 1, SIZE);
     let plain = eventfd();
     for (what, fds) in [
         ("doorbell", [&bell, &plain]),

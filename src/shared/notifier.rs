@@ -43,8 +43,9 @@ pub struct SharedStats {
     pub futex_wakes: u64,
     /// `FUTEX_WAIT` calls (blocking reads and writes that slept).
     pub futex_waits: u64,
-    /// Doorbell writes (a 0 → non-zero edge while a doorbell consumer is registered, or a
-    /// consumption while a [`write_async`](SharedNotifier::write_async) waits for room).
+    /// Doorbell writes (a 0 → non-zero edge while a doorbell consumer, level or edge-only,
+    /// is registered, or a consumption while a [`write_async`](SharedNotifier::write_async)
+    /// waits for room).
     pub rings: u64,
     /// Doorbell reads (a non-zero → 0 edge while a doorbell consumer is registered).
     pub drains: u64,
@@ -116,8 +117,9 @@ impl Drop for SharedCore {
 /// (which looks its page up at every call). While a doorbell consumer is registered (a
 /// [`fd_view`](Self::fd_view), or an [`Epoll`] watching it), the doorbell
 /// eventfd mirrors `count > 0`: the write that makes the count non-zero and the read that
-/// empties it cost one syscall each; writes in between cost none. [`stats`](Self::stats)
-/// counts every such syscall.
+/// empties it cost one syscall each; writes in between cost none. An edge-only fd view
+/// ([`SharedFdView::set_edge_only`](crate::SharedFdView::set_edge_only)) needs the first
+/// of those only. [`stats`](Self::stats) counts every such syscall.
 ///
 /// # Trust
 ///
@@ -666,6 +668,14 @@ impl SharedNotifier {
         self.inner.proto.disarm_bell();
     }
 
+    pub(super) fn arm_edge_bell_here(&self) {
+        self.inner.proto.arm_edge_bell();
+    }
+
+    pub(super) fn disarm_edge_bell_here(&self) {
+        self.inner.proto.disarm_edge_bell();
+    }
+
     /// Make the doorbell agree with the count again after a spurious wake (drain first).
     pub(super) fn resync_bell_here(&self) {
         self.inner.proto.sync_bell(false);
@@ -716,10 +726,19 @@ impl SharedNotifier {
         self.inner.proto.os.bell.as_fd()
     }
 
-    /// (blocked readers, blocked writers, doorbell consumers) as the region says now.
+    /// (blocked readers, blocked writers, level doorbell consumers) as the region says now.
     #[doc(hidden)]
     pub fn sleepers(&self) -> (u64, u64, u64) {
         self.inner.proto.sleepers()
+    }
+
+    /// The edge-only doorbell consumers ([`SharedFdView::set_edge_only`]) as the region
+    /// says now.
+    ///
+    /// [`SharedFdView::set_edge_only`]: crate::SharedFdView::set_edge_only
+    #[doc(hidden)]
+    pub fn edge_consumers(&self) -> u64 {
+        self.inner.proto.edge_bells()
     }
 }
 

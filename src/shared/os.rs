@@ -33,6 +33,10 @@ impl Words for Region {
         self.0.u64_at(protocol::OFF_SLEEPERS)
     }
     #[inline]
+    fn edges(&self) -> &AtomicU64 {
+        self.0.u64_at(protocol::OFF_EDGES)
+    }
+    #[inline]
     fn rseq(&self) -> &AtomicU32 {
         self.0.u32_at(protocol::OFF_RSEQ)
     }

@@ -14,7 +14,8 @@
 //!   8     meta      u64        version (u16) | mode (u16) << 16 | size (u32) << 32
 //!  64     count     u64        the eventfd counter
 //!  72     sleepers  u64        three 21-bit counts: blocked readers | blocked writers << 21
-//!                              | doorbell consumers << 42
+//!                              | level doorbell consumers << 42
+//!  80     edges     u64        edge-only doorbell consumers
 //! 128     rseq      u32        futex word for blocked readers: sequence << 3 | RING | WAIT
 //! 132     wseq      u32        futex word for blocked writers: sequence << 3 | PULSE | WAIT
 //! 136     rwaker    u32        advisory: CPU + 1 of the last wake of rseq's sleepers (0: unknown)
@@ -22,8 +23,8 @@
 //! 144     rslot     u32        the readers' sleep bell: 1 while a reader holds it
 //! ```
 //!
-//! `count` and `sleepers` share a cache line, so a write that finds nobody asleep touches
-//! one line: a CAS and a load, no syscall.
+//! `count`, `sleepers` and `edges` share a cache line, so a write that finds nobody asleep
+//! touches one line: a CAS and a load (two loads on a 0 → positive edge), no syscall.
 //!
 //! # Futex path (blocking `read`, `read_timeout`, `write`)
 //!
@@ -103,7 +104,7 @@
 //! wake, no syscall. Live sleepers set the flag again before each sleep.
 //! A dead doorbell consumer (`sleepers.bells`) still costs a ring and a drain per
 //! 0 ↔ positive cycle: a doorbell consumer polls the fd whenever it likes, so no flag can
-//! say when it listens.
+//! say when it listens. A dead edge-only consumer (`edges`) costs a ring per fill.
 //!
 //! # The spin before the futex, and the waker's CPU
 //!
@@ -173,8 +174,9 @@
 //!
 //! # Doorbell path (epoll, fd views)
 //!
-//! While a doorbell consumer is registered (`sleepers.bells > 0`), the doorbell eventfd
-//! mirrors `count > 0`: the write that takes the count from 0 rings it, the consumption that
+//! While a level doorbell consumer is registered (`sleepers.bells > 0`: every epoll
+//! registration, pending `read_async` and fd view that is not edge-only), the doorbell
+//! eventfd mirrors `count > 0`: the write that takes the count from 0 rings it, the consumption that
 //! takes it to 0 drains it, and each such syscall is followed by a re-check that corrects
 //! it ([`Protocol::sync_bell`]):
 //!
@@ -201,6 +203,65 @@
 //! happened before that load. The loom models below check the claim and the absence of lost
 //! wakeups for both paths.
 //!
+//! # Edge-only consumers
+//!
+//! An edge-only fd view (`SharedFdView::set_edge_only`) is polled by edge-triggered pollers
+//! only, which need a doorbell *write* after the count could have become readable, not a
+//! doorbell that mirrors the count. It counts itself in `edges` (not in `sleepers`), and
+//! nothing drains the doorbell for it:
+//!
+//! ```text
+//! fill (write with old == 0)                 edge consumer registers
+//!   count: CAS 0 -> new                        edges += 1
+//!   fence                                      fence
+//!   s = sleepers                               if count > 0: ring_edge()
+//!   if s.bells > 0: sync_bell(true)          unregisters: edges -= 1
+//!   else if edges > 0: ring_edge()
+//!
+//! ring_edge():
+//!   ring()
+//!   fence
+//!   if sleepers.bells > 0 && count == 0: sync_bell(false)
+//! ```
+//!
+//! A consumption does nothing for edge-only consumers (it drains for level ones, as
+//! above). A fill with level consumers needs no extra ring: `sync_bell(true)` starts with
+//! one. A view switching to edge-only registers in `edges` first and then leaves
+//! `sleepers`, so that no fill in between misses both; back to level, it registers in
+//! `sleepers` first (`arm_bell`, whose sync drains a doorbell left rung at count 0) and
+//! then leaves `edges`.
+//!
+//! **Claim (edges).** If a consumer saw the count 0 (a load, or the swap or CAS that
+//! emptied it) at `t` while an edge-only consumer was registered, and the count is
+//! positive later, the doorbell is written after `t`; and when no operation is in
+//! progress, the last doorbell syscall is a ring (the fd is readable, so an edge-triggered
+//! poller's harvest, which polls the fd again, reports it). *Proof.* The count's value
+//! went from the 0 seen at `t` to a positive one, so some write after `t` in the count's
+//! order replaced a 0: a fill `W`. `W`'s CAS follows `t`, and the registration (`edges +=
+//! 1`, before `t` in its thread) precedes both in the total order, so `W`'s load of
+//! `sleepers` and then of `edges` after its fence sees a level consumer (`sync_bell`, whose
+//! first call is a ring) or the edge-only one (`ring_edge`): a ring after `t`. A drain
+//! after it comes from a `sync_bell(false)`, whose re-check rings again if the count is
+//! positive, and a count that turns positive after that re-check is a later fill, which
+//! rings again. ∎ A consumer registering while the count is positive gets an edge from its
+//! own ring, which follows its registration (its watch is registered before that).
+//!
+//! **Claim (level) with edge-only rings.** The proof above needs one more case: the last
+//! doorbell syscall `X` is a ring of `ring_edge`, which a level consumer does not expect.
+//! Without its look after the ring, it can break the claim: a fill `W` finds no level
+//! consumer and starts `ring_edge`; a level consumer registers, syncs (rings: the count is
+//! positive), a read empties the count and drains; `W`'s ring lands last, at count 0. With
+//! the look: if `W`'s load of `sleepers` after `X` sees no level consumer, every level
+//! consumer registered now registered after that load, and its sync follows `X`; if it
+//! sees one and the count 0, it calls `sync_bell(false)` after `X`; if it sees one and
+//! the count positive, that load is a re-check after `X` that agrees with `X`, and the
+//! original argument goes on from it (an edge after the re-check is followed by a
+//! syscall of its author, `sync_bell` or `ring_edge`, or, if its author saw no level
+//! consumer, by the sync of the level consumer registered now, which registered after
+//! that author's load). Each case contradicts `X` being last. ∎ The loom models
+//! `shared_edge_*` below check both claims; one (`shared_edge_ring_vs_level_arrival`) is
+//! the race above, and fails without the look.
+//!
 //! # An untrusted peer
 //!
 //! The other process can store anything into any word at any time. Nothing here trusts the
@@ -225,12 +286,14 @@ pub(crate) const REGION_SIZE: usize = 4096;
 /// `"EVFDSHR1"`, little-endian.
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"EVFDSHR1");
 /// The layout and protocol version (2: the futex words carry the wait and pulse flags; 3:
-/// the readers' sleep bell, `rslot` and [`RING_FLAG`]).
-pub(crate) const VERSION: u16 = 3;
+/// the readers' sleep bell, `rslot` and [`RING_FLAG`]; 4: edge-only doorbell consumers,
+/// `edges`, which a peer of version 3 would not ring for).
+pub(crate) const VERSION: u16 = 4;
 pub(crate) const OFF_MAGIC: usize = 0;
 pub(crate) const OFF_META: usize = 8;
 pub(crate) const OFF_COUNT: usize = 64;
 pub(crate) const OFF_SLEEPERS: usize = 72;
+pub(crate) const OFF_EDGES: usize = 80;
 pub(crate) const OFF_RSEQ: usize = 128;
 pub(crate) const OFF_WSEQ: usize = 132;
 pub(crate) const OFF_RWAKER: usize = 136;
@@ -327,6 +390,9 @@ pub(crate) trait Words: Send + Sync + 'static {
     fn meta(&self) -> &AtomicU64;
     fn count(&self) -> &AtomicU64;
     fn sleepers(&self) -> &AtomicU64;
+    /// The count of edge-only doorbell consumers (module docs, "Edge-only consumers"); the
+    /// level ones are `sleepers`' third field.
+    fn edges(&self) -> &AtomicU64;
     fn rseq(&self) -> &AtomicU32;
     fn wseq(&self) -> &AtomicU32;
     /// The readers' sleep-bell slot (module docs, "The sleep bell"): 0 free, 1 held.
@@ -610,6 +676,9 @@ impl<W: Words, O: Os> Protocol<W, O> {
         let s = self.sleepers_after_write(old, new);
         if s != 0 {
             self.after_write_slow(s, old, wait);
+        } else if old == 0 && new != 0 {
+            // A fill with nobody in `sleepers`: edge-only consumers may still listen.
+            self.bells_on_fill(0);
         }
     }
 
@@ -627,12 +696,15 @@ impl<W: Words, O: Os> Protocol<W, O> {
         let s = self.sleepers_after_write(old, new);
         if s != 0 {
             self.wake_on_write(s, old, wait);
+        } else if old == 0 && new != 0 {
+            self.bells_on_fill(0);
         }
     }
 
     /// After a write took the count from `old` to `new`: `sleepers`, or 0 when there is
     /// nothing to do (the fast path: nobody may sleep, or `write(0)` changed nothing
-    /// anyone could be waiting for), no syscall.
+    /// anyone could be waiting for), no syscall. A fill (`old == 0`, `new != 0`) has
+    /// passed the fence either way, so its caller may load `edges` next.
     #[inline(always)]
     fn sleepers_after_write(&self, old: u64, new: u64) -> u64 {
         if new == old || new == 0 {
@@ -662,8 +734,40 @@ impl<W: Words, O: Os> Protocol<W, O> {
             let flags = self.claim_wake(Futex::Readers);
             self.wake_with(Futex::Readers, flags, wait);
         }
-        if (s >> (2 * FIELD_BITS)) & FIELD != 0 {
+        self.bells_on_fill(s);
+    }
+
+    /// The level doorbell consumers in a `sleepers` value.
+    #[inline(always)]
+    fn level_bells(s: u64) -> u64 {
+        (s >> (2 * FIELD_BITS)) & FIELD
+    }
+
+    /// The doorbell's part of a fill (a write that took the count from 0), `s` the
+    /// `sleepers` its writer loaded after its CAS and the fence: with level consumers,
+    /// [`sync_bell`](Self::sync_bell) (its ring is an edge for the edge-only ones too);
+    /// else, with edge-only consumers (`edges`, loaded after the same fence), one
+    /// [`ring_edge`](Self::ring_edge) (module docs, "Edge-only consumers").
+    #[inline(always)]
+    fn bells_on_fill(&self, s: u64) {
+        if Self::level_bells(s) != 0 {
             self.sync_bell(true);
+        } else if self.words.edges().load(SeqCst) != 0 {
+            self.ring_edge();
+        }
+    }
+
+    /// One ring for edge-only consumers, then a look for level consumers: if one is
+    /// registered and the count is 0, [`sync_bell`](Self::sync_bell) from a drain. A level
+    /// consumer that registered after this ringer looked, synced, and saw the count emptied
+    /// (and drained) before this ring landed would otherwise be left with the doorbell rung
+    /// at count 0 (module docs, "Edge-only consumers").
+    #[inline(never)]
+    fn ring_edge(&self) {
+        self.os.ring();
+        crate::loom::dekker_fence();
+        if Self::level_bells(self.words.sleepers().load(SeqCst)) != 0 && self.count() == 0 {
+            self.sync_bell(false);
         }
     }
 
@@ -686,7 +790,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
             // its own amount of room, so each must look.
             self.wake(Futex::Writers, Wait::Never);
         }
-        if new == 0 && old != 0 && (s >> (2 * FIELD_BITS)) & FIELD != 0 {
+        if new == 0 && old != 0 && Self::level_bells(s) != 0 {
             self.sync_bell(false);
         }
     }
@@ -807,16 +911,38 @@ impl<W: Words, O: Os> Protocol<W, O> {
         }
     }
 
-    /// Register a doorbell consumer: from now on the doorbell mirrors `count > 0`.
+    /// Register a level doorbell consumer: from now on the doorbell mirrors `count > 0`.
     pub(crate) fn arm_bell(&self) {
         self.words.sleepers().fetch_add(BELL, SeqCst);
         crate::loom::dekker_fence();
         self.sync_bell(self.count() > 0);
     }
 
-    /// Unregister a doorbell consumer.
+    /// Unregister a level doorbell consumer.
     pub(crate) fn disarm_bell(&self) {
         self.words.sleepers().fetch_sub(BELL, SeqCst);
+    }
+
+    /// Register an edge-only doorbell consumer: from now on every fill rings the doorbell
+    /// and nothing drains it for this consumer. If the count is positive already, one ring
+    /// now, so that a consumer registering then gets an edge too (module docs, "Edge-only
+    /// consumers"). The caller's edge-triggered watch of the doorbell is registered before.
+    pub(crate) fn arm_edge_bell(&self) {
+        self.words.edges().fetch_add(1, SeqCst);
+        crate::loom::dekker_fence();
+        if self.count() > 0 {
+            self.ring_edge();
+        }
+    }
+
+    /// Unregister an edge-only doorbell consumer.
+    pub(crate) fn disarm_edge_bell(&self) {
+        self.words.edges().fetch_sub(1, SeqCst);
+    }
+
+    /// The edge-only doorbell consumers the region counts now (for tests and `Debug`).
+    pub(crate) fn edge_bells(&self) -> u64 {
+        self.words.edges().load(SeqCst)
     }
 
     /// The blocking call of `read`/`read_timeout` (`Futex::Readers`) and `write`

@@ -19,6 +19,7 @@ pub(crate) mod heap {
         pub(crate) meta: AtomicU64,
         pub(crate) count: AtomicU64,
         pub(crate) sleepers: AtomicU64,
+        pub(crate) edges: AtomicU64,
         pub(crate) rseq: AtomicU32,
         pub(crate) wseq: AtomicU32,
         pub(crate) rslot: AtomicU32,
@@ -31,6 +32,7 @@ pub(crate) mod heap {
                 meta: AtomicU64::new(0),
                 count: AtomicU64::new(0),
                 sleepers: AtomicU64::new(0),
+                edges: AtomicU64::new(0),
                 rseq: AtomicU32::new(0),
                 wseq: AtomicU32::new(0),
                 rslot: AtomicU32::new(0),
@@ -50,6 +52,9 @@ pub(crate) mod heap {
         }
         fn sleepers(&self) -> &AtomicU64 {
             &self.sleepers
+        }
+        fn edges(&self) -> &AtomicU64 {
+            &self.edges
         }
         fn rseq(&self) -> &AtomicU32 {
             &self.rseq
@@ -262,7 +267,7 @@ pub(crate) mod heap {
 
 #[cfg(not(evfd_loom))]
 mod unit {
-    use super::heap::pair;
+    use super::heap::{pair, HeapProtocol};
     use super::*;
     use crate::mode::LIMIT;
     use std::sync::Arc;
@@ -383,6 +388,135 @@ mod unit {
         a.disarm_bell();
         b.try_write(1).unwrap();
         assert!(!a.os.bell.load(SeqCst), "no consumer: no ring");
+    }
+
+    /// An edge-only consumer alone: one ring per fill (0 → positive), none for a write to
+    /// a positive count, no drain ever; unregistered, writes ring nothing.
+    #[test]
+    fn edge_consumer_rings_each_fill_and_never_drains() {
+        let (a, b) = pair(Mode::AutoReset, 0);
+        a.arm_edge_bell();
+        assert_eq!((a.edge_bells(), a.sleepers()), (1, (0, 0, 0)));
+        assert_eq!(
+            a.os.rings.load(SeqCst),
+            0,
+            "count 0 at registration: no ring"
+        );
+        for round in 1..=5 {
+            b.try_write(1).unwrap();
+            b.try_write(2).unwrap(); // not a fill
+            assert_eq!(a.os.rings.load(SeqCst), round);
+            assert!(a.deliver().unwrap().contains(Events::IN));
+            assert_eq!(a.os.drains.load(SeqCst), 0);
+            assert!(a.os.bell.load(SeqCst), "never drained");
+        }
+        // A blocking write's first try (the inlined wake) rings too.
+        b.write(1, None).unwrap();
+        assert_eq!(a.os.rings.load(SeqCst), 6);
+        assert_eq!(b.try_read().unwrap(), 1);
+        a.disarm_edge_bell();
+        assert_eq!(a.edge_bells(), 0);
+        b.try_write(1).unwrap();
+        assert_eq!(a.os.rings.load(SeqCst), 6, "nobody registered: no ring");
+    }
+
+    /// An edge-only consumer registering while the count is positive gets a ring at once.
+    #[test]
+    fn edge_consumer_registering_on_a_positive_count_is_rung() {
+        let (a, b) = pair(Mode::Counter, 3);
+        a.arm_edge_bell();
+        assert_eq!(a.os.rings.load(SeqCst), 1);
+        assert_eq!(b.try_read().unwrap(), 3);
+        assert_eq!(a.os.drains.load(SeqCst), 0);
+    }
+
+    /// Level and edge-only consumers together: the level invariant holds after every step
+    /// (the doorbell readable iff the count is positive), each fill rings once (the level
+    /// sync's ring serves the edge-only consumer too), and the level consumer leaving
+    /// turns the drains off.
+    #[test]
+    fn level_and_edge_consumers_together() {
+        let (a, b) = pair(Mode::Semaphore, 0);
+        a.arm_edge_bell();
+        b.arm_bell();
+        let level = |p: &HeapProtocol| assert_eq!(p.os.bell.load(SeqCst), p.count() > 0);
+        level(&a);
+        let drains0 = a.os.drains.load(SeqCst);
+        for round in 1..=3 {
+            b.try_write(2).unwrap();
+            level(&a);
+            assert_eq!(a.os.rings.load(SeqCst), round, "one ring per fill");
+            a.try_read().unwrap();
+            level(&a);
+            a.try_read().unwrap();
+            level(&a);
+            assert_eq!(a.os.drains.load(SeqCst), drains0 + round);
+        }
+        // A second edge-only consumer registering on a positive count rings; the level
+        // consumer's doorbell stays right.
+        b.try_write(1).unwrap();
+        b.arm_edge_bell();
+        level(&a);
+        a.try_read().unwrap();
+        level(&a);
+        b.disarm_bell();
+        let drains = a.os.drains.load(SeqCst);
+        b.try_write(1).unwrap();
+        a.try_read().unwrap();
+        assert_eq!(a.os.drains.load(SeqCst), drains, "edge-only left: no drain");
+        assert!(a.os.bell.load(SeqCst), "rung, and left so");
+        a.disarm_edge_bell();
+        b.disarm_edge_bell();
+        assert_eq!((a.edge_bells(), a.sleepers()), (0, (0, 0, 0)));
+    }
+
+    /// An edge-only ring that finds a level consumer (registered after the ringer looked)
+    /// and the count 0 drains again: the level invariant holds. Here the ring's look is
+    /// called by hand, after a level consumer registered and the count was emptied.
+    #[test]
+    fn edge_ring_finding_a_level_consumer_at_zero_drains() {
+        let (a, b) = pair(Mode::Counter, 0);
+        a.arm_edge_bell();
+        b.arm_bell();
+        a.ring_edge(); // a ring that landed after the level sync, at count 0
+        assert!(!a.os.bell.load(SeqCst), "drained by the ring's own look");
+        b.try_write(1).unwrap();
+        a.ring_edge(); // count positive: the ring agrees, nothing more
+        assert!(a.os.bell.load(SeqCst));
+    }
+
+    /// Switching a consumer both ways: level → edge-only (register edge, then leave
+    /// level) and edge-only → level (`arm_bell`, which drains a doorbell left rung at count
+    /// 0, then leave edge), as `SharedFdView::set_edge_only` does.
+    #[test]
+    fn switching_edge_and_level() {
+        let (a, b) = pair(Mode::AutoReset, 0);
+        a.arm_bell();
+        a.arm_edge_bell();
+        a.disarm_bell();
+        assert_eq!((a.edge_bells(), a.sleepers().2), (1, 0));
+        b.try_write(1).unwrap();
+        assert!(a.deliver().unwrap().contains(Events::IN));
+        assert!(a.os.bell.load(SeqCst), "edge-only: left rung at count 0");
+        let drains = a.os.drains.load(SeqCst);
+        a.arm_bell();
+        a.disarm_edge_bell();
+        assert_eq!((a.edge_bells(), a.sleepers().2), (0, 1));
+        assert!(!a.os.bell.load(SeqCst), "level again: drained");
+        assert_eq!(a.os.drains.load(SeqCst), drains + 1);
+        // Back to edge-only while the count is positive: rung at registration.
+        b.try_write(1).unwrap();
+        let rings = a.os.rings.load(SeqCst);
+        a.arm_edge_bell();
+        a.disarm_bell();
+        assert_eq!(a.os.rings.load(SeqCst), rings + 1);
+        // And to level while positive: stays rung, no drain.
+        let drains = a.os.drains.load(SeqCst);
+        a.arm_bell();
+        a.disarm_edge_bell();
+        assert!(a.os.bell.load(SeqCst));
+        assert_eq!(a.os.drains.load(SeqCst), drains);
+        a.disarm_bell();
     }
 
     /// A sleeper that died registered (its count and its flag left in the region) costs
@@ -840,6 +974,102 @@ mod loom {
             a.arm_bell();
             w.join().unwrap();
             r.join().unwrap();
+            assert_eq!(a.os.bell.load(SeqCst), a.count() > 0);
+        });
+    }
+
+    /// A look at a word inside a model, made as an RMW adding 0: a `SeqCst` load reads the
+    /// last write before it in the one total order, but loom models it as `Acquire` and may
+    /// let it read an older value (a ring counted before the look would then look as if it
+    /// came after it, or a count already refilled as 0). An RMW reads the latest value, as
+    /// the real load does.
+    fn latest(w: &AtomicU64) -> u64 {
+        w.fetch_add(0, SeqCst)
+    }
+
+    /// An edge-only consumer registering (its edge-triggered watch first: the rings it
+    /// has seen) against a fill in the other process: the count ends positive, and the
+    /// doorbell was rung after the watch, by the fill or by the registration's own ring.
+    /// Nothing drains.
+    #[test]
+    fn shared_edge_registration_vs_fill() {
+        ::loom::model(|| {
+            let (a, b) = pair(Mode::Counter, 0);
+            let a = Arc::new(a);
+            let a2 = Arc::clone(&a);
+            let e = thread::spawn(move || {
+                let seen = latest(&a2.os.rings);
+                a2.arm_edge_bell();
+                seen
+            });
+            b.try_write(1).unwrap();
+            let seen = e.join().unwrap();
+            assert_eq!(a.count(), 1);
+            assert!(a.os.rings.load(SeqCst) > seen, "no ring after the watch");
+            assert_eq!(a.os.drains.load(SeqCst), 0);
+        });
+    }
+
+    /// Claim (edges): with an edge-only consumer registered, a consumer takes the count
+    /// to 0 and looks (the rings it has seen, then the count), while the other process
+    /// writes 1. If it looked and saw 0 and the count ends positive, a ring came after
+    /// the look.
+    #[test]
+    fn shared_edge_ring_after_an_empty_look() {
+        ::loom::model(|| {
+            let (a, b) = pair(Mode::AutoReset, 1);
+            a.arm_edge_bell();
+            let a = Arc::new(a);
+            let a2 = Arc::clone(&a);
+            let c = thread::spawn(move || {
+                let _ = a2.deliver().unwrap();
+                let seen = latest(&a2.os.rings);
+                (seen, latest(&a2.words.count) == 0)
+            });
+            b.try_write(1).unwrap();
+            let (seen, empty) = c.join().unwrap();
+            if empty && a.count() > 0 {
+                assert!(a.os.rings.load(SeqCst) > seen, "no ring after the look");
+            }
+            assert_eq!(a.os.drains.load(SeqCst), 0);
+        });
+    }
+
+    /// Claim (level) with edge-only rings: an edge-only consumer registered, a fill in
+    /// one process, and in the other a level consumer registering and then reading. The
+    /// fill may find no level consumer and ring for the edge-only one after the level
+    /// consumer synced and the read drained: the ring's own look drains again.
+    #[test]
+    fn shared_edge_ring_vs_level_arrival() {
+        ::loom::model(|| {
+            let (a, b) = pair(Mode::Counter, 0);
+            a.arm_edge_bell();
+            let b = Arc::new(b);
+            let b2 = Arc::clone(&b);
+            let l = thread::spawn(move || {
+                b2.arm_bell();
+                let _ = b2.try_read();
+            });
+            a.try_write(1).unwrap();
+            l.join().unwrap();
+            assert_eq!(a.os.bell.load(SeqCst), a.count() > 0);
+        });
+    }
+
+    /// Claim (level) with edge-only rings: a level consumer registered and the count
+    /// positive (rung); an edge-only consumer registering (it rings: the count is
+    /// positive) against a read that empties the count (and drains): the doorbell ends
+    /// readable iff the count is positive.
+    #[test]
+    fn shared_edge_registration_vs_level_drain() {
+        ::loom::model(|| {
+            let (a, b) = pair(Mode::Counter, 1);
+            b.arm_bell();
+            let a = Arc::new(a);
+            let a2 = Arc::clone(&a);
+            let e = thread::spawn(move || a2.arm_edge_bell());
+            assert_eq!(b.try_read().unwrap(), 1);
+            e.join().unwrap();
             assert_eq!(a.os.bell.load(SeqCst), a.count() > 0);
         });
     }
