@@ -108,6 +108,30 @@ fn one_edge_per_notify_no_drain() {
     );
 }
 
+/// A peer saturates the shared doorbell (a write of `u64::MAX - 1` through its copy of the
+/// description): a ring can add nothing then, yet each 0 → positive edge of the count
+/// still reaches an edge-triggered watcher (the ring's write of 0), and the doorbell is
+/// never drained.
+#[test]
+fn saturated_doorbell_still_makes_edges() {
+    let kick = SharedNotifier::new(Mode::AutoReset).unwrap();
+    let view = kick.fd_view().unwrap();
+    view.set_edge_only(true).unwrap();
+    let et = Et::new(&view);
+    let drains = kick.stats().drains; // the view's creation (level) synced it once
+    rustix::io::write(&view, &(u64::MAX - 1).to_ne_bytes()).unwrap();
+    assert_eq!(et.wait(Some(LONG)), 1, "the peer's write is an edge");
+    assert_eq!(et.now(), 0);
+    for round in 0..3 {
+        kick.notify().unwrap();
+        assert_eq!(et.wait(Some(LONG)), 1, "round {round}: an edge, saturated");
+        assert_eq!(et.now(), 0, "round {round}: reported once");
+        assert!(view.consume().unwrap().contains(Events::IN));
+    }
+    assert_eq!(kick.stats().drains, drains, "nobody drained it");
+    assert!(readable(&view));
+}
+
 /// A peer process writes while this side waits in the edge-triggered epoll: each write
 /// (after a sleep, so that this side is asleep by then) wakes it; the rings are the
 /// peer's, and nobody drains.

@@ -120,8 +120,15 @@ impl Os for SysOs {
 
     fn ring(&self) {
         self.rings.fetch_add(1, Relaxed);
-        // EAGAIN: saturated, so readable: rung.
-        let _ = bell_write(self.bell.as_fd(), 1);
+        // EAGAIN: saturated (a peer wrote the count up to the limit), so readable: rung for
+        // level watchers. An edge-triggered watcher (an edge-only view, which nobody
+        // drains) still needs an edge: a write of 0 fits below the limit and wakes the
+        // eventfd's queue, which is an edge, and changes nothing.
+        if let Err(e) = bell_write(self.bell.as_fd(), 1) {
+            if e.kind() == io::ErrorKind::WouldBlock {
+                let _ = bell_write(self.bell.as_fd(), 0);
+            }
+        }
     }
 
     fn drain(&self) {
