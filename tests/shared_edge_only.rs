@@ -5,14 +5,14 @@
 //! doorbell left rung at count 0; a fork child's copy of a view refuses the switch.
 
 mod shared_util;
+mod util;
 
 use std::io::ErrorKind;
-use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
 use evfd::{Events, Mode, SharedNotifier};
-use rustix::event::epoll::{self, CreateFlags, EventData, EventFlags};
 use shared_util::{connected, fork_child, readable};
+use util::Kep;
 
 const LONG: Duration = Duration::from_secs(10);
 
@@ -20,53 +20,6 @@ const LONG: Duration = Duration::from_secs(10);
 #[test]
 fn peer_entry() {
     shared_util::peer_main();
-}
-
-/// A kernel epoll watching one fd for `IN`, edge-triggered.
-struct Et {
-    ep: OwnedFd,
-}
-
-impl Et {
-    fn new(fd: impl AsFd) -> Et {
-        let ep = epoll::create(CreateFlags::CLOEXEC).unwrap();
-        epoll::add(
-            &ep,
-            fd,
-            EventData::new_u64(7),
-            EventFlags::IN | EventFlags::ET,
-        )
-        .unwrap();
-        Et { ep }
-    }
-
-    /// `epoll_wait` (`None`: no timeout): the number of events, 0 or 1.
-    fn wait(&self, timeout: Option<Duration>) -> usize {
-        let mut evs = [epoll::Event {
-            flags: EventFlags::empty(),
-            data: EventData::new_u64(0),
-        }];
-        let ts = timeout.map(|d| rustix::event::Timespec::try_from(d).unwrap());
-        loop {
-            match epoll::wait(&self.ep, &mut evs, ts.as_ref()) {
-                Ok(n) => {
-                    if n == 1 {
-                        assert_eq!(evs[0].data.u64(), 7);
-                        let flags = evs[0].flags;
-                        assert!(flags.contains(EventFlags::IN));
-                    }
-                    return n;
-                }
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => panic!("epoll_wait: {e}"),
-            }
-        }
-    }
-
-    /// Events reported now.
-    fn now(&self) -> usize {
-        self.wait(Some(Duration::ZERO))
-    }
 }
 
 /// An AutoReset notifier, N rounds of notify → the edge-triggered epoll reports one edge
@@ -80,17 +33,17 @@ fn one_edge_per_notify_no_drain() {
     view.set_edge_only(true).unwrap(); // no change
     assert!(view.is_edge_only());
     assert_eq!((kick.sleepers().2, kick.edge_consumers()), (0, 1));
-    let et = Et::new(&view);
-    assert_eq!(et.now(), 0, "nothing rung yet");
+    let et = Kep::new(&view, true);
+    assert!(!et.ready_now(), "nothing rung yet");
     let base = kick.stats();
     for round in 1..=N {
         kick.notify().unwrap();
         kick.notify().unwrap(); // the count is positive already: no ring, no edge
         assert_eq!(et.wait(Some(LONG)), 1, "round {round}: one edge");
-        assert_eq!(et.now(), 0, "round {round}: reported once");
+        assert!(!et.ready_now(), "round {round}: reported once");
         assert!(view.consume().unwrap().contains(Events::IN));
         assert_eq!(kick.count(), 0);
-        assert_eq!(et.now(), 0, "round {round}: emptying makes no edge");
+        assert!(!et.ready_now(), "round {round}: emptying makes no edge");
         let st = kick.stats();
         assert_eq!(
             (st.rings - base.rings, st.drains - base.drains),
@@ -117,15 +70,15 @@ fn saturated_doorbell_still_makes_edges() {
     let kick = SharedNotifier::new(Mode::AutoReset).unwrap();
     let view = kick.fd_view().unwrap();
     view.set_edge_only(true).unwrap();
-    let et = Et::new(&view);
+    let et = Kep::new(&view, true);
     let drains = kick.stats().drains; // the view's creation (level) synced it once
     rustix::io::write(&view, &(u64::MAX - 1).to_ne_bytes()).unwrap();
     assert_eq!(et.wait(Some(LONG)), 1, "the peer's write is an edge");
-    assert_eq!(et.now(), 0);
+    assert!(!et.ready_now());
     for round in 0..3 {
         kick.notify().unwrap();
         assert_eq!(et.wait(Some(LONG)), 1, "round {round}: an edge, saturated");
-        assert_eq!(et.now(), 0, "round {round}: reported once");
+        assert!(!et.ready_now(), "round {round}: reported once");
         assert!(view.consume().unwrap().contains(Events::IN));
     }
     assert_eq!(kick.stats().drains, drains, "nobody drained it");
@@ -141,7 +94,7 @@ fn peer_writes_wake_this_side_asleep() {
     let (s, mut p) = connected(Mode::AutoReset, 0);
     let view = s.fd_view().unwrap();
     view.set_edge_only(true).unwrap();
-    let et = Et::new(&view);
+    let et = Kep::new(&view, true);
     let drains = s.stats().drains;
     for round in 1..=ROUNDS {
         p.send("sleep 5");
@@ -150,7 +103,7 @@ fn peer_writes_wake_this_side_asleep() {
         assert_eq!(p.reply(), "ok");
         assert_eq!(p.reply(), "ok 0");
         assert!(view.consume().unwrap().contains(Events::IN));
-        assert_eq!(et.now(), 0, "round {round}");
+        assert!(!et.ready_now(), "round {round}");
     }
     // The peer's counters: "ok wakes waits rings drains".
     let peer: Vec<u64> = p
@@ -174,7 +127,7 @@ fn level_and_edge_only_views_together() {
         let edge = s.fd_view().unwrap();
         edge.set_edge_only(true).unwrap();
         assert_eq!((s.sleepers().2, s.edge_consumers()), (1, 1), "{mode:?}");
-        let et = Et::new(&edge);
+        let et = Kep::new(&edge, true);
         let check = |what: &str| {
             assert_eq!(
                 readable(&level),
@@ -195,9 +148,9 @@ fn level_and_edge_only_views_together() {
             check("a write");
             if was == 0 {
                 edges += 1;
-                assert_eq!(et.now(), 1, "{mode:?} round {round}: an edge");
+                assert!(et.ready_now(), "{mode:?} round {round}: an edge");
             }
-            assert_eq!(et.now(), 0, "{mode:?} round {round}: once");
+            assert!(!et.ready_now(), "{mode:?} round {round}: once");
             if round % 3 == 0 {
                 // Empty it.
                 while s.try_read().is_ok() {
@@ -209,7 +162,10 @@ fn level_and_edge_only_views_together() {
                 assert!(p.cmd("s consume").starts_with("ok "), "{mode:?}");
                 check("a peer's delivery");
             }
-            assert_eq!(et.now(), 0, "{mode:?} round {round}: no edge from a read");
+            assert!(
+                !et.ready_now(),
+                "{mode:?} round {round}: no edge from a read"
+            );
         }
         assert!(edges > 0);
         // The level view leaving: the edge-only one still gets its edges.
@@ -217,7 +173,7 @@ fn level_and_edge_only_views_together() {
         drop(level);
         assert_eq!((s.sleepers().2, s.edge_consumers()), (0, 1), "{mode:?}");
         assert_eq!(p.cmd("s tw 1"), "ok 0");
-        assert_eq!(et.now(), 1, "{mode:?}: the peer's fill");
+        assert!(et.ready_now(), "{mode:?}: the peer's fill");
     }
 }
 
@@ -263,12 +219,12 @@ fn back_to_level_at_zero_is_not_readable() {
 fn switching_on_a_positive_count_rings() {
     let s = SharedNotifier::builder().initial(3).build().unwrap();
     let view = s.fd_view().unwrap();
-    let et = Et::new(&view);
-    assert_eq!(et.now(), 1, "readable at the watch's registration");
+    let et = Kep::new(&view, true);
+    assert!(et.ready_now(), "readable at the watch's registration");
     let rings = s.stats().rings;
     view.set_edge_only(true).unwrap();
     assert_eq!(s.stats().rings, rings + 1);
-    assert_eq!(et.now(), 1, "the switch's ring is an edge");
+    assert!(et.ready_now(), "the switch's ring is an edge");
 }
 
 /// A fork child's copy of a view refuses the switch with `Unsupported` and changes
