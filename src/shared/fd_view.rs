@@ -1,6 +1,11 @@
 //! [`SharedFdView`]: a real fd readable exactly while a [`SharedNotifier`]'s count is
 //! non-zero (a duplicate of the doorbell, which mirrors `count > 0` while a consumer is
-//! registered), made by [`SharedNotifier::fd_view`].
+//! registered), made by [`SharedNotifier::fd_view`]; or, edge-only, rung at each
+//! 0 → non-zero edge and never drained for it ([`SharedFdView::set_edge_only`]).
+//!
+//! LOCKING: one lock per view, `SharedFdView::edge_only`, a leaf: held across a mode
+//! switch (the region's registration changes and their doorbell syscalls; no foreign
+//! code), so that two switches of one view do not interleave, and to read the mode.
 
 use std::fmt;
 use std::io;
