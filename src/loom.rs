@@ -92,9 +92,10 @@ pub(crate) fn lock<T>(m: &sync::Mutex<T>) -> sync::MutexGuard<'_, T> {
     }
 }
 
-/// The `SeqCst` load that seeds a read-modify-write of the same atomic (a compare-and-swap
-/// loop's first guess, or a look that decides whether to swap): a plain load, and under
-/// `--cfg evfd_loom` an RMW that adds 0, with `Acquire` ordering.
+/// A `SeqCst` load that loom must order against other threads' RMWs of the same atomic
+/// (the seed of a compare-and-swap loop, a look that decides whether to swap, a model's
+/// look at a word): a plain load, and under `--cfg evfd_loom` an RMW that adds 0, with
+/// `Acquire` ordering.
 ///
 /// loom 0.7 keeps one "last access" per atomic for its race search: a thread's load
 /// replaces another thread's earlier load there, so when the first thread's RMW comes, the

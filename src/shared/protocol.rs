@@ -1196,14 +1196,10 @@ impl<W: Words, O: Os> Protocol<W, O> {
         self.words.sleepers().fetch_sub(WRITER, SeqCst);
     }
 
-    /// The raw sleepers word (for tests and `Debug`): (readers, writers, bells).
+    /// The raw sleepers word (for tests and `Debug`): (readers, writers, level bells).
     pub(crate) fn sleepers(&self) -> (u64, u64, u64) {
         let s = self.words.sleepers().load(SeqCst);
-        (
-            s & FIELD,
-            (s >> FIELD_BITS) & FIELD,
-            (s >> (2 * FIELD_BITS)) & FIELD,
-        )
+        (s & FIELD, (s >> FIELD_BITS) & FIELD, Self::level_bells(s))
     }
 }
 

@@ -20,6 +20,7 @@ use loom::thread;
 use crate::epoll::Epoll;
 use crate::events::{Event, Events};
 use crate::fd::FdView;
+use crate::loom::SeedLoad;
 use crate::mode::Mode;
 use crate::notifier::Notifier;
 
@@ -85,16 +86,12 @@ fn claim_two(
     }
 }
 
-/// A consumer's look at the count (as [`Notifier::count`]), made as an RMW adding 0: a
-/// `SeqCst` load reads the last write before it in the one total order, but loom models it
-/// as `Acquire` and may let it read an older value, after the write's ring was counted; the
-/// ring would then look as if it came before the look (the ring counter is a std atomic,
-/// which loom does not order). An RMW reads the latest value, as the real load does.
+/// A consumer's look at the count (as [`Notifier::count`]), through
+/// [`SeedLoad`](crate::loom::SeedLoad): a plain load under loom could read 0 after the
+/// write's ring was counted (the ring counter is a std atomic, which loom does not order),
+/// and the ring would then look as if it came before the look.
 fn looks_empty(n: &Notifier) -> bool {
-    n.core
-        .count
-        .fetch_add(0, loom::sync::atomic::Ordering::SeqCst)
-        == 0
+    n.core.count.seed_load() == 0
 }
 
 /// [`claim_two`] with two readers: B's `try_read` against A's, which looks (finds it empty).

@@ -724,6 +724,7 @@ mod unit {
 mod loom {
     use super::heap::{pair, HeapProtocol, HeapWords};
     use super::*;
+    use crate::loom::SeedLoad;
     use crate::mode::LIMIT;
     use ::loom::thread;
     use std::sync::Arc;
@@ -978,13 +979,11 @@ mod loom {
         });
     }
 
-    /// A look at a word inside a model, made as an RMW adding 0: a `SeqCst` load reads the
-    /// last write before it in the one total order, but loom models it as `Acquire` and may
-    /// let it read an older value (a ring counted before the look would then look as if it
-    /// came after it, or a count already refilled as 0). An RMW reads the latest value, as
-    /// the real load does.
+    /// A look at a word inside a model, through [`SeedLoad`](crate::loom::SeedLoad): a
+    /// plain load under loom could read an older value (a ring counted before the look
+    /// would then look as if it came after it, or a count already refilled as 0).
     fn latest(w: &AtomicU64) -> u64 {
-        w.fetch_add(0, SeqCst)
+        w.seed_load()
     }
 
     /// An edge-only consumer registering (its edge-triggered watch first: the rings it
