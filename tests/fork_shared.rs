@@ -9,19 +9,7 @@ mod shared_util;
 use std::time::Duration;
 
 use evfd::{Mode, SharedNotifier};
-use shared_util::fork_child;
-
-fn wait_child(pid: libc::pid_t) -> i32 {
-    let mut status = 0;
-    // SAFETY: `pid` is our child; `status` is a valid out-pointer.
-    let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert_eq!(r, pid);
-    assert!(
-        libc::WIFEXITED(status),
-        "child did not exit normally: {status:#x}"
-    );
-    libc::WEXITSTATUS(status)
-}
+use shared_util::{fork_child, wait_child};
 
 #[test]
 fn fork_child_uses_the_parents_object_each_mode() {

@@ -2,16 +2,15 @@
 //! kernel pollers: an edge-triggered epoll gets one event per 0 → positive edge and the
 //! doorbell is never drained; a peer process's writes wake this side asleep in the epoll;
 //! a level view beside an edge-only one stays level-exact; going back to level drains a
-//! doorbell left rung at count 0; a fork child's copy of a view refuses the switch.
+//! doorbell left rung at count 0. (A fork child's copy of a view: `fork_shared_edge_only.rs`.)
 
 mod shared_util;
 mod util;
 
-use std::io::ErrorKind;
 use std::time::Duration;
 
 use evfd::{Events, Mode, SharedNotifier};
-use shared_util::{connected, fork_child, readable};
+use shared_util::{connected, readable};
 use util::Kep;
 
 const LONG: Duration = Duration::from_secs(10);
@@ -225,32 +224,4 @@ fn switching_on_a_positive_count_rings() {
     view.set_edge_only(true).unwrap();
     assert_eq!(s.stats().rings, rings + 1);
     assert!(et.ready_now(), "the switch's ring is an edge");
-}
-
-/// A fork child's copy of a view refuses the switch with `Unsupported` and changes
-/// nothing; the parent's view is untouched.
-#[test]
-fn fork_child_cannot_switch() {
-    let s = SharedNotifier::new(Mode::Counter).unwrap();
-    let view = s.fd_view().unwrap();
-    let pid = fork_child(|| {
-        let refused = matches!(
-            view.set_edge_only(true),
-            Err(e) if e.kind() == ErrorKind::Unsupported
-        );
-        let unchanged = !view.is_edge_only() && s.sleepers().2 == 1 && s.edge_consumers() == 0;
-        i32::from(!(refused && unchanged))
-    });
-    let mut status = 0;
-    // SAFETY: waitpid on our own child, with a valid status pointer.
-    let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert_eq!(r, pid);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "child: status {status:#x}"
-    );
-    assert!(!view.is_edge_only());
-    assert_eq!((s.sleepers().2, s.edge_consumers()), (1, 0));
-    view.set_edge_only(true).unwrap();
-    assert_eq!((s.sleepers().2, s.edge_consumers()), (0, 1));
 }

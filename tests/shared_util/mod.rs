@@ -476,6 +476,20 @@ pub fn rt() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// Reap the child `pid` (made by [`fork_child`]): its exit code, after asserting that it
+/// exited normally.
+pub fn wait_child(pid: libc::pid_t) -> i32 {
+    let mut status = 0;
+    // SAFETY: `pid` is our child; `status` is a valid out-pointer.
+    let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(r, pid);
+    assert!(
+        libc::WIFEXITED(status),
+        "child did not exit normally: {status:#x}"
+    );
+    libc::WEXITSTATUS(status)
+}
+
 /// Fork; the child runs `f` and `_exit`s with its result. The parent gets the child's pid.
 pub fn fork_child(f: impl FnOnce() -> i32) -> libc::pid_t {
     // SAFETY: fork has no preconditions of its own; the child below runs only `f`, which
