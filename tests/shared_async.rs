@@ -1,5 +1,7 @@
 //! `SharedNotifier::read_async` / `write_async` woken by a peer process, on tokio and on
-//! `futures`' executor; cancellation consumes nothing and unregisters.
+//! `futures`' executor; a read future's wake costs the writer's one ring and no drain;
+//! Semaphore futures sharing one edge all hear a write of several units; cancellation
+//! consumes nothing and unregisters.
 
 mod shared_util;
 
@@ -23,18 +25,22 @@ fn peer_entry() {
 fn read_async_woken_by_peer_each_mode() {
     for mode in [Mode::Counter, Mode::Semaphore, Mode::AutoReset] {
         let (s, mut p) = connected(mode, 0);
-        // The peer writes once this process's future is pending (registered on the bell).
-        p.send("wait_sleepers 0 0 1");
+        // The peer writes once this process's future is pending (registered on the bell,
+        // edge-only: no level consumer).
+        p.send("wait_edges 1");
         p.send("s w 3");
         let got = rt()
             .block_on(async { tokio::time::timeout(LONG, s.read_async()).await })
             .expect("read_async woken in time")
             .unwrap();
         assert_eq!(got, if mode == Mode::Semaphore { 1 } else { 3 }, "{mode:?}");
-        assert_eq!(p.reply(), "ok 0 0 1");
+        assert_eq!(p.reply(), "ok 1");
         assert_eq!(p.reply(), "ok 0");
-        // Completed: no longer a doorbell consumer.
-        assert_eq!(s.sleepers().2, 0, "{mode:?}");
+        // Completed: no longer a doorbell consumer of either kind.
+        assert_eq!((s.sleepers().2, s.edge_consumers()), (0, 0), "{mode:?}");
+        // The peer's fill rang once; nobody drained.
+        assert_eq!(p.cmd("stats"), "ok 0 0 1 0", "{mode:?}");
+        assert_eq!(s.stats().drains, 0, "{mode:?}");
     }
 }
 
@@ -52,7 +58,55 @@ fn read_async_stream_of_bursts_counts_every_unit() {
     assert_eq!(total, 5000);
     assert_eq!(p.reply(), "ok");
     assert_eq!(s.count(), 0);
-    assert_eq!(s.sleepers(), (0, 0, 0));
+    assert_eq!((s.sleepers(), s.edge_consumers()), ((0, 0, 0), 0));
+    // Each wake cost the peer one ring (a fill with this side's future pending), and
+    // neither side ever drained the doorbell.
+    let peer = p.cmd("stats");
+    let f: Vec<u64> = peer
+        .split(' ')
+        .skip(1)
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let (rings, drains) = (f[2], f[3]);
+    assert!((1..=5000).contains(&rings), "{peer}");
+    assert_eq!(drains, 0, "{peer}");
+    assert_eq!(s.stats().drains, 0);
+}
+
+/// Semaphore futures of one process share one edge of the doorbell: a single write of
+/// several units (one fill, one ring) must still complete every pending future, each
+/// with 1. The future the edge woke rings again while units are left and others wait.
+#[test]
+fn semaphore_futures_sharing_one_edge_all_complete() {
+    let (s, mut p) = connected(Mode::Semaphore, 0);
+    for k in [2u64, 3, 5] {
+        // Two workers: the futures are pending (registered) before the peer writes.
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_time()
+            .build()
+            .unwrap();
+        let futs: Vec<_> = (0..k)
+            .map(|_| {
+                let s = s.clone();
+                rt.spawn(async move { s.read_async().await })
+            })
+            .collect();
+        p.send(&format!("wait_edges {k}"));
+        assert_eq!(p.reply(), format!("ok {k}"));
+        p.send(&format!("s w {k}"));
+        rt.block_on(async {
+            for f in futs {
+                let got = tokio::time::timeout(LONG, f)
+                    .await
+                    .unwrap_or_else(|_| panic!("k = {k}: a future was never woken"));
+                assert_eq!(got.unwrap().unwrap(), 1, "k = {k}");
+            }
+        });
+        assert_eq!(p.reply(), "ok 0");
+        assert_eq!(s.count(), 0, "k = {k}");
+        assert_eq!(s.edge_consumers(), 0, "k = {k}");
+    }
 }
 
 #[test]
@@ -76,9 +130,13 @@ fn cancelled_futures_consume_nothing_and_unregister() {
     {
         let mut f = pin!(s.read_async());
         assert!(f.as_mut().poll(&mut cx).is_pending());
-        assert_eq!(s.sleepers().2, 1, "pending: a doorbell consumer");
+        assert_eq!(
+            (s.sleepers().2, s.edge_consumers()),
+            (0, 1),
+            "pending: an edge-only doorbell consumer"
+        );
     }
-    assert_eq!(s.sleepers().2, 0, "dropped: unregistered");
+    assert_eq!(s.edge_consumers(), 0, "dropped: unregistered");
     s.write(2).unwrap();
     assert_eq!(s.count(), 2, "nothing consumed");
     let rings = s.stats().rings;

@@ -5,10 +5,13 @@
 //! whose kernel side the crate's watcher thread listens to, one per process). No future
 //! has a thread of its own.
 //!
-//! - **Readers**: while a read future is pending the notifier is registered as a doorbell
-//!   consumer, so the doorbell mirrors `count > 0` and the notifier's reader epoll
-//!   (level-triggered `IN`, shared by its read futures) reports it readable exactly then,
-//!   in whichever process the count was written.
+//! - **Readers**: while a read future is pending it is registered in the region as an
+//!   edge-only doorbell consumer, so every write that takes the count from 0, in whichever
+//!   process, rings the doorbell, and nothing drains it: a wake costs that one `write(2)`.
+//!   The read futures of one process share one watch of the doorbell, the notifier's
+//!   reader epoll (edge-triggered `IN`); a Semaphore read that leaves units while another
+//!   of them waits rings once more, since one edge wakes one future (protocol docs,
+//!   "Async readers").
 //! - **Writers** waiting for room (a count near [`LIMIT`](crate::mode::LIMIT): rare) each watch
 //!   the doorbell edge-triggered in an epoll of their own and register in the region as
 //!   waiting writers, and ask for a pulse before each re-check; the next consumption then
@@ -30,12 +33,16 @@ use super::notifier::SharedNotifier;
 use crate::epoll::Epoll;
 use crate::events::{Event, Events};
 
-/// This process's registration as a doorbell consumer while a read future is pending.
-struct BellArm<'a>(&'a SharedNotifier);
+/// This read future's registration as an edge-only doorbell consumer, from its first
+/// wait until it completes (`took`) or is dropped.
+struct EdgeArm<'a> {
+    s: &'a SharedNotifier,
+    took: bool,
+}
 
-impl Drop for BellArm<'_> {
+impl Drop for EdgeArm<'_> {
     fn drop(&mut self) {
-        self.0.disarm_bell_here();
+        self.s.disarm_edge_waiter_here(self.took);
     }
 }
 
@@ -44,9 +51,12 @@ impl SharedNotifier {
     /// count (Counter, AutoReset: the completion is the delivery, it resets) or 1
     /// (Semaphore).
     ///
-    /// Cancel-safe: a future dropped before it completes consumed nothing. While it is
-    /// pending it waits in an [`Epoll`] on the doorbell, which then mirrors
-    /// `count > 0` (one syscall on each edge); a read that finds units is memory only.
+    /// Cancel-safe: a future dropped before it completes consumed nothing. A read that
+    /// finds units is memory only. A future that has to wait registers in the region as an
+    /// edge-only doorbell consumer and waits in an [`Epoll`] watching the doorbell (one
+    /// per process and notifier, shared by its read futures): a write that takes the count
+    /// from 0 then rings it, one `write(2)`, and nothing drains it, so a wake costs that one
+    /// syscall on the writer's side ([`stats`](Self::stats): `rings`, and no `drains`).
     ///
     /// # Errors
     ///
@@ -113,7 +123,7 @@ impl SharedNotifier {
     }
 
     /// The epoll this process's read futures on this notifier wait in (made by the first
-    /// one that waits): its doorbell, level-triggered.
+    /// one that waits): its doorbell, edge-triggered.
     ///
     /// In the process that made this handle, a `OnceLock`. A `fork` child has a copy of it,
     /// whose epoll (if the parent made one) is the parent's and refuses to work there
@@ -159,46 +169,50 @@ impl SharedNotifier {
 
     fn new_reader_epoll(&self) -> io::Result<Epoll> {
         let ep = Epoll::new();
-        ep.add(&self.bell_fd(), Events::IN, 0)?;
+        ep.add(&self.bell_fd(), Events::IN | Events::ET, 0)?;
         Ok(ep)
     }
 }
 
 /// `SharedNotifier::read_async`.
 ///
-/// A readable doorbell with an empty count is a spurious wake: a stray ring by the peer, or a
-/// peer killed between emptying the count and draining the doorbell. The future then makes
-/// the doorbell agree with the count again (drain, re-check: a real ring after the drain
-/// leaves it readable) and waits again; after [`SPURIOUS_BEFORE_YIELD`] spurious wakes in a
-/// row it returns `Pending` once (waking itself), so a peer that rings without writing
-/// can cost the task some syscalls but never its executor's other tasks or a timeout.
+/// The watch comes first (the process's reader epoll), then the registration, then a try
+/// (the look of the protocol's claim): a write after that try rings, and its edge is
+/// queued on the watch. A wake that finds the count empty is spurious: a stray ring by the
+/// peer, a ring queued while no future waited, or units another consumer took first. The
+/// future waits again (nothing to resync: no drain is owed for it); after
+/// [`SPURIOUS_BEFORE_YIELD`] spurious wakes in a row it returns `Pending` once (waking
+/// itself), so a peer that rings without writing can cost the task some wakes but never
+/// its executor's other tasks or a timeout.
 async fn read(s: &SharedNotifier) -> io::Result<u64> {
     // Made (or taken from its slot) by the first wait: a read that finds units needs none.
     let mut ep = None;
-    let mut arm = None;
+    let mut arm: Option<EdgeArm<'_>> = None;
     let mut evs = [Event::default(); 1];
     let mut spurious = 0;
     loop {
         match s.try_read() {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            r => return r,
-        }
-        if arm.is_none() {
-            s.arm_bell_here();
-            arm = Some(BellArm(s));
-            continue; // re-check: the doorbell follows the count from now on
-        }
-        if spurious > 0 {
-            s.resync_bell_here();
-            if spurious >= SPURIOUS_BEFORE_YIELD {
-                spurious = 0;
-                crate::wait_queue::task::yield_now().await;
+            r => {
+                if let Some(arm) = &mut arm {
+                    arm.took = r.is_ok();
+                }
+                return r;
             }
         }
         let ep = match &ep {
             Some(ep) => ep,
             None => ep.insert(s.reader_epoll()?),
         };
+        if arm.is_none() {
+            s.arm_edge_waiter_here();
+            arm = Some(EdgeArm { s, took: false });
+            continue; // the try after the registration
+        }
+        if spurious >= SPURIOUS_BEFORE_YIELD {
+            spurious = 0;
+            crate::wait_queue::task::yield_now().await;
+        }
         ep.wait_async(&mut evs).await?;
         spurious += 1; // reset by returning: a wake that finds units completes the future
     }

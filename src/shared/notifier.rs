@@ -47,7 +47,8 @@ pub struct SharedStats {
     /// is registered, or a consumption while a [`write_async`](SharedNotifier::write_async)
     /// waits for room).
     pub rings: u64,
-    /// Doorbell reads (a non-zero → 0 edge while a doorbell consumer is registered).
+    /// Doorbell reads (a non-zero → 0 edge while a level doorbell consumer is registered:
+    /// an epoll registration or an fd view that is not edge-only).
     pub drains: u64,
     /// Sleep-bell writes: a write finding the blocked reader that sleeps on the sleep bell
     /// (one blocked reader at a time sleeps there instead of in `FUTEX_WAIT`: its wake is
@@ -676,9 +677,15 @@ impl SharedNotifier {
         self.inner.proto.disarm_edge_bell();
     }
 
-    /// Make the doorbell agree with the count again after a spurious wake (drain first).
-    pub(super) fn resync_bell_here(&self) {
-        self.inner.proto.sync_bell(false);
+    /// Register a read future of this process as an edge-only doorbell consumer
+    /// (`asyncio`).
+    pub(super) fn arm_edge_waiter_here(&self) {
+        self.inner.proto.arm_edge_waiter();
+    }
+
+    /// Unregister it; `took`: it completed with a read (protocol docs, "Async readers").
+    pub(super) fn disarm_edge_waiter_here(&self, took: bool) {
+        self.inner.proto.disarm_edge_waiter(took);
     }
 
     /// The slots of the epoll that `read_async` waits in (`asyncio`): the maker process's,

@@ -175,7 +175,7 @@
 //! # Doorbell path (epoll, fd views)
 //!
 //! While a level doorbell consumer is registered (`sleepers.bells > 0`: every epoll
-//! registration, pending `read_async` and fd view that is not edge-only), the doorbell
+//! registration and fd view that is not edge-only), the doorbell
 //! eventfd mirrors `count > 0`: the write that takes the count from 0 rings it, the consumption that
 //! takes it to 0 drains it, and each such syscall is followed by a re-check that corrects
 //! it ([`Protocol::sync_bell`]):
@@ -261,6 +261,42 @@
 //! that author's load). Each case contradicts `X` being last. ∎ The loom models
 //! `shared_edge_*` below check both claims; one (`shared_edge_ring_vs_level_arrival`) is
 //! the race above, and fails without the look.
+//!
+//! # Async readers
+//!
+//! A pending `read_async` is an edge-only consumer too: the read futures of one process
+//! share one edge-triggered watch of the doorbell (an epoll, `super::asyncio`), and a wake
+//! costs the fill's ring and no drain. Two differences from an fd view:
+//!
+//! - **No ring at registration** ([`Protocol::arm_edge_waiter`]). A future registers after
+//!   its process's watch exists and then tries to read again: that try is the look of
+//!   claim (edges), so a count positive at the registration is taken by the try, or was
+//!   taken by someone else, or comes with a ring after the look.
+//! - **A take that leaves units passes the edge on** ([`Protocol::disarm_edge_waiter`]).
+//!   One ring makes one event on the process's watch, which wakes one future. Counter and
+//!   AutoReset reads take the whole count, so a positive count after them is a later fill,
+//!   which rings; a Semaphore read takes 1 and may leave units that the other futures of
+//!   the process, registered on the same edge, never hear of. So a Semaphore future that
+//!   read unregisters, and then, if another future of its process is registered
+//!   (`edge_waiters`, process-local) and the count is positive, rings once more
+//!   ([`ring_edge`](Protocol::ring_edge)):
+//!
+//! ```text
+//! registers (F)                  a Semaphore read completes (G)
+//!   edge_waiters += 1              take 1                  (the count's RMW)
+//!   edges += 1                     edges -= 1; edge_waiters -= 1
+//!   fence                          fence
+//!   try_read                       if edge_waiters > 0 && count > 0: ring_edge()
+//! ```
+//!
+//! *Claim.* F is not left waiting while the count is positive. If F's try (after its
+//! registration) saw `G`'s take or later, it saw what `G` left and took it, unless another
+//! consumer took it first. Otherwise `G`'s load of `edge_waiters` follows F's increment in
+//! the total order and sees it, and `G`'s look at the count follows `G`'s take: a positive
+//! count there rings after F's registration and after the event `G` was woken by. ∎ A ring
+//! that finds nobody waiting stays queued on the watch: the next future that waits has
+//! one spurious wake (its try finds 0 and it waits again). The loom models
+//! `shared_edge_waiter_*` below check both points.
 //!
 //! # An untrusted peer
 //!
@@ -472,6 +508,9 @@ pub(crate) struct Protocol<W, O> {
     /// How long this process's blocking calls spin before they register as sleepers,
     /// learned from their recent waits (`wait_queue::spin::SpinGauge`; process-local).
     pub(crate) spin: SpinGauge,
+    /// This process's read futures registered as edge-only consumers, which share one
+    /// edge-triggered watch of the doorbell (module docs, "Async readers"; process-local).
+    edge_waiters: AtomicU32,
 }
 
 /// A blocking call's state from one sleep to the next ([`Protocol::block`]).
@@ -521,6 +560,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
             os,
             mode,
             spin: SpinGauge::new(),
+            edge_waiters: AtomicU32::new(0),
         }
     }
 
@@ -531,6 +571,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
             os,
             mode,
             spin: SpinGauge::new(),
+            edge_waiters: AtomicU32::new(0),
         }
     }
 
@@ -938,6 +979,31 @@ impl<W: Words, O: Os> Protocol<W, O> {
     /// Unregister an edge-only doorbell consumer.
     pub(crate) fn disarm_edge_bell(&self) {
         self.words.edges().fetch_sub(1, SeqCst);
+    }
+
+    /// Register one of this process's read futures as an edge-only consumer, without the
+    /// ring for a positive count: the future looks at the count itself after this (module
+    /// docs, "Async readers"). Its process's edge-triggered watch of the doorbell is
+    /// registered before.
+    pub(crate) fn arm_edge_waiter(&self) {
+        self.edge_waiters.fetch_add(1, SeqCst);
+        self.words.edges().fetch_add(1, SeqCst);
+        crate::loom::dekker_fence();
+    }
+
+    /// Unregister a read future of this process (completed or dropped). `took`: it
+    /// completed with a read. A Semaphore read that leaves units while another read
+    /// future of this process is registered rings a new edge: the one it was woken by was
+    /// the process's only one (module docs, "Async readers").
+    pub(crate) fn disarm_edge_waiter(&self, took: bool) {
+        self.words.edges().fetch_sub(1, SeqCst);
+        self.edge_waiters.fetch_sub(1, SeqCst);
+        if took && self.mode == Mode::Semaphore {
+            crate::loom::dekker_fence();
+            if self.edge_waiters.load(SeqCst) != 0 && self.count() > 0 {
+                self.ring_edge();
+            }
+        }
     }
 
     /// The edge-only doorbell consumers the region counts now (for tests and `Debug`).

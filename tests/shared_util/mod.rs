@@ -402,6 +402,18 @@ pub fn peer_main() {
                 std::thread::sleep(Duration::from_millis(2));
                 format!("ok {}", s.sleepers().0)
             }
+            "wait_edges" => {
+                // Until the region counts at least `a[1]` edge-only doorbell consumers (a
+                // pending `read_async` is one).
+                let s = shared.as_ref().unwrap();
+                let want = arg(&a, 1);
+                let end = Instant::now() + WATCHDOG;
+                while s.edge_consumers() < want && Instant::now() < end {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                std::thread::sleep(Duration::from_millis(2));
+                format!("ok {}", s.edge_consumers())
+            }
             "sleep" => {
                 std::thread::sleep(Duration::from_millis(arg(&a, 1)));
                 "ok".to_string()

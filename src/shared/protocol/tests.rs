@@ -1073,6 +1073,61 @@ mod loom {
         });
     }
 
+    /// A read future registering with no ring of its own (its process's watch first: the
+    /// rings it has seen), then trying to read, against a fill in the other process: if
+    /// its try found nothing, the doorbell was rung after the watch. Nothing drains.
+    #[test]
+    fn shared_edge_waiter_registration_vs_fill() {
+        ::loom::model(|| {
+            let (a, b) = pair(Mode::Counter, 0);
+            let a = Arc::new(a);
+            let a2 = Arc::clone(&a);
+            let f = thread::spawn(move || {
+                let seen = latest(&a2.os.rings);
+                a2.arm_edge_waiter();
+                (seen, a2.try_read().ok())
+            });
+            b.try_write(1).unwrap();
+            match f.join().unwrap() {
+                (_, Some(n)) => assert_eq!(n, 1),
+                (seen, None) => {
+                    assert_eq!(a.count(), 1);
+                    assert!(a.os.rings.load(SeqCst) > seen, "no ring after the try");
+                }
+            }
+            assert_eq!(a.os.drains.load(SeqCst), 0);
+        });
+    }
+
+    /// Two Semaphore read futures of one process on its one watch: `G` is registered and
+    /// woken by a write of 2 (the fill's ring, the only event on the watch), takes 1 and
+    /// unregisters, while `F` registers and tries. If `F`'s try found nothing, `F` waits on
+    /// the watch whose event `G` took: a ring must follow `G`'s wake.
+    #[test]
+    fn shared_edge_waiter_semaphore_take_passes_the_edge_on() {
+        ::loom::model(|| {
+            let (a, b) = pair(Mode::Semaphore, 0);
+            a.arm_edge_waiter();
+            let a = Arc::new(a);
+            let a2 = Arc::clone(&a);
+            let f = thread::spawn(move || {
+                a2.arm_edge_waiter();
+                a2.try_read().ok()
+            });
+            b.try_write(2).unwrap();
+            // G's wake: the watch's event, which every ring so far made.
+            let heard = latest(&a.os.rings);
+            assert!(heard > 0, "the fill did not ring for a registered future");
+            assert_eq!(a.try_read().unwrap(), 1);
+            a.disarm_edge_waiter(true);
+            if f.join().unwrap().is_none() {
+                assert_eq!(a.count(), 1);
+                assert!(latest(&a.os.rings) > heard, "a unit left and no edge for F");
+            }
+            assert_eq!(a.os.drains.load(SeqCst), 0);
+        });
+    }
+
     /// A doorbell consumer (an epoll waiting on the doorbell fd) in one process, a writer
     /// in the other: the consumer is woken and finds the unit.
     #[test]
