@@ -17,9 +17,10 @@ fn a_fork_child_reads_async_on_the_parents_notifier() {
         let s = SharedNotifier::new(Mode::Counter).unwrap();
         let back = SharedNotifier::new(Mode::Counter).unwrap();
         if parent_read_first {
-            // The parent's read future makes its epoll (and leaves it for the next).
-            s.write(1).unwrap();
-            assert_eq!(futures::executor::block_on(s.read_async()).unwrap(), 1);
+            // The parent's read future waits, so it makes its epoll (and leaves it for the
+            // next): the unit comes once the future is registered, which it is only after
+            // its watch exists.
+            assert_eq!(read_async_woken(&s), 1);
         }
         in_child_then(
             "child reads async",
@@ -45,8 +46,26 @@ fn a_fork_child_reads_async_on_the_parents_notifier() {
                 }
             },
         );
-        // The parent's own read futures still work.
-        s.write(4).unwrap();
-        assert_eq!(futures::executor::block_on(s.read_async()).unwrap(), 4);
+        // The parent's own read futures still work, waiting in the parent's epoll.
+        assert_eq!(read_async_woken(&s), 1);
     }
+}
+
+/// `read_async` on `s` while the count is 0, woken by a thread's `write(1)` once the future
+/// is pending (registered in the region, its watch made).
+fn read_async_woken(s: &SharedNotifier) -> u64 {
+    let w = std::thread::spawn({
+        let s = s.clone();
+        move || {
+            let end = std::time::Instant::now() + Duration::from_secs(10);
+            while s.edge_consumers() == 0 {
+                assert!(std::time::Instant::now() < end, "the read never waited");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            s.write(1).unwrap();
+        }
+    });
+    let got = futures::executor::block_on(s.read_async()).unwrap();
+    w.join().unwrap();
+    got
 }
