@@ -714,13 +714,7 @@ impl<W: Words, O: Os> Protocol<W, O> {
     /// nobody keeps a small frame.
     #[inline]
     fn after_write(&self, old: u64, new: u64, wait: Wait) {
-        let s = self.sleepers_after_write(old, new);
-        if s != 0 {
-            self.after_write_slow(s, old, wait);
-        } else if old == 0 && new != 0 {
-            // A fill with nobody in `sleepers`: edge-only consumers may still listen.
-            self.bells_on_fill(0);
-        }
+        self.after_write_then(old, new, |s| self.after_write_slow(s, old, wait));
     }
 
     /// [`after_write`](Self::after_write) when someone may sleep (`s`: `sleepers`).
@@ -734,9 +728,16 @@ impl<W: Words, O: Os> Protocol<W, O> {
     /// docs, "Syscalls in the caller's frame").
     #[inline(always)]
     fn after_write_here(&self, old: u64, new: u64, wait: Wait) {
+        self.after_write_then(old, new, |s| self.wake_on_write(s, old, wait));
+    }
+
+    /// The two `after_write`s' shape: `wake(sleepers)` when someone may sleep, else, on a
+    /// fill, the doorbell's part for edge-only consumers (who are not in `sleepers`).
+    #[inline(always)]
+    fn after_write_then(&self, old: u64, new: u64, wake: impl FnOnce(u64)) {
         let s = self.sleepers_after_write(old, new);
         if s != 0 {
-            self.wake_on_write(s, old, wait);
+            wake(s);
         } else if old == 0 && new != 0 {
             self.bells_on_fill(0);
         }
