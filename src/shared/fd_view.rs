@@ -179,11 +179,10 @@ impl SharedFdView {
     /// ```
     pub fn set_edge_only(&self, on: bool) -> io::Result<()> {
         if std::process::id() != self.pid {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "this SharedFdView was made before fork(): its registration is the parent's, \
-                 so a child process cannot change it (make a view in the child with \
-                 SharedNotifier::fd_view)",
+            return Err(crate::sys::fork::refused_because(
+                "SharedFdView",
+                "its registration is the parent's, so a child process cannot change it",
+                "make a view in the child with SharedNotifier::fd_view",
             ));
         }
         let mut edge_only = self

@@ -735,12 +735,19 @@ pub(crate) fn check(born: u32, what: &str) -> std::io::Result<()> {
 /// The error every refused operation returns.
 #[cold]
 pub(crate) fn refused(what: &str) -> std::io::Error {
+    refused_because(
+        what,
+        "its in-memory state is the parent's, so a child process cannot use it",
+        "create a new one in the child, or share a KernelNotifier",
+    )
+}
+
+/// The fork refusal for an object whose refusal has a reason and a remedy of its own (a
+/// `SharedFdView`: its state is shared, its registration is not).
+#[cold]
+pub(crate) fn refused_because(what: &str, why: &str, advice: &str) -> std::io::Error {
     std::io::Error::new(
         std::io::ErrorKind::Unsupported,
-        format!(
-            "this {what} was created before fork(): its in-memory state is the parent's, \
-             so a child process cannot use it (create a new one in the child, or share a \
-             KernelNotifier)"
-        ),
+        format!("this {what} was created before fork(): {why} ({advice})"),
     )
 }
