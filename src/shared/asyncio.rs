@@ -35,14 +35,35 @@ use crate::events::{Event, Events};
 
 /// This read future's registration as an edge-only doorbell consumer, from its first
 /// wait until it completes (`took`) or is dropped.
+///
+/// A `fork` child's copy of a pending future (dropped there, never polled) undoes nothing:
+/// the registration in the shared region is the parent's, whose future still waits on it.
+/// (The child's process-local count of waiting futures keeps the copy; that costs the
+/// child at most a ring its Semaphore reads need not make.)
 struct EdgeArm<'a> {
     s: &'a SharedNotifier,
     took: bool,
+    /// The fork epoch it registered in (`sys::fork`).
+    born: u32,
+}
+
+impl<'a> EdgeArm<'a> {
+    fn arm(s: &'a SharedNotifier) -> Self {
+        let born = crate::sys::fork::epoch();
+        s.arm_edge_waiter_here();
+        EdgeArm {
+            s,
+            took: false,
+            born,
+        }
+    }
 }
 
 impl Drop for EdgeArm<'_> {
     fn drop(&mut self) {
-        self.s.disarm_edge_waiter_here(self.took);
+        if !crate::sys::fork::forked(self.born) {
+            self.s.disarm_edge_waiter_here(self.took);
+        }
     }
 }
 
@@ -205,8 +226,7 @@ async fn read(s: &SharedNotifier) -> io::Result<u64> {
             None => ep.insert(s.reader_epoll()?),
         };
         if arm.is_none() {
-            s.arm_edge_waiter_here();
-            arm = Some(EdgeArm { s, took: false });
+            arm = Some(EdgeArm::arm(s));
             continue; // the try after the registration
         }
         if spurious >= SPURIOUS_BEFORE_YIELD {
@@ -222,10 +242,13 @@ async fn read(s: &SharedNotifier) -> io::Result<u64> {
 const SPURIOUS_BEFORE_YIELD: u32 = 4;
 
 /// This future's registration as a writer waiting for room, and the epoll in which it
-/// watches the doorbell. Dropped (completed or cancelled): unregistered, epoll closed.
+/// watches the doorbell. Dropped (completed or cancelled): unregistered, epoll closed. A
+/// `fork` child's copy undoes nothing (as [`EdgeArm`]'s).
 struct RoomWait<'a> {
     s: &'a SharedNotifier,
     ep: Epoll,
+    /// The fork epoch it registered in.
+    born: u32,
 }
 
 impl<'a> RoomWait<'a> {
@@ -235,14 +258,17 @@ impl<'a> RoomWait<'a> {
     fn arm(s: &'a SharedNotifier) -> io::Result<Self> {
         let ep = Epoll::new();
         ep.add(&s.bell_fd(), Events::IN | Events::OUT | Events::ET, 0)?;
+        let born = crate::sys::fork::epoch();
         s.arm_room_here();
-        Ok(RoomWait { s, ep })
+        Ok(RoomWait { s, ep, born })
     }
 }
 
 impl Drop for RoomWait<'_> {
     fn drop(&mut self) {
-        self.s.disarm_room_here();
+        if !crate::sys::fork::forked(self.born) {
+            self.s.disarm_room_here();
+        }
     }
 }
 
