@@ -1,57 +1,101 @@
 //! Async waits for the kinds that are a kernel fd, on any executor:
 //! [`KernelNotifier::read_async`] and [`write_async`](KernelNotifier::write_async), the
 //! kick/call halves' [`ConsumerHalf::read_async`] and [`NotifierHalf::write_async`], and the
-//! one helper they share with the other kinds whose wake arrives through a kernel fd
-//! ([`FdWait`]).
+//! one helper they share ([`FdWait`]).
 //!
 //! A kernel eventfd is written by whoever holds the fd (another process, KVM, a vhost
 //! peer), so the wake comes through the kernel. A future first tries the operation (one
 //! non-blocking syscall, `sys::eventfd::read_now`/`write_now`, independent of the shared
-//! `O_NONBLOCK` flag); only when it would block does it make an [`Epoll`] that watches the
-//! fd and await [`Epoll::wait_async`], whose kernel side is the tokio reactor inside a tokio
-//! runtime and the crate's watcher thread elsewhere (no thread of its own, no busy wait).
-//! Then it tries again. The epoll is the future's own, made on its first wait and closed
-//! when it completes or is dropped.
+//! `O_NONBLOCK` flag); only when it would block does it wait in an [`Epoll`] that watches
+//! the fd, awaiting [`Epoll::wait_async`], whose kernel side is the tokio reactor inside a
+//! tokio runtime and the crate's watcher thread elsewhere (no thread of its own, no busy
+//! wait). Then it tries again.
 //!
-//! - Readers watch `IN` level-triggered: a peer that takes the count between the readiness
-//!   and the read sends the future back to waiting, and the next write reports again. A
+//! - Readers share one epoll per notifier object and process (`epoll::LazyEpoll`), made by
+//!   the first read future that has to wait and kept until the object is dropped: a wait
+//!   costs no `epoll_create1`, `epoll_ctl(ADD)` or `close`, and the epoll's kernel epoll is
+//!   registered with the kernel side once (per runtime), not once per future. They watch
+//!   `IN` level-triggered: a peer that takes the count between the readiness and the read
+//!   sends the future back to waiting, and the next write reports again; several futures
+//!   can wait in it, since `wait_async` hands a wake on to another waiter while an event is
+//!   still queued (a Semaphore's units, a count a woken future left for a competitor). A
 //!   consumer half first takes the units it holds (its try does), so it never waits while
-//!   it holds some.
-//! - Writers watch `OUT` edge-triggered. The kernel reports `OUT` while a write of 1 fits,
-//!   which says nothing about a larger `n`: level-triggered, a write of `n` that does not
-//!   fit yet would be woken again at once, for ever. Edge-triggered, every `read(2)` of the
-//!   eventfd (the only thing that makes room) is a new edge, so each retry follows a read.
-//!   The item is added before the first retry, so a read between the failed try and the
-//!   wait is not missed (the kernel queues its edge).
+//!   it holds some. A fork child's read futures make and keep an epoll of the child's (the
+//!   parent's refuses to work there). The fd is registered as a plain `BorrowedFd` (no
+//!   delivery of the owner's, never `epoll::kernel::fds`'s "One eventfd"), so what a
+//!   collect reports is the kernel's, and a level-triggered item never counts as "Drained"
+//!   there: after a delivery the reactor's route looks at the kernel epoll again, so a
+//!   second waiter hears what the first left.
+//! - A private AutoReset `KernelNotifier`, whose count memory keeps (`sys::mem_count`),
+//!   reads as readable for ever meanwhile, so its epoll watches `IN` edge-triggered
+//!   (`KernelNotifier::read_interest`), as every kernel registration of it does; the epoll
+//!   keeps the rule it was made with. It stays right after the count goes to the kernel
+//!   (which is for good): every write that makes the count non-zero is a wake of the
+//!   eventfd, hence an edge, and an AutoReset read takes the whole count, so the future
+//!   that harvests an edge reads what it announced (or finds that a competitor did), and a
+//!   future still waiting has nothing to miss. An edge wakes one waiter, whose read takes
+//!   all there is (so such an item rightly counts as "Drained" once delivered).
+//! - Writers watch `OUT` edge-triggered, each in an epoll of its own. The kernel reports
+//!   `OUT` while a write of 1 fits, which says nothing about a larger `n`: level-triggered,
+//!   a write of `n` that does not fit yet would be woken again at once, for ever.
+//!   Edge-triggered, every `read(2)` of the eventfd (the only thing that makes room) is a
+//!   new edge, so each retry follows a read. The item is added before the first retry, so
+//!   a read between the failed try and the wait is not missed (the kernel queues its edge).
+//!   An edge of a shared epoll would wake one of its waiters, and each writer waits for a
+//!   room of its own size: so each has its own, made on its first wait and closed when it
+//!   completes or is dropped.
 //!
 //! Every future here is cancel-safe: it reads or writes only in the poll that returns
-//! `Ready`. Where `Epoll` has kernel-fd sources: `KernelNotifier`'s on Linux, the halves'
-//! on Linux, macOS and FreeBSD (there the epoll's kernel side is a kqueue).
+//! `Ready`; a read future dropped after its wake hands the wake on (`wait_async`'s cancel
+//! safety), so it strands no other. Where `Epoll` has kernel-fd sources:
+//! `KernelNotifier`'s on Linux, the halves' on Linux, macOS and FreeBSD (there the epoll's
+//! kernel side is a kqueue).
 
 use std::future::Future;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 
-use crate::epoll::Epoll;
+use crate::epoll::{Epoll, LazyEpoll};
 use crate::events::{Event, Events};
 use crate::notifier::halves::{ConsumerHalf, NotifierHalf};
 #[cfg(any(target_os = "linux", target_os = "android"))]
 use crate::notifier::kernel::KernelNotifier;
 
 /// A kernel fd's readiness, awaited on any executor: an [`Epoll`] holding only that fd,
-/// made on the first [`ready`](Self::ready) and reused by the next ones.
+/// taken at the first [`ready`](Self::ready) and reused by the next ones. A reader's is its
+/// object's shared epoll ([`shared`](Self::shared)), a writer's its own ([`own`](Self::own)).
 pub(crate) struct FdWait<'fd> {
     fd: BorrowedFd<'fd>,
     interest: Events,
+    /// Where the epoll is kept for every wait of the object (readers); `None`: this wait's
+    /// own, closed with it (writers).
+    kept: Option<&'fd LazyEpoll>,
     ep: Option<Epoll>,
 }
 
 impl<'fd> FdWait<'fd> {
-    /// Nothing is registered until the first wait.
-    pub(crate) fn new(fd: BorrowedFd<'fd>, interest: Events) -> FdWait<'fd> {
+    /// A wait in an epoll of its own (made at the first wait, closed with this).
+    pub(crate) fn own(fd: BorrowedFd<'fd>, interest: Events) -> FdWait<'fd> {
         FdWait {
             fd,
             interest,
+            kept: None,
+            ep: None,
+        }
+    }
+
+    /// A wait in the epoll kept in `kept`, made (watching `fd` for `interest`) by the first
+    /// wait of any `FdWait` on it in this process. Every user of one `kept` watches the
+    /// same fd for `IN`; the epoll keeps the trigger rule it was made with (module docs).
+    pub(crate) fn shared(
+        fd: BorrowedFd<'fd>,
+        interest: Events,
+        kept: &'fd LazyEpoll,
+    ) -> FdWait<'fd> {
+        FdWait {
+            fd,
+            interest,
+            kept: Some(kept),
             ep: None,
         }
     }
@@ -66,8 +110,16 @@ impl<'fd> FdWait<'fd> {
         let ep = match &self.ep {
             Some(ep) => ep,
             None => {
-                let ep = Epoll::new();
-                ep.add(&self.fd, self.interest, 0)?;
+                let (fd, interest) = (self.fd, self.interest);
+                let make = move || {
+                    let ep = Epoll::new();
+                    ep.add(&fd, interest, 0)?;
+                    Ok(ep)
+                };
+                let ep = match self.kept {
+                    Some(kept) => kept.get_or_make(make)?,
+                    None => make()?,
+                };
                 self.ep.insert(ep)
             }
         };
@@ -81,14 +133,12 @@ impl<'fd> FdWait<'fd> {
 }
 
 /// The loop every future here runs: `op` (a non-blocking read or write), and while it would
-/// block, a wait for `fd`'s next `interest` event, then `op` again. The epoll is made at the
-/// first wait only.
+/// block, a wait for `fd`'s next `interest` event (`wait`), then `op` again. The epoll is
+/// taken at the first wait only.
 async fn until_ready<T>(
-    fd: BorrowedFd<'_>,
-    interest: Events,
+    mut wait: FdWait<'_>,
     mut op: impl FnMut() -> io::Result<T>,
 ) -> io::Result<T> {
-    let mut wait = FdWait::new(fd, interest);
     loop {
         match op() {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -105,19 +155,26 @@ impl KernelNotifier {
     /// (as every kind's `read_async` does: waiting is what the future is for).
     ///
     /// A count already there is taken in the first poll (one `read(2)`, no epoll). A future
-    /// that has to wait watches the eventfd in an [`Epoll`] of its own,
-    /// level-triggered `IN` (one kernel epoll fd while it waits), whose wake reaches the task
+    /// that has to wait watches the eventfd for `IN` (level-triggered; edge-triggered
+    /// while the [count is in memory](KernelNotifier#the-count-in-memory)) in an
+    /// [`Epoll`] that every read future of this notifier shares: made by the first one
+    /// that waits (in this process: a `fork` child makes its own) and kept until the
+    /// notifier is dropped. That is one
+    /// kernel epoll fd, holding the eventfd from then on (and, once awaited in a tokio
+    /// runtime, a duplicate of it in that runtime's reactor). Its wake reaches the task
     /// through the tokio reactor inside a tokio runtime and through the crate's watcher
     /// thread elsewhere. Inside tokio, `evfd::tokio::AsyncNotifierFd` (feature `tokio`)
-    /// registers the fd once instead.
+    /// registers the fd itself instead.
     ///
     /// # Cancel safety
     ///
-    /// Cancel-safe: a future dropped before it completed read nothing.
+    /// Cancel-safe: a future dropped before it completed read nothing, and a wake it had
+    /// won goes on to another read future waiting in the shared epoll.
     ///
     /// # Errors
     ///
-    /// The kernel's errno (`EMFILE` when no epoll fd can be made).
+    /// The kernel's errno (`EMFILE` when the first wait cannot make the epoll; the next
+    /// wait tries again).
     ///
     /// # Examples
     ///
@@ -135,9 +192,9 @@ impl KernelNotifier {
     // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
     #[allow(clippy::manual_async_fn)]
     pub fn read_async(&self) -> impl Future<Output = io::Result<u64>> + Send + '_ {
-        until_ready(self.registrations().fd(), self.read_interest(), move || {
-            self.try_read()
-        })
+        let fd = self.registrations().fd();
+        let wait = FdWait::shared(fd, self.read_interest(), self.reader_epoll());
+        until_ready(wait, move || self.try_read())
     }
 
     /// Add `n` to the count, waiting for room while it would pass [`LIMIT`](crate::LIMIT),
@@ -173,28 +230,29 @@ impl KernelNotifier {
     // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
     #[allow(clippy::manual_async_fn)]
     pub fn write_async(&self, n: u64) -> impl Future<Output = io::Result<()>> + Send + '_ {
-        until_ready(
-            self.registrations().fd(),
-            Events::OUT | Events::ET,
-            move || self.try_write(n),
-        )
+        let wait = FdWait::own(self.registrations().fd(), Events::OUT | Events::ET);
+        until_ready(wait, move || self.try_write(n))
     }
 }
 
 impl ConsumerHalf {
     /// As [`read`](Self::read), as a future (any executor): Counter and AutoReset take the
     /// whole count, Semaphore 1. What is already there (held units included) is taken in
-    /// the first poll; a future that has to wait watches the fd in an
-    /// [`Epoll`] of its own (one kernel epoll fd while it waits).
+    /// the first poll; a future that has to wait watches the fd (level-triggered `IN`) in
+    /// an [`Epoll`] that every read future of this consumer shares: made by the first one
+    /// that waits (in this process: a `fork` child makes its own) and kept until the
+    /// consumer is dropped (one kernel epoll fd, or kqueue, holding the fd from then on).
     ///
     /// # Cancel safety
     ///
-    /// Cancel-safe: a future dropped before it completed read nothing.
+    /// Cancel-safe: a future dropped before it completed read nothing, and a wake it had
+    /// won goes on to another read future waiting in the shared epoll.
     ///
     /// # Errors
     ///
     /// `BrokenPipe` once every write end of a pipe is closed and nothing is left; the
-    /// kernel's errno (`EMFILE` when no epoll fd can be made).
+    /// kernel's errno (`EMFILE` when the first wait cannot make the epoll; the next wait
+    /// tries again).
     ///
     /// # Examples
     ///
@@ -221,7 +279,8 @@ impl ConsumerHalf {
     // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
     #[allow(clippy::manual_async_fn)]
     pub fn read_async(&self) -> impl Future<Output = io::Result<u64>> + Send + '_ {
-        until_ready(self.as_fd(), Events::IN, move || self.try_read())
+        let wait = FdWait::shared(self.as_fd(), Events::IN, self.reader_epoll());
+        until_ready(wait, move || self.try_read())
     }
 }
 
@@ -260,8 +319,7 @@ impl NotifierHalf {
     // Not `async fn`: the signature promises `Send`, so a change that loses it fails here.
     #[allow(clippy::manual_async_fn)]
     pub fn write_async(&self, n: u64) -> impl Future<Output = io::Result<()>> + Send + '_ {
-        until_ready(self.as_fd(), Events::OUT | Events::ET, move || {
-            self.try_write(n)
-        })
+        let wait = FdWait::own(self.as_fd(), Events::OUT | Events::ET);
+        until_ready(wait, move || self.try_write(n))
     }
 }

@@ -1,15 +1,22 @@
 //! `ConsumerHalf::read_async` and `NotifierHalf::write_async` on tokio (current-thread and
 //! multi-thread) and on `futures::executor::block_on`, over a pipe and over an eventfd: a
 //! wake from another thread, Semaphore held units, end of file, a write waiting for room in
-//! a full pipe, and cancel safety.
+//! a full pipe, and cancel safety. A consumer's read futures wait in one kernel epoll,
+//! made by the first that waits and kept, and many of them at once count every unit.
 #![cfg(target_os = "linux")]
 
 use std::io;
+use std::os::fd::AsRawFd;
+use std::pin::pin;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use evfd::halves::{self, ConsumerHalf, NotifierHalf};
 use evfd::{KernelNotifier, Mode};
+
+mod util;
+use util::epolls_watching;
 
 fn pairs(mode: Mode) -> io::Result<Vec<(&'static str, ConsumerHalf, NotifierHalf)>> {
     let (pc, pn) = halves::pipe(mode)?;
@@ -141,5 +148,122 @@ fn futures_are_cancel_safe() -> io::Result<()> {
     assert!(n.write_async(7).now_or_never().is_none());
     assert_eq!(c.try_read()?, words, "the dropped write added nothing");
     assert!(c.try_read().is_err());
+    Ok(())
+}
+
+#[test]
+fn read_futures_of_a_consumer_wait_in_one_kept_epoll() -> io::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    for mode in [Mode::Counter, Mode::Semaphore] {
+        for on_tokio in [false, true] {
+            for (what, c, n) in pairs(mode)? {
+                let num = c.as_raw_fd();
+                // A pipe consumer's own kernel epoll (its `Epoll` source side) watches it too.
+                let before = epolls_watching(num);
+                let mut kept = None;
+                for round in 1..=4u64 {
+                    let one_wait = async {
+                        let mut f = pin!(c.read_async());
+                        assert!(futures::poll!(f.as_mut()).is_pending(), "nothing written");
+                        let new: Vec<_> = epolls_watching(num)
+                            .into_iter()
+                            .filter(|e| !before.contains(e))
+                            .collect();
+                        assert_eq!(new.len(), 1, "{what} {mode:?} {round}: {new:?}");
+                        assert_eq!(*kept.get_or_insert(new[0]), new[0], "{what} {round}");
+                        n.write(1).unwrap();
+                        f.await.unwrap()
+                    };
+                    let got = if on_tokio {
+                        rt.block_on(one_wait)
+                    } else {
+                        futures::executor::block_on(one_wait)
+                    };
+                    assert_eq!(got, 1, "{what} {mode:?}");
+                    let mut after = before.clone();
+                    after.push(kept.unwrap());
+                    after.sort_unstable();
+                    assert_eq!(epolls_watching(num), after, "{what} {mode:?}: kept");
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Six read futures wait at once on one consumer (tokio tasks, or threads in `block_on`)
+/// while another thread writes 600 units in writes of 1 to 3: every unit is read once. Each
+/// stops when `stop` (an in-memory Semaphore) gives it a unit, dropping its pending read.
+#[test]
+fn concurrent_read_futures_of_a_consumer_count_every_unit() -> io::Result<()> {
+    const READERS: u64 = 6;
+    const TOTAL: u64 = 600;
+    for mode in [Mode::Counter, Mode::Semaphore] {
+        for on_tokio in [false, true] {
+            for (what, c, n) in pairs(mode)? {
+                let c = Arc::new(c);
+                let stop = Arc::new(evfd::Notifier::builder().mode(Mode::Semaphore).build()?);
+                let read = Arc::new(AtomicU64::new(0));
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()?;
+                let (mut tasks, mut threads) = (Vec::new(), Vec::new());
+                for _ in 0..READERS {
+                    let (c, stop, read) = (c.clone(), stop.clone(), read.clone());
+                    let f = async move {
+                        loop {
+                            let r = pin!(c.read_async());
+                            let s = pin!(stop.read_async());
+                            match futures::future::select(r, s).await {
+                                futures::future::Either::Left((got, _)) => {
+                                    read.fetch_add(got.unwrap(), SeqCst);
+                                }
+                                futures::future::Either::Right(_) => return,
+                            }
+                        }
+                    };
+                    if on_tokio {
+                        tasks.push(rt.spawn(f));
+                    } else {
+                        threads.push(std::thread::spawn(move || futures::executor::block_on(f)));
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+                let mut written = 0;
+                while written < TOTAL {
+                    let v = (written % 3 + 1).min(TOTAL - written);
+                    n.write(v)?;
+                    written += v;
+                }
+                let deadline = Instant::now() + Duration::from_secs(20);
+                while read.load(SeqCst) < TOTAL {
+                    assert!(
+                        Instant::now() < deadline,
+                        "{what} {mode:?} tokio {on_tokio}: read {} of {TOTAL}",
+                        read.load(SeqCst)
+                    );
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                stop.write(READERS)?;
+                for t in tasks {
+                    rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), t).await })
+                        .expect("watchdog")
+                        .unwrap();
+                }
+                for t in threads {
+                    t.join().unwrap();
+                }
+                assert_eq!(read.load(SeqCst), TOTAL, "{what} {mode:?} tokio {on_tokio}");
+                assert_eq!(
+                    c.try_read().unwrap_err().kind(),
+                    io::ErrorKind::WouldBlock,
+                    "{what} {mode:?} tokio {on_tokio}"
+                );
+            }
+        }
+    }
     Ok(())
 }

@@ -1,15 +1,24 @@
 //! `KernelNotifier::read_async` / `write_async` on any executor: they complete when another
 //! thread (or the kernel) writes the eventfd, are cancel-safe, go back to waiting when a
 //! competing consumer takes the count, do not spin while a large write still does not fit,
-//! and never block the runtime thread, even after a peer clears `O_NONBLOCK`.
+//! and never block the runtime thread, even after a peer clears `O_NONBLOCK`. The read
+//! futures of one notifier wait in one kernel epoll, made by the first that waits and kept:
+//! many of them at once count every unit, and one dropped after its wake strands no other.
 #![cfg(target_os = "linux")]
 
+use std::future::Future;
 use std::os::fd::AsFd;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use evfd::{KernelNotifier, Mode, LIMIT};
 use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
+
+mod util;
+use util::{epolls_watching, fd_in_debug};
 
 fn later(
     k: &Arc<KernelNotifier>,
@@ -226,4 +235,197 @@ fn a_peer_clearing_o_nonblock_does_not_block_the_runtime() {
     assert_eq!(ticks, 10, "the runtime thread was blocked");
     peer.write(2).unwrap();
     assert_eq!(futures::executor::block_on(k.read_async()).unwrap(), 2);
+}
+
+/// A waker that records that it was woken.
+#[derive(Default)]
+struct Flag(AtomicBool);
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, SeqCst);
+    }
+}
+
+impl Flag {
+    fn woken(&self) -> bool {
+        self.0.load(SeqCst)
+    }
+}
+
+/// Poll `f` once with `w`.
+fn poll_with<F: Future + ?Sized>(f: std::pin::Pin<&mut F>, w: &Arc<Flag>) -> Poll<F::Output> {
+    f.poll(&mut Context::from_waker(&Waker::from(Arc::clone(w))))
+}
+
+const MODES: [Mode; 3] = [Mode::Counter, Mode::Semaphore, Mode::AutoReset];
+
+#[test]
+fn sequential_read_futures_wait_in_one_kept_epoll() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for mode in MODES {
+        for on_tokio in [false, true] {
+            let k = KernelNotifier::new(mode).unwrap();
+            // Its number without lending it (a private AutoReset count stays in memory).
+            let num = fd_in_debug(&k);
+            assert_eq!(epolls_watching(num), Vec::<i32>::new(), "{mode:?}");
+            let mut kept = None;
+            for round in 1..=5u64 {
+                let one_wait = async {
+                    let mut f = pin!(k.read_async());
+                    assert!(futures::poll!(f.as_mut()).is_pending(), "nothing written");
+                    // Waiting: in one epoll, the one the first wait made.
+                    let eps = epolls_watching(num);
+                    assert_eq!(eps.len(), 1, "{mode:?} round {round}: {eps:?}");
+                    assert_eq!(*kept.get_or_insert(eps[0]), eps[0], "{mode:?} {round}");
+                    k.write(round).unwrap();
+                    f.await.unwrap()
+                };
+                let got = if on_tokio {
+                    rt.block_on(one_wait)
+                } else {
+                    futures::executor::block_on(one_wait)
+                };
+                assert_eq!(got, if mode == Mode::Semaphore { 1 } else { round });
+                if mode == Mode::Semaphore {
+                    for _ in 1..round {
+                        assert_eq!(k.try_read().unwrap(), 1);
+                    }
+                }
+                // Completed: the epoll is kept for the next.
+                assert_eq!(epolls_watching(num), vec![kept.unwrap()], "{mode:?}");
+            }
+            // Given away, the eventfd has left it (the number is still this eventfd's).
+            let fd = std::os::fd::OwnedFd::from(k);
+            assert_eq!(epolls_watching(num), Vec::<i32>::new(), "{mode:?}");
+            drop(fd);
+        }
+    }
+}
+
+/// `readers` futures wait at once on one notifier while another thread writes `total`
+/// units in writes of 1 to 3: every unit is read once. The futures run as tokio tasks (the
+/// reactor's route) or on threads of their own in `block_on` (the watcher's); each stops
+/// when `stop` (an in-memory Semaphore) gives it a unit, dropping its pending read.
+fn readers_count_every_unit(mode: Mode, on_tokio: bool) {
+    const READERS: u64 = 6;
+    let total = 600u64;
+    let k = Arc::new(KernelNotifier::new(mode).unwrap());
+    let stop = Arc::new(
+        evfd::Notifier::builder()
+            .mode(Mode::Semaphore)
+            .build()
+            .unwrap(),
+    );
+    let read = Arc::new(AtomicU64::new(0));
+    let reader = |k: Arc<KernelNotifier>, stop: Arc<evfd::Notifier>, read: Arc<AtomicU64>| async move {
+        loop {
+            let r = pin!(k.read_async());
+            let s = pin!(stop.read_async());
+            match futures::future::select(r, s).await {
+                futures::future::Either::Left((got, _)) => {
+                    read.fetch_add(got.unwrap(), SeqCst);
+                }
+                futures::future::Either::Right(_) => return,
+            }
+        }
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut tasks = Vec::new();
+    let mut threads = Vec::new();
+    for _ in 0..READERS {
+        let f = reader(k.clone(), stop.clone(), read.clone());
+        if on_tokio {
+            tasks.push(rt.spawn(f));
+        } else {
+            threads.push(std::thread::spawn(move || futures::executor::block_on(f)));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    let mut written = 0;
+    while written < total {
+        let n = (written % 3 + 1).min(total - written);
+        k.write(n).unwrap();
+        written += n;
+        if written % 16 == 0 {
+            std::thread::yield_now();
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while read.load(SeqCst) < total {
+        assert!(
+            Instant::now() < deadline,
+            "{mode:?} tokio {on_tokio}: read {} of {total}",
+            read.load(SeqCst)
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    stop.write(READERS).unwrap();
+    for t in tasks {
+        rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), t).await })
+            .expect("watchdog")
+            .unwrap();
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(read.load(SeqCst), total, "{mode:?} tokio {on_tokio}");
+    assert_eq!(k.count().unwrap(), 0, "{mode:?} tokio {on_tokio}");
+}
+
+#[test]
+fn concurrent_read_futures_count_every_unit() {
+    for mode in MODES {
+        readers_count_every_unit(mode, true);
+        readers_count_every_unit(mode, false);
+    }
+}
+
+/// Two read futures wait in the shared epoll; one write of 1 wakes one of them, which is
+/// dropped without being polled again: the other is woken and reads the unit.
+#[test]
+fn a_read_future_dropped_after_its_wake_strands_no_other() {
+    for mode in MODES {
+        for round in 0..20 {
+            let k = KernelNotifier::new(mode).unwrap();
+            let (wa, wb) = (Arc::new(Flag::default()), Arc::new(Flag::default()));
+            let mut a = Box::pin(k.read_async());
+            let mut b = Box::pin(k.read_async());
+            assert!(poll_with(a.as_mut(), &wa).is_pending());
+            assert!(poll_with(b.as_mut(), &wb).is_pending());
+            k.write(1).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !wa.woken() && !wb.woken() {
+                assert!(Instant::now() < deadline, "{mode:?} {round}: nobody woken");
+                std::thread::yield_now();
+            }
+            // Drop the woken one (a if both were), poll the other once it is woken.
+            let (mut other, w) = if wa.woken() {
+                drop(a);
+                (b, wb)
+            } else {
+                drop(b);
+                (a, wa)
+            };
+            while !w.woken() {
+                assert!(
+                    Instant::now() < deadline,
+                    "{mode:?} {round}: the wake was not handed on"
+                );
+                std::thread::yield_now();
+            }
+            assert_eq!(
+                poll_with(other.as_mut(), &w).map(Result::unwrap),
+                Poll::Ready(1),
+                "{mode:?} {round}"
+            );
+        }
+    }
 }

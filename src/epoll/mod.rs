@@ -3,7 +3,9 @@
 //! The in-memory epoll is this module with `item`, `ready`, `harvest`, `future`, `source`
 //! and `topology`; kernel-fd sources live behind one facade (`kernel`, the field
 //! `EpInner::kernel`), which these call at a handful of points and which is one load on
-//! each while the epoll never held a kernel fd.
+//! each while the epoll never held a kernel fd. `lazy` is an epoll an object keeps for
+//! its own waits (`LazyEpoll`), with a lock of its own (its LOCKING line), taken with
+//! none of these held.
 //!
 //! # LOCKING
 //!
@@ -56,11 +58,16 @@ mod item;
 // The kernel side (kernel fds, their kernel epoll, the watcher, the kernel sleep, the
 // reactor route), behind one facade: `EpInner::kernel`.
 mod kernel;
+// An epoll an object keeps for its waits, made by the first (`kernel_async`'s read futures).
+#[cfg(evfd_kernel_side)]
+mod lazy;
 mod ready;
 pub(crate) mod source;
 mod topology;
 #[cfg(evfd_kernel_side)]
 pub(crate) use kernel::watcher;
+#[cfg(evfd_kernel_side)]
+pub(crate) use lazy::LazyEpoll;
 
 #[cfg(all(test, not(evfd_loom)))]
 mod tests;

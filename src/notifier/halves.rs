@@ -57,6 +57,8 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::{FileType, OFlags};
 
+#[cfg(evfd_kernel_side)]
+use crate::epoll::LazyEpoll;
 use crate::events::Events;
 use crate::mode::{Mode, LIMIT};
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -125,6 +127,11 @@ struct Core {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct ConsumerHalf {
+    /// The epoll its `read_async` futures wait in, made by the first that waits
+    /// (`crate::kernel_async`). First, so that it is dropped first: the fd leaves it before
+    /// it is closed.
+    #[cfg(evfd_kernel_side)]
+    reader: LazyEpoll,
     core: Arc<Core>,
     /// Where it is registered as an `Epoll` source (the eventfd, or for a pipe its own
     /// kernel epoll); dropping it leaves every epoll.
@@ -470,6 +477,7 @@ impl ConsumerHalf {
             });
             let deliver = Arc::downgrade(&core) as std::sync::Weak<dyn KernelDeliver>;
             Ok(ConsumerHalf {
+                reader: LazyEpoll::new(),
                 regs: Registrations::new(watched, deliver),
                 core,
             })
@@ -537,6 +545,12 @@ impl ConsumerHalf {
     #[cfg(evfd_kernel_side)]
     pub(crate) fn registrations(&self) -> &Registrations {
         &self.regs
+    }
+
+    /// The epoll its `read_async` futures share (`crate::kernel_async`).
+    #[cfg(evfd_kernel_side)]
+    pub(crate) fn reader_epoll(&self) -> &LazyEpoll {
+        &self.reader
     }
 
     /// Whether an epoll's delivery goes through the consumer (`KernelDeliver`): always
@@ -905,7 +919,10 @@ impl AsRawFd for NotifierHalf {
 impl From<ConsumerHalf> for OwnedFd {
     fn from(c: ConsumerHalf) -> OwnedFd {
         #[cfg(evfd_kernel_side)]
-        let ConsumerHalf { core, regs } = c;
+        let ConsumerHalf { reader, core, regs } = c;
+        // Its read futures' epoll lets go of the fd before it is given away.
+        #[cfg(evfd_kernel_side)]
+        drop(reader);
         #[cfg(not(evfd_kernel_side))]
         let ConsumerHalf { core } = c;
         // The epolls hold the core weakly: it is ours alone.

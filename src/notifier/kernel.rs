@@ -15,6 +15,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use crate::epoll::LazyEpoll;
 use crate::events::Events;
 use crate::mode::{self, invalid_write, Mode, Options};
 // The registrations are shared with the pipe halves, which exist off Linux too.
@@ -140,6 +141,10 @@ use crate::sys::{self, eventfd};
 #[doc(alias = "EventFd")]
 #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
 pub struct KernelNotifier {
+    /// The epoll its `read_async` futures wait in, made by the first that waits
+    /// (`crate::kernel_async`). First, so that it is dropped first: the eventfd leaves it
+    /// before it is closed.
+    reader: LazyEpoll,
     /// Shared with the registrations (`Registrations::fd`) and, weakly, with the epoll items
     /// that read it at delivery; closed when the last strong handle goes, which is after
     /// `regs` has left every epoll.
@@ -236,6 +241,7 @@ impl KernelNotifier {
         fd.register_mem();
         let reset = Arc::downgrade(&fd) as Weak<dyn KernelDeliver>;
         KernelNotifier {
+            reader: LazyEpoll::new(),
             regs: Registrations::new(Arc::clone(&fd), reset),
             fd,
             mode,
@@ -261,6 +267,11 @@ impl KernelNotifier {
     /// Where this notifier is registered (for `Epoll`'s kernel side).
     pub(crate) fn registrations(&self) -> &Registrations {
         &self.regs
+    }
+
+    /// The epoll its `read_async` futures share (`crate::kernel_async`).
+    pub(crate) fn reader_epoll(&self) -> &LazyEpoll {
+        &self.reader
     }
 
     /// A new close-on-exec eventfd with count 0 in `mode`.
@@ -852,7 +863,11 @@ impl TryFrom<OwnedFd> for KernelNotifier {
 /// ```
 impl From<KernelNotifier> for OwnedFd {
     fn from(k: KernelNotifier) -> OwnedFd {
-        let KernelNotifier { fd, regs, .. } = k;
+        let KernelNotifier {
+            reader, fd, regs, ..
+        } = k;
+        // Its read futures' epoll lets go of the fd before it is given away.
+        drop(reader);
         regs.release(fd)
     }
 }

@@ -1,5 +1,6 @@
-//! Helpers shared by the fd-view, mixed-source and kernel-sleep tests: `poll(2)`
-//! readability, a kernel epoll watching one fd, and a thread blocked in `Epoll::wait`.
+//! Helpers shared by the fd-view, mixed-source, kernel-sleep and async-read tests: `poll(2)`
+//! readability, a kernel epoll watching one fd, a thread blocked in `Epoll::wait`, and the
+//! kernel epolls of this process that watch a given fd.
 #![allow(dead_code)]
 
 use std::os::fd::{AsFd, OwnedFd};
@@ -91,4 +92,57 @@ pub fn blocked_wait(ep: &evfd::Epoll, cap: usize) -> std::sync::mpsc::Receiver<V
         let _ = tx.send(buf[..n].to_vec());
     });
     rx
+}
+
+/// The kernel epolls of this process that hold a registration of fd number `fd`, one
+/// number each (the lowest of its fds). A registration lives as long as its epoll and the
+/// file, so while `fd` stays open only epolls that watch it are named. Epolls are told apart
+/// by their registrations (`/proc/self/fdinfo`'s `tfd:` lines): evfd's carry a token unique
+/// to each, so two fds that show the same are one epoll (a duplicate, as the one tokio's
+/// reactor holds of an `Epoll`'s kernel epoll).
+pub fn epolls_watching(fd: std::os::fd::RawFd) -> Vec<std::os::fd::RawFd> {
+    let mut found: std::collections::BTreeMap<String, std::os::fd::RawFd> = Default::default();
+    for e in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let Ok(num) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        // Either may be gone already (a fd another thread closed).
+        let Ok(target) = std::fs::read_link(e.path()) else {
+            continue;
+        };
+        if target.to_string_lossy() != "anon_inode:[eventpoll]" {
+            continue;
+        }
+        let Ok(info) = std::fs::read_to_string(format!("/proc/self/fdinfo/{num}")) else {
+            continue;
+        };
+        let regs: Vec<&str> = info.lines().filter(|l| l.starts_with("tfd:")).collect();
+        let watches = regs.iter().any(|l| {
+            l.strip_prefix("tfd:")
+                .and_then(|r| r.split_whitespace().next())
+                .and_then(|n| n.parse::<i32>().ok())
+                == Some(fd)
+        });
+        if watches {
+            let lowest = found.entry(regs.join("\n")).or_insert(num);
+            *lowest = (*lowest).min(num);
+        }
+    }
+    let mut nums: Vec<_> = found.into_values().collect();
+    nums.sort_unstable();
+    nums
+}
+
+/// The fd number a `Debug` output shows as `fd: N` (a `KernelNotifier`'s, read without
+/// lending it).
+pub fn fd_in_debug(x: &impl std::fmt::Debug) -> std::os::fd::RawFd {
+    let dbg = format!("{x:?}");
+    dbg.split("fd: ")
+        .nth(1)
+        .unwrap()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
 }
