@@ -6,7 +6,7 @@
 //! (no ring for a region with no consumer, no pulse for one with no waiting writer).
 
 use std::future::Future;
-use std::task::{Context, Poll};
+use std::task::Context;
 
 use evfd::{Mode, SharedNotifier, LIMIT};
 

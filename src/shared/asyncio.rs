@@ -21,10 +21,8 @@
 //! Both futures are cancel-safe: they consume or add only in the poll that returns
 //! `Ready`, and a dropped one unregisters (its `Drop` guard).
 //!
-//! LOCKING: one lock, a fork child's slot for its reader epoll
-//! (`SharedCore::child_reader_ep`), a leaf taken only inside a fork guard
-//! (`sys::fork::guard`), held to look at the slot or fill it; the epoll is made, and a
-//! spare one dropped, outside both.
+//! LOCKING: no lock of its own. The reader epoll is kept in a `LazyEpoll`
+//! (`crate::epoll::lazy`, whose LOCKING line covers its fork child's slot).
 
 use std::future::Future;
 use std::io;
@@ -144,54 +142,13 @@ impl SharedNotifier {
     }
 
     /// The epoll this process's read futures on this notifier wait in (made by the first
-    /// one that waits): its doorbell, edge-triggered.
-    ///
-    /// In the process that made this handle, a `OnceLock`. A `fork` child has a copy of it,
-    /// whose epoll (if the parent made one) is the parent's and refuses to work there
-    /// (`sys::fork`), and which a parent thread may have been setting at the fork (a `set`
-    /// in the child would then wait for ever): the child's read futures use a slot of its
-    /// own instead, a lock taken only inside a fork guard (so never inherited held).
+    /// one that waits, one per process: `LazyEpoll`): its doorbell, edge-triggered.
     fn reader_epoll(&self) -> io::Result<Epoll> {
-        let (slot, child, maker) = self.reader_ep();
-        if let Some(ep) = slot.get().filter(|ep| !ep.inner.forked()) {
-            return Ok(ep.clone());
-        }
-        if std::process::id() == maker {
-            // A racing first reader may set it first: either epoll will do.
-            let _ = slot.set(self.new_reader_epoll()?);
-            return Ok(slot.get().expect("set just above").clone());
-        }
-        // A fork child: its own slot, looked at and filled inside a fork guard.
-        let lock = || {
-            child
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-        };
-        let live = |c: &Option<Epoll>| c.as_ref().filter(|ep| !ep.inner.forked()).cloned();
-        {
-            let _fork = crate::sys::fork::guard();
-            if let Some(ep) = live(&lock()) {
-                return Ok(ep);
-            }
-        }
-        // Made outside the guard; a spare one (a racing reader filled the slot first) is
-        // dropped after it (declared before it), as its close takes the epoll's locks,
-        // which no guarded section may.
-        let ep = self.new_reader_epoll()?;
-        let _fork = crate::sys::fork::guard();
-        let mut c = lock();
-        match live(&c) {
-            Some(theirs) => Ok(theirs),
-            // (A grandchild's copy of its parent's epoll goes: a forked epoll's drop takes
-            // no lock.)
-            None => Ok(c.insert(ep).clone()),
-        }
-    }
-
-    fn new_reader_epoll(&self) -> io::Result<Epoll> {
-        let ep = Epoll::new();
-        ep.add(&self.bell_fd(), Events::IN | Events::ET, 0)?;
-        Ok(ep)
+        self.reader().get_or_make(|| {
+            let ep = Epoll::new();
+            ep.add(&self.bell_fd(), Events::IN | Events::ET, 0)?;
+            Ok(ep)
+        })
     }
 }
 

@@ -8,12 +8,12 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::os::{Region, SysOs};
 use super::protocol::{self, Protocol, REGION_SIZE};
-use crate::epoll::Epoll;
+use crate::epoll::LazyEpoll;
 use crate::events::Events;
 use crate::mode::Mode;
 use crate::notifier::kernel::{KernelDeliver, Registrations};
@@ -69,11 +69,9 @@ struct SharedCore {
     /// The process that made this `SharedCore`: a fork child's copy must not undo the parent's
     /// registrations in the shared words.
     pid: u32,
-    /// The epoll that `read_async` waits in, in the process that made this core (made at
-    /// the first wait).
-    reader_ep: OnceLock<Epoll>,
-    /// The same in a fork child (`asyncio`): locked only inside a fork guard.
-    child_reader_ep: std::sync::Mutex<Option<Epoll>>,
+    /// The epoll that this process's `read_async` futures wait in (made at the first wait;
+    /// a fork child makes its own).
+    reader: LazyEpoll,
     /// Where the doorbell is registered as an epoll's kernel-fd source: dropping the last
     /// handle deletes those registrations, although the peer keeps the doorbell open. An
     /// AutoReset delivery through an epoll resets the shared count (`KernelDeliver`).
@@ -116,11 +114,12 @@ impl Drop for SharedCore {
 /// of a third fd instead, the sleep bell (an eventfd), whose wake is an eventfd write: two
 /// processes handing a count back and forth pay an eventfd's costs, not a shared futex's
 /// (which looks its page up at every call). While a doorbell consumer is registered (a
-/// [`fd_view`](Self::fd_view), or an [`Epoll`] watching it), the doorbell
+/// [`fd_view`](Self::fd_view), or an [`Epoll`](crate::Epoll) watching it), the doorbell
 /// eventfd mirrors `count > 0`: the write that makes the count non-zero and the read that
 /// empties it cost one syscall each; writes in between cost none. An edge-only fd view
-/// ([`SharedFdView::set_edge_only`](crate::SharedFdView::set_edge_only)) needs the first
-/// of those only. [`stats`](Self::stats) counts every such syscall.
+/// ([`SharedFdView::set_edge_only`](crate::SharedFdView::set_edge_only)) and a pending
+/// [`read_async`](Self::read_async) need the first of those only.
+/// [`stats`](Self::stats) counts every such syscall.
 ///
 /// # Trust
 ///
@@ -236,8 +235,7 @@ impl SharedNotifier {
                 cloexec,
                 epoll_armed: AtomicBool::new(false),
                 pid: std::process::id(),
-                reader_ep: OnceLock::new(),
-                child_reader_ep: std::sync::Mutex::new(None),
+                reader: LazyEpoll::new(),
                 regs: Registrations::new(bell, me.clone() as std::sync::Weak<dyn KernelDeliver>),
             }),
         }
@@ -688,14 +686,9 @@ impl SharedNotifier {
         self.inner.proto.disarm_edge_waiter(took);
     }
 
-    /// The slots of the epoll that `read_async` waits in (`asyncio`): the maker process's,
-    /// a fork child's, and the maker's pid.
-    pub(super) fn reader_ep(&self) -> (&OnceLock<Epoll>, &std::sync::Mutex<Option<Epoll>>, u32) {
-        (
-            &self.inner.reader_ep,
-            &self.inner.child_reader_ep,
-            self.inner.pid,
-        )
+    /// Where the epoll that `read_async` waits in is kept (`asyncio`).
+    pub(super) fn reader(&self) -> &LazyEpoll {
+        &self.inner.reader
     }
 
     /// Whether this process's fds are close-on-exec (for duplicates of the doorbell).
