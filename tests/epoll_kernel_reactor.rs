@@ -17,6 +17,9 @@ use std::time::Duration;
 use evfd::stats::watcher_stats;
 use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier};
 
+mod util;
+use util::reporting_first_poll;
+
 const LIMIT: Duration = Duration::from_secs(20);
 
 fn rt(multi: bool) -> tokio::runtime::Runtime {
@@ -768,16 +771,23 @@ fn bare_and_queued_tasks_side_by_side() {
             let r = tokio::time::timeout(Duration::from_millis(5), ep.wait_async(&mut buf)).await;
             assert!(r.is_err(), "nothing was written");
         });
+        let (ptx, prx) = mpsc::channel();
         let tasks: Vec<_> = (0..3)
             .map(|_| {
-                let ep = Arc::clone(&ep);
+                let (ep, ptx) = (Arc::clone(&ep), ptx.clone());
                 rt.spawn(async move {
                     let mut buf = [Event::default(); 4];
-                    wait(&ep, &mut buf).await
+                    reporting_first_poll(wait(&ep, &mut buf), move |p| ptx.send(p).unwrap()).await
                 })
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(20));
+        // The write comes once all three waits are pending (registered for its wake).
+        for _ in 0..3 {
+            assert!(
+                prx.recv_timeout(LIMIT).unwrap(),
+                "a wait was ready before the write"
+            );
+        }
         k.write(1).unwrap();
         for t in tasks {
             let got = rt.block_on(t).unwrap();
@@ -809,12 +819,20 @@ fn autoreset_writes_shared_by_a_bare_and_queued_tasks() {
         ep.add(&*k, Events::IN, 9).unwrap();
         let got = Arc::new(AtomicU64::new(0));
         let (tx, rx) = mpsc::channel::<()>();
+        let (ptx, prx) = mpsc::channel();
         for _ in 0..3 {
             let (ep, got, tx) = (Arc::clone(&ep), Arc::clone(&got), tx.clone());
+            let mut ptx = Some(ptx.clone());
             rt.spawn(async move {
                 let mut buf = [Event::default(); 4];
                 loop {
-                    let evs = wait(&ep, &mut buf).await;
+                    let evs = match ptx.take() {
+                        Some(ptx) => {
+                            let first = move |p| ptx.send(p).unwrap();
+                            reporting_first_poll(wait(&ep, &mut buf), first).await
+                        }
+                        None => wait(&ep, &mut buf).await,
+                    };
                     assert_eq!(
                         evs,
                         vec![Event {
@@ -830,7 +848,13 @@ fn autoreset_writes_shared_by_a_bare_and_queued_tasks() {
             });
         }
         drop(tx);
-        std::thread::sleep(Duration::from_millis(20));
+        // The first write comes once all three waits are pending.
+        for _ in 0..3 {
+            assert!(
+                prx.recv_timeout(LIMIT).unwrap(),
+                "a wait was ready before the write"
+            );
+        }
         for i in 0..200u64 {
             k.write(1).unwrap();
             rx.recv_timeout(LIMIT)

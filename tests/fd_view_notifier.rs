@@ -11,7 +11,9 @@ use rustix::event::epoll::{self, CreateFlags, EventData, EventFlags};
 use rustix::event::Timespec;
 
 mod util;
-use util::{poll_readable, Kep};
+use util::{
+    epoll_wait_syscalls, poll_readable, this_tid, wait_until_blocked, wait_until_blocked_in, Kep,
+};
 
 /// Every poller looks at the view after one step of a script.
 struct Watch {
@@ -131,8 +133,13 @@ fn limit_transitions() {
     w.check(&n, true, false, "refused writes change nothing");
     // A writer blocked at the limit, released by a read: the view follows both changes.
     let n2 = n.clone();
-    let t = std::thread::spawn(move || n2.write(5).unwrap());
-    std::thread::sleep(Duration::from_millis(20));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        tx.send(this_tid()).unwrap();
+        n2.write(5).unwrap()
+    });
+    wait_until_blocked(rx.recv().unwrap(), "write(5) at the limit");
+    assert!(!t.is_finished(), "write(5) went through at the limit");
     assert_eq!(n.read().unwrap(), LIMIT);
     t.join().unwrap();
     // The doorbell was drained by the read and rung again by the released write: a new edge.
@@ -268,8 +275,9 @@ fn sleeping_kernel_epoll_is_woken_by_another_thread() {
     let view = n.fd_view().unwrap();
     let ep = Kep::new(&view, false);
     let n2 = n.clone();
+    let waiter = this_tid();
     let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(20));
+        wait_until_blocked_in(waiter, epoll_wait_syscalls(), "the kernel epoll's wait");
         n2.write(3).unwrap();
     });
     let start = Instant::now();
@@ -493,11 +501,19 @@ mod tokio_pollers {
             let n = Notifier::builder().initial(LIMIT).build().unwrap();
             let a = evfd::tokio::AsyncNotifierFd::new(&n).unwrap();
             let n2 = n.clone();
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(20));
+            let (tx, rx) = std::sync::mpsc::channel();
+            let reader = std::thread::spawn(move || {
+                rx.recv().unwrap();
                 assert_eq!(n2.read().unwrap(), LIMIT);
             });
-            a.write(9).await.unwrap();
+            // The read makes room only once the write is pending.
+            util::reporting_first_poll(a.write(9), |pending| {
+                assert!(pending, "write(9) did not wait at the limit");
+                tx.send(()).unwrap();
+            })
+            .await
+            .unwrap();
+            reader.join().unwrap();
             assert_eq!(a.read().await.unwrap(), 9);
         });
     }

@@ -14,6 +14,8 @@ mod fork_util;
 use fork_util::in_child_of;
 mod mem_util;
 use mem_util::kernel_count;
+mod util;
+use util::{reporting_first_poll, this_tid, wait_until_blocked, wait_until_blocked_in};
 
 fn raw_read(fd: impl AsFd) -> Option<u64> {
     let mut b = [0u8; 8];
@@ -172,8 +174,13 @@ fn sweeping_writer(
 fn blocking_read_waits_for_a_write() {
     let k = Arc::new(kick());
     let k2 = Arc::clone(&k);
-    let t = std::thread::spawn(move || k2.read());
-    std::thread::sleep(Duration::from_millis(20));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        tx.send(this_tid()).unwrap();
+        k2.read()
+    });
+    wait_until_blocked(rx.recv().unwrap(), "the blocking read");
+    assert!(!t.is_finished(), "the read returned on an empty count");
     k.write(4).unwrap();
     assert_eq!(t.join().unwrap().unwrap(), 4);
     let t0 = std::time::Instant::now();
@@ -217,10 +224,21 @@ fn blocking_reads_keep_the_count_in_memory() {
 fn a_blocking_read_follows_the_count_into_the_kernel() {
     let k = Arc::new(kick());
     let k2 = Arc::clone(&k);
-    let t = std::thread::spawn(move || k2.read_timeout(Duration::from_secs(10)));
-    std::thread::sleep(Duration::from_millis(20));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        tx.send(this_tid()).unwrap();
+        k2.read_timeout(Duration::from_secs(10))
+    });
+    let tid = rx.recv().unwrap();
+    // On the count's futex (or already in the kernel, if another test's fork flushed it).
+    wait_until_blocked(tid, "the read, on the count in memory");
     let fd = k.as_fd().try_clone_to_owned().unwrap(); // the first lend flushes
-    std::thread::sleep(Duration::from_millis(20));
+    let in_kernel: Vec<_> = util::blocking_syscalls()
+        .iter()
+        .copied()
+        .filter(|&nr| nr != libc::SYS_futex)
+        .collect();
+    wait_until_blocked_in(tid, &in_kernel, "the read, moved into the kernel");
     assert!(!t.is_finished(), "still waiting, now in the kernel");
     // A peer's write, straight to the kernel's count.
     rustix::io::write(&fd, &5u64.to_ne_bytes()).unwrap();
@@ -275,26 +293,39 @@ fn an_epoll_wakes_a_blocked_waiter() {
     }
 }
 
+/// The waits are woken asleep: the write comes once the future is pending (its first poll
+/// said so) and `block_on`'s thread sleeps.
 #[test]
 fn async_waits_on_any_executor() {
     let k = Arc::new(kick());
+    let executor = this_tid();
+    let later = |write: Box<dyn FnOnce() + Send>| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn(move || {
+            rx.recv().unwrap();
+            wait_until_blocked(executor, "block_on's thread");
+            write();
+        });
+        let first = move |pending: bool| {
+            assert!(pending, "the wait was ready before the write");
+            tx.send(()).unwrap();
+        };
+        (t, first)
+    };
     let k2 = Arc::clone(&k);
-    let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(20));
-        k2.write(3).unwrap();
-    });
-    assert_eq!(futures::executor::block_on(k.read_async()).unwrap(), 3);
+    let (t, first) = later(Box::new(move || k2.write(3).unwrap()));
+    assert_eq!(
+        futures::executor::block_on(reporting_first_poll(k.read_async(), first)).unwrap(),
+        3
+    );
     t.join().unwrap();
     let ep = Epoll::new();
     ep.add(&*k, Events::IN, 1).unwrap();
     let k2 = Arc::clone(&k);
-    let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(20));
-        k2.write(1).unwrap();
-    });
+    let (t, first) = later(Box::new(move || k2.write(1).unwrap()));
     let mut buf = [Event::default(); 4];
     assert_eq!(
-        futures::executor::block_on(ep.wait_async(&mut buf)).unwrap(),
+        futures::executor::block_on(reporting_first_poll(ep.wait_async(&mut buf), first)).unwrap(),
         1
     );
     t.join().unwrap();

@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use evfd::{Mode, Notifier, LIMIT};
 
+mod util;
+
 const MODES: [Mode; 3] = [Mode::Counter, Mode::Semaphore, Mode::AutoReset];
 const LIMIT_TIME: Duration = Duration::from_secs(60);
 
@@ -114,17 +116,29 @@ fn blocked_writer_at_the_limit_is_woken_by_a_reader() {
     bounded("blocked_writer_at_the_limit_is_woken_by_a_reader", || {
         for mode in MODES {
             let n = notifier(mode, LIMIT);
+            let (tx, rx) = mpsc::channel();
             let writer = {
                 let n = n.clone();
-                thread::spawn(move || n.write(2).unwrap())
+                thread::spawn(move || {
+                    tx.send(util::this_tid()).unwrap();
+                    n.write(2).unwrap()
+                })
             };
+            let tid = rx.recv().unwrap();
             wait_for_waiters(&n, 1);
+            util::wait_until_blocked(tid, "write(2) at the limit");
             assert_eq!(n.try_write(1).unwrap_err().kind(), ErrorKind::WouldBlock);
             if mode == Mode::Semaphore {
                 // One read makes room for 1, not 2: the writer is woken, re-checks, and must
-                // go back to sleep; the second read lets it through.
+                // go back to sleep (it slept once more); the second read lets it through.
+                let slept = util::sleeps(tid);
                 assert_eq!(n.read().unwrap(), 1);
-                thread::sleep(Duration::from_millis(20));
+                let end = Instant::now() + Duration::from_secs(10);
+                while util::sleeps(tid) == slept {
+                    assert!(Instant::now() < end, "the read did not wake the writer");
+                    thread::sleep(Duration::from_micros(200));
+                }
+                util::wait_until_blocked(tid, "write(2), back asleep");
                 wait_for_waiters(&n, 1);
                 assert!(
                     !writer.is_finished(),

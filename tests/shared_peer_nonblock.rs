@@ -5,6 +5,7 @@
 #![cfg(target_os = "linux")]
 
 mod shared_util;
+mod util;
 
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
@@ -78,14 +79,13 @@ fn sleep_bell_of(n: &SharedNotifier) -> OwnedFd {
     fds.into_iter().nth(2).unwrap()
 }
 
-/// Until `f` holds (10 s at most), then 20 ms more: the sleeper is in its syscall.
+/// Until `f` holds (10 s at most).
 fn until(what: &str, f: impl Fn() -> bool) {
     let end = std::time::Instant::now() + Duration::from_secs(10);
     while !f() {
         assert!(std::time::Instant::now() < end, "{what}");
         thread::sleep(Duration::from_millis(1));
     }
-    thread::sleep(Duration::from_millis(20));
 }
 
 /// A reader in another process sleeps on the sleep bell of `n` and is stopped there
@@ -102,6 +102,8 @@ fn reader_stopped_on_a_saturated_bell(n: &SharedNotifier, expect: u64) -> Stoppe
     // Guarded from here: a check below that fails kills and reaps the child too.
     let child = StoppedReader(pid);
     until("the child never slept", || n.sleepers().0 == 1);
+    // Announced, and now asleep in its syscall.
+    util::wait_until_process_blocked(pid, "the child's read");
     // SAFETY: `pid` is our child, not yet reaped.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
     // Stopped for sure (a signal is delivered when the child next runs).
@@ -182,12 +184,17 @@ fn blocking_write_into_a_saturated_sleep_bell_waits_for_the_reader() {
     let child = reader_stopped_on_a_saturated_bell(&n, 7);
     let n3 = n.clone();
     let (tx, rx) = mpsc::channel();
+    let (ttx, trx) = mpsc::channel();
     let writer = thread::spawn(move || {
+        ttx.send(util::this_tid()).unwrap();
         let r = n3.write(7);
         let _ = tx.send(());
         r
     });
+    let tid = trx.recv().unwrap();
     until("the write never counted its unit", || n.count() == 7);
+    // Asleep in its ring (a `write(2)` into the full bell), and still there 100 ms on.
+    util::wait_until_blocked_in(tid, &[libc::SYS_write], "the write's ring");
     thread::sleep(Duration::from_millis(100));
     assert!(
         rx.try_recv().is_err(),
@@ -209,12 +216,21 @@ fn a_sleep_bell_made_non_blocking_still_sleeps() {
     let fl = fcntl_getfl(&sleep).unwrap();
     fcntl_setfl(&sleep, fl | OFlags::NONBLOCK).unwrap();
     let n2 = n.clone();
+    let (ttx, trx) = mpsc::channel();
     let reader = thread::spawn(move || {
+        ttx.send(util::this_tid()).unwrap();
         let t0 = shared_util::thread_cpu();
         let got = n2.read().unwrap();
         (got, shared_util::thread_cpu() - t0)
     });
+    let tid = trx.recv().unwrap();
     until("the reader never slept", || n.sleepers().0 == 1);
+    let polls = [
+        #[cfg(any(target_arch = "x86_64", target_arch = "x86", target_arch = "arm"))]
+        libc::SYS_poll,
+        libc::SYS_ppoll,
+    ];
+    util::wait_until_blocked_in(tid, &polls, "the reader's poll(2)");
     thread::sleep(Duration::from_millis(200));
     n.write(3).unwrap();
     let (got, cpu) = on_time("read", move || reader.join().unwrap());

@@ -1,6 +1,7 @@
 //! Helpers shared by the fd-view, mixed-source, kernel-sleep and async-read tests: `poll(2)`
-//! readability, a kernel epoll watching one fd, a thread blocked in `Epoll::wait`, and the
-//! kernel epolls of this process that watch a given fd.
+//! readability, a kernel epoll watching one fd, a thread blocked in `Epoll::wait`, the
+//! kernel epolls of this process that watch a given fd, and a wait until a thread sleeps in
+//! a blocking syscall (`/proc`).
 #![allow(dead_code)]
 
 use std::os::fd::{AsFd, OwnedFd};
@@ -145,4 +146,134 @@ pub fn fd_in_debug(x: &impl std::fmt::Debug) -> std::os::fd::RawFd {
         .unwrap()
         .parse()
         .unwrap()
+}
+
+/// The calling thread's id (`gettid(2)`), for [`wait_until_blocked`]: a thread that is about
+/// to block sends it over a channel first.
+pub fn this_tid() -> libc::pid_t {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as libc::pid_t }
+}
+
+/// The syscalls evfd blocks in: the futexes of in-memory counts and of the shared region,
+/// `read(2)` and `write(2)` of a blocking eventfd or pipe (an empty count, a full one),
+/// `poll(2)`/`ppoll(2)` on a doorbell or an fd, and `epoll_wait` in all its forms (the
+/// crate's and tokio's). Numbers as this arch has them;
+/// the ones an arch lacks (`poll` and `epoll_wait` on aarch64, riscv64) are left out there.
+pub fn blocking_syscalls() -> &'static [libc::c_long] {
+    &[
+        libc::SYS_futex,
+        libc::SYS_read,
+        libc::SYS_write,
+        #[cfg(any(target_arch = "x86_64", target_arch = "x86", target_arch = "arm"))]
+        libc::SYS_poll,
+        libc::SYS_ppoll,
+        #[cfg(any(target_arch = "x86_64", target_arch = "x86", target_arch = "arm"))]
+        libc::SYS_epoll_wait,
+        libc::SYS_epoll_pwait,
+        libc::SYS_epoll_pwait2,
+    ]
+}
+
+/// The `epoll_wait` syscalls of this arch (a subset of [`blocking_syscalls`]).
+pub fn epoll_wait_syscalls() -> &'static [libc::c_long] {
+    &[
+        #[cfg(any(target_arch = "x86_64", target_arch = "x86", target_arch = "arm"))]
+        libc::SYS_epoll_wait,
+        libc::SYS_epoll_pwait,
+        libc::SYS_epoll_pwait2,
+    ]
+}
+
+/// Until thread `tid` of this process sleeps in one of [`blocking_syscalls`]; returns the
+/// syscall's number. Panics naming `what` if it does not within 10 s.
+pub fn wait_until_blocked(tid: libc::pid_t, what: &str) -> libc::c_long {
+    wait_until_blocked_in(tid, blocking_syscalls(), what)
+}
+
+/// As [`wait_until_blocked`], in one of `syscalls` only (e.g. not the futex a thread slept in
+/// before it moved its wait into the kernel).
+pub fn wait_until_blocked_in(
+    tid: libc::pid_t,
+    syscalls: &[libc::c_long],
+    what: &str,
+) -> libc::c_long {
+    blocked(&format!("/proc/self/task/{tid}"), syscalls, what)
+}
+
+/// As [`wait_until_blocked`], for the main thread of process `pid` (a forked child).
+pub fn wait_until_process_blocked(pid: libc::pid_t, what: &str) -> libc::c_long {
+    blocked(
+        &format!("/proc/{pid}/task/{pid}"),
+        blocking_syscalls(),
+        what,
+    )
+}
+
+/// How many times thread `tid` of this process has gone to sleep (`voluntary_ctxt_switches`
+/// of its `status`): a count that grew across a step proves the thread was woken and slept
+/// again.
+pub fn sleeps(tid: libc::pid_t) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status"))
+        .unwrap_or_else(|e| panic!("status of thread {tid}: {e}"));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no voluntary_ctxt_switches in {status}"))
+}
+
+/// Polls the task at `dir` (a `/proc/.../task/<tid>` directory) every 200 µs until it is
+/// asleep (state `S` in `stat`) inside one of `syscalls` (the first field of `syscall`: the
+/// number of the syscall it is blocked in, `running` while it runs).
+fn blocked(dir: &str, syscalls: &[libc::c_long], what: &str) -> libc::c_long {
+    let (stat, syscall) = (format!("{dir}/stat"), format!("{dir}/syscall"));
+    let read = |path: &str| {
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{what}: {path}: {e}"))
+    };
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        // The state is the field after the command name, which is in parentheses and may
+        // hold anything: the first one after the last ')'.
+        let stat = read(&stat);
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().next());
+        let syscall = read(&syscall);
+        let nr = syscall
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok());
+        if let (Some("S"), Some(nr)) = (state, nr) {
+            if syscalls.contains(&nr) {
+                return nr;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "{what}: never blocked (10 s; state {state:?}, syscall {})",
+            syscall.trim()
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// `fut`, awaited, calling `first(pending)` once with whether its first poll (with the
+/// task's own waker) returned `Pending`. A test that must wake a waiting future sends itself
+/// a message from `first` and makes the change only when it arrives: the future is then
+/// registered for the wake, whatever the executor's thread is doing.
+pub async fn reporting_first_poll<F: std::future::Future>(
+    fut: F,
+    first: impl FnOnce(bool),
+) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let mut first = Some(first);
+    std::future::poll_fn(move |cx| {
+        let r = fut.as_mut().poll(cx);
+        if let Some(first) = first.take() {
+            first(r.is_pending());
+        }
+        r
+    })
+    .await
 }
