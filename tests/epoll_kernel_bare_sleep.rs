@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier};
 
 mod util;
-use util::blocked_wait;
+use util::{asleep_in_wait, blocked_wait};
 
 const WATCHDOG: Duration = Duration::from_secs(10);
 
@@ -89,8 +89,7 @@ fn each_kernel_write_is_delivered_once_to_one_of_two_sleepers() {
         let ep = Epoll::new();
         let k = KernelNotifier::new(Mode::AutoReset).unwrap();
         ep.add(&k, Events::IN, 3).unwrap();
-        let (a, b) = (blocked_wait(&ep, 4), blocked_wait(&ep, 4));
-        std::thread::sleep(Duration::from_millis(2));
+        let (a, b) = (asleep_in_wait(&ep, 4), asleep_in_wait(&ep, 4));
         let mut got = Vec::new();
         for _ in 0..2 {
             k.write(1).unwrap();
@@ -176,8 +175,7 @@ fn more_ready_kernel_fds_than_one_bare_take_are_each_delivered_once() {
     }
     for asleep in [false, true] {
         let rx = if asleep {
-            let rx = blocked_wait(&ep, 64);
-            std::thread::sleep(Duration::from_millis(5));
+            let rx = asleep_in_wait(&ep, 64);
             for k in &ks {
                 k.write(3).unwrap();
             }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier};
 
 mod util;
-use util::blocked_wait;
+use util::{asleep_in_wait, blocked_wait};
 
 const WATCHDOG: Duration = Duration::from_secs(10);
 
@@ -100,9 +100,8 @@ fn two_blocked_threads_both_wake() {
     let b = KernelNotifier::new(Mode::AutoReset).unwrap();
     ep.add(&a, Events::IN | Events::ET, 1).unwrap();
     ep.add(&b, Events::IN | Events::ET, 2).unwrap();
-    let r1 = blocked_wait(&ep, 1);
-    let r2 = blocked_wait(&ep, 1);
-    std::thread::sleep(Duration::from_millis(5));
+    let r1 = asleep_in_wait(&ep, 1);
+    let r2 = asleep_in_wait(&ep, 1);
     a.write(1).unwrap();
     b.write(1).unwrap();
     let mut got = vec![

@@ -13,14 +13,13 @@ use evfd::stats::watcher_stats;
 use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier};
 
 mod util;
-use util::blocked_wait;
+use util::asleep_in_wait;
 
 const WATCHDOG: Duration = Duration::from_secs(10);
 
 /// A thread blocks in `ep.wait`; `wake` must make it return exactly `[IN, data]`.
 fn wake_blocked(ep: &Epoll, wake: impl FnOnce(), data: u64, what: &str) {
-    let rx = blocked_wait(ep, 8);
-    std::thread::sleep(Duration::from_millis(2));
+    let rx = asleep_in_wait(ep, 8);
     wake();
     let got = rx
         .recv_timeout(WATCHDOG)
@@ -94,8 +93,7 @@ fn blocked_wait_sleeps_in_the_kernel() {
     // every one of them returns.
     let stop = Notifier::new();
     ep.add(&stop, Events::IN, 3).unwrap();
-    let rxs: Vec<_> = (0..3).map(|_| blocked_wait(&ep, 8)).collect();
-    std::thread::sleep(Duration::from_millis(20));
+    let rxs: Vec<_> = (0..3).map(|_| asleep_in_wait(&ep, 8)).collect();
     stop.notify().unwrap();
     for rx in rxs {
         let got = rx

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier};
 
+mod util;
+
 fn bounded<T: Send + 'static>(what: &str, secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -34,19 +36,24 @@ fn lt_cascade(setup: impl Fn(&Epoll) + Send + Sync + 'static, what: &'static str
         ep.add(&stop, Events::IN, 77).unwrap();
         let start = Arc::new(Barrier::new(WAITERS + 1));
         let (tx, rx) = std::sync::mpsc::channel();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
         for _ in 0..WAITERS {
             let ep = ep.clone();
             let start = start.clone();
-            let tx = tx.clone();
+            let (tx, tid_tx) = (tx.clone(), tid_tx.clone());
             std::thread::spawn(move || {
                 let mut buf = [Event::default(); 4];
                 start.wait();
+                tid_tx.send(util::this_tid()).unwrap();
                 let n = ep.wait(&mut buf, Some(Duration::from_secs(60))).unwrap();
                 let _ = tx.send((n, buf[0].data));
             });
         }
         start.wait();
-        std::thread::sleep(Duration::from_millis(20)); // all three asleep
+        // All three asleep in their waits.
+        for tid in tid_rx.iter().take(WAITERS) {
+            util::wait_until_blocked(tid, what);
+        }
         stop.notify().unwrap();
         for i in 0..WAITERS {
             match rx.recv_timeout(Duration::from_secs(5)) {

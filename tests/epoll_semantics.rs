@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use evfd::{Epoll, Event, Events, Mode, Notifier};
 
+mod util;
+
 const Z: Option<Duration> = Some(Duration::ZERO);
 
 /// `wait(max, timeout 0)` as `(bits, data)` pairs.
@@ -635,8 +637,13 @@ fn autoreset_hand_off_resets_drains_the_view_and_frees_a_blocked_writer() {
     // A writer blocked on the full count gets in once a delivery resets it.
     n.write(evfd::LIMIT).unwrap();
     let n2 = n.clone();
-    let w = std::thread::spawn(move || n2.write(2).unwrap());
-    std::thread::sleep(Duration::from_millis(20));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let w = std::thread::spawn(move || {
+        tx.send(util::this_tid()).unwrap();
+        n2.write(2).unwrap()
+    });
+    util::wait_until_blocked(rx.recv().unwrap(), "write(2) on the full count");
+    assert!(!w.is_finished(), "the writer waits for room");
     assert_eq!(n.count(), evfd::LIMIT, "the writer waits for room");
     assert_eq!(wait(&ep, 8), vec![(IN, 9)]);
     w.join().unwrap();

@@ -10,6 +10,8 @@ use evfd::{flags, Events, KernelNotifier, Mode, LIMIT};
 use rustix::event::epoll::{self, CreateFlags, EventData, EventFlags};
 use rustix::event::{eventfd, EventfdFlags, Timespec};
 
+mod util;
+
 fn fdinfo(fd: impl AsFd) -> String {
     std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_fd().as_raw_fd())).unwrap()
 }
@@ -195,13 +197,13 @@ fn blocking_read_woken_by_a_thread_writing_the_raw_fd() {
     let k = Arc::new(KernelNotifier::from_owned_fd(adopted, Mode::Counter).unwrap());
     // The other side knows nothing of evfd: a dup'ed fd and write(2).
     let peer = rustix::io::dup(&*k).unwrap();
+    let reader = util::this_tid();
+    // The write comes once the read sleeps.
     let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(20));
+        util::wait_until_blocked(reader, "the blocking read");
         rustix::io::write(&peer, &6u64.to_ne_bytes()).unwrap();
     });
-    let start = Instant::now();
     assert_eq!(k.read().unwrap(), 6);
-    assert!(start.elapsed() >= Duration::from_millis(10));
     t.join().unwrap();
 }
 
@@ -209,8 +211,9 @@ fn blocking_read_woken_by_a_thread_writing_the_raw_fd() {
 fn blocking_read_timeout_woken_in_time() {
     let k = Arc::new(KernelNotifier::new(Mode::Semaphore).unwrap());
     let k2 = k.clone();
+    let reader = util::this_tid();
     let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(10));
+        util::wait_until_blocked(reader, "read_timeout");
         k2.write(2).unwrap();
     });
     assert_eq!(k.read_timeout(Duration::from_secs(10)).unwrap(), 1);
@@ -221,13 +224,19 @@ fn blocking_read_timeout_woken_in_time() {
 #[test]
 fn two_blocked_readers_share_the_units() {
     let k = Arc::new(KernelNotifier::new(Mode::Semaphore).unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
     let readers: Vec<_> = (0..2)
         .map(|_| {
-            let k = k.clone();
-            std::thread::spawn(move || k.read().unwrap())
+            let (k, tx) = (k.clone(), tx.clone());
+            std::thread::spawn(move || {
+                tx.send(util::this_tid()).unwrap();
+                k.read().unwrap()
+            })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(10));
+    for tid in rx.iter().take(2) {
+        util::wait_until_blocked(tid, "a blocking read");
+    }
     k.write(2).unwrap();
     let got: u64 = readers.into_iter().map(|t| t.join().unwrap()).sum();
     assert_eq!(got, 2);
@@ -239,8 +248,16 @@ fn blocking_write_waits_for_room() {
     k.write(LIMIT - 1).unwrap();
     let k2 = k.clone();
     // 5 does not fit although POLLOUT is set (room for 1): the backoff path.
-    let t = std::thread::spawn(move || k2.write(5));
-    std::thread::sleep(Duration::from_millis(20));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        tx.send(util::this_tid()).unwrap();
+        k2.write(5)
+    });
+    // Asleep between tries (or in one): POLLOUT is set, so it naps.
+    let mut naps = util::blocking_syscalls().to_vec();
+    naps.push(libc::SYS_clock_nanosleep);
+    util::wait_until_blocked_in(rx.recv().unwrap(), &naps, "write(5) with room for 1");
+    assert!(!t.is_finished(), "the writer waits");
     assert_eq!(k.count().unwrap(), LIMIT - 1, "the writer waits");
     assert_eq!(k.read().unwrap(), LIMIT - 1);
     t.join().unwrap().unwrap();
@@ -365,11 +382,19 @@ mod tokio_async {
             let k = KernelNotifier::builder().initial(LIMIT).build().unwrap();
             let reader = k.try_clone().unwrap();
             let a = evfd::tokio::AsyncNotifierFd::from_kernel(k).unwrap();
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(20));
+            let (tx, rx) = std::sync::mpsc::channel();
+            let reader = std::thread::spawn(move || {
+                rx.recv().unwrap();
                 assert_eq!(reader.read().unwrap(), LIMIT);
             });
-            a.write(1).await.unwrap();
+            // The read makes room only once the write is pending.
+            util::reporting_first_poll(a.write(1), |pending| {
+                assert!(pending, "write(1) did not wait at the limit");
+                tx.send(()).unwrap();
+            })
+            .await
+            .unwrap();
+            reader.join().unwrap();
             assert_eq!(a.read().await.unwrap(), 1);
         });
     }

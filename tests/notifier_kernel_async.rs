@@ -18,7 +18,7 @@ use evfd::{KernelNotifier, Mode, LIMIT};
 use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
 
 mod util;
-use util::{epolls_watching, fd_in_debug};
+use util::{epolls_watching, fd_in_debug, reporting_first_poll};
 
 fn later(
     k: &Arc<KernelNotifier>,
@@ -106,10 +106,26 @@ fn a_competing_consumer_sends_the_future_back_to_waiting() {
         .build()
         .unwrap();
     let (a, b) = (k.clone(), k.clone());
-    let ha = rt.spawn(async move { a.read_async().await.unwrap() });
-    let hb = rt.spawn(async move { b.read_async().await.unwrap() });
-    std::thread::sleep(Duration::from_millis(30));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pending = |tx: std::sync::mpsc::Sender<bool>| move |p| tx.send(p).unwrap();
+    let first = pending(tx.clone());
+    let ha = rt.spawn(async move { reporting_first_poll(a.read_async(), first).await.unwrap() });
+    let first = pending(tx);
+    let hb = rt.spawn(async move { reporting_first_poll(b.read_async(), first).await.unwrap() });
+    // Both pending before the write.
+    for p in rx.iter().take(2) {
+        assert!(p, "a read was ready before the write");
+    }
     k.write(5).unwrap();
+    let t0 = Instant::now();
+    while !ha.is_finished() && !hb.is_finished() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the write woke no reader"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    // And the other, 50 ms on, still waits.
     std::thread::sleep(Duration::from_millis(50));
     let done = [ha.is_finished(), hb.is_finished()];
     assert_eq!(
@@ -136,13 +152,18 @@ fn semaphore_futures_take_one_each() {
         .enable_all()
         .build()
         .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
     let hs: Vec<_> = (0..3)
         .map(|_| {
-            let k = k.clone();
-            rt.spawn(async move { k.read_async().await.unwrap() })
+            let (k, tx) = (k.clone(), tx.clone());
+            let first = move |p| tx.send(p).unwrap();
+            rt.spawn(async move { reporting_first_poll(k.read_async(), first).await.unwrap() })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(20));
+    // All three pending before the write.
+    for p in rx.iter().take(3) {
+        assert!(p, "a read was ready before the write");
+    }
     k.write(3).unwrap();
     let got: u64 = rt.block_on(async {
         let mut s = 0;
