@@ -10,6 +10,26 @@ use std::time::Duration;
 
 use evfd::{Epoll, Event, Events, Mode, Notifier};
 
+mod util;
+
+/// `fut`, awaited, with `write` run on another thread once `fut`'s first poll returned
+/// `Pending` (so the write wakes it).
+async fn once_pending<F: Future>(fut: F, write: impl FnOnce() + Send + 'static) -> F::Output {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        if rx.recv().is_ok() {
+            write();
+        }
+    });
+    let out = util::reporting_first_poll(fut, move |pending| {
+        assert!(pending, "ready before the write");
+        tx.send(()).unwrap();
+    })
+    .await;
+    t.join().unwrap();
+    out
+}
+
 struct Noop;
 impl Wake for Noop {
     fn wake(self: Arc<Self>) {}
@@ -31,12 +51,11 @@ fn block_on_completes_after_write_from_thread() {
         let n = Notifier::new();
         ep.add(&n, Events::IN, 5).unwrap();
         let n2 = n.clone();
-        let t = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
-            n2.write(3).unwrap();
-        });
         let mut evs = [Event::default(); 2];
-        let got = futures::executor::block_on(ep.wait_async(&mut evs)).unwrap();
+        let got = futures::executor::block_on(once_pending(ep.wait_async(&mut evs), move || {
+            n2.write(3).unwrap()
+        }))
+        .unwrap();
         assert_eq!(
             &evs[..got],
             &[Event {
@@ -44,7 +63,6 @@ fn block_on_completes_after_write_from_thread() {
                 data: 5
             }]
         );
-        t.join().unwrap();
     });
 }
 
@@ -182,14 +200,11 @@ fn block_on_kernel_rounds_lose_no_wake() {
     });
 }
 
-/// `k.write(1)` from another thread after 10 ms (the waiter is pending by then).
+/// `fut`, awaited, with `k.write(1)` from another thread once it is pending.
 #[cfg(any(target_os = "linux", target_os = "android"))]
-fn kick_later(k: &Arc<evfd::KernelNotifier>) -> std::thread::JoinHandle<()> {
+async fn kicked<F: Future>(k: &Arc<evfd::KernelNotifier>, fut: F) -> F::Output {
     let k2 = Arc::clone(k);
-    std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(10));
-        k2.write(1).unwrap();
-    })
+    once_pending(fut, move || k2.write(1).unwrap()).await
 }
 
 /// A tokio runtime built without I/O has no reactor to register with: the wait falls back
@@ -206,12 +221,10 @@ fn tokio_runtime_without_io_still_wakes() {
             .build()
             .unwrap();
         for _ in 0..3 {
-            let t = kick_later(&k);
             let mut evs = [Event::default(); 2];
-            let n = rt.block_on(ep.wait_async(&mut evs)).unwrap();
+            let n = rt.block_on(kicked(&k, ep.wait_async(&mut evs))).unwrap();
             assert_eq!((n, evs[0].data), (1, 2));
             assert_eq!(k.read().unwrap(), 1);
-            t.join().unwrap();
         }
     });
 }
@@ -226,30 +239,23 @@ fn block_on_after_the_runtime_is_gone() {
         let k = Arc::new(KernelNotifier::new(Mode::AutoReset).unwrap());
         let ep = Epoll::new();
         ep.add(&*k, Events::IN, 3).unwrap();
-        let fire = kick_later;
         let mut evs = [Event::default(); 2];
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        let t = fire(&k);
-        assert_eq!(rt.block_on(ep.wait_async(&mut evs)).unwrap(), 1);
-        t.join().unwrap();
+        assert_eq!(rt.block_on(kicked(&k, ep.wait_async(&mut evs))).unwrap(), 1);
         drop(rt);
-        let t = fire(&k);
         assert_eq!(
-            futures::executor::block_on(ep.wait_async(&mut evs)).unwrap(),
+            futures::executor::block_on(kicked(&k, ep.wait_async(&mut evs))).unwrap(),
             1
         );
-        t.join().unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
             .unwrap();
-        let t = fire(&k);
-        assert_eq!(rt.block_on(ep.wait_async(&mut evs)).unwrap(), 1);
-        t.join().unwrap();
+        assert_eq!(rt.block_on(kicked(&k, ep.wait_async(&mut evs))).unwrap(), 1);
         assert_eq!(evs[0].data, 3);
     });
 }

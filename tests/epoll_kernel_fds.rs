@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier};
 
+mod util;
+
 fn wait0(ep: &Epoll) -> Vec<(Events, u64)> {
     let mut buf = [Event::default(); 16];
     let n = ep.wait(&mut buf, Some(Duration::ZERO)).unwrap();
@@ -194,12 +196,15 @@ fn a_waiter_asleep_before_the_first_kernel_source_sees_it() {
         let mem = Notifier::new();
         ep.add(&mem, Events::IN, 0).unwrap();
         let ep2 = ep.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
         let waiter = std::thread::spawn(move || {
+            tx.send(util::this_tid()).unwrap();
             let mut buf = [Event::default(); 2];
             let n = ep2.wait(&mut buf, Some(Duration::from_secs(20))).unwrap();
             buf[..n].iter().map(|e| e.data).collect::<Vec<_>>()
         });
-        std::thread::sleep(Duration::from_millis(50)); // the waiter parks (in-memory path)
+        // The waiter parks (in-memory path).
+        util::wait_until_blocked(rx.recv().unwrap(), "the waiter");
         let k = KernelNotifier::new(Mode::Counter).unwrap();
         ep.add(&k, Events::IN, 1).unwrap();
         std::thread::sleep(Duration::from_millis(20));

@@ -16,6 +16,8 @@ use std::time::Duration;
 
 use evfd::{Epoll, Event, Events, KernelNotifier, Mode};
 
+mod util;
+
 const LIMIT: Duration = Duration::from_secs(20);
 
 fn rt() -> tokio::runtime::Runtime {
@@ -294,14 +296,21 @@ fn the_watcher_and_an_outer_epoll_hear_it_after_a_park() {
         let rt = rt();
         let (k, id, ep) = parked(&rt, 1);
 
-        // A wait on the futures executor: the watcher arms the kernel epoll.
+        // A wait on the futures executor: the watcher arms the kernel epoll (the write comes
+        // once the wait is pending).
         let k2 = Arc::clone(&k);
+        let (tx, rx) = mpsc::channel();
         let w = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
+            rx.recv().unwrap();
             k2.write(1).unwrap();
         });
         let mut buf = [Event::default(); 4];
-        let n = futures::executor::block_on(ep.wait_async(&mut buf)).unwrap();
+        let first = move |pending: bool| {
+            assert!(pending, "the wait was ready before the write");
+            tx.send(()).unwrap();
+        };
+        let wait = util::reporting_first_poll(ep.wait_async(&mut buf), first);
+        let n = futures::executor::block_on(wait).unwrap();
         w.join().unwrap();
         assert_eq!(buf[..n].to_vec(), ev(1));
         assert_eq!(watchers(&id), 2, "back for the watcher");
@@ -311,8 +320,9 @@ fn the_watcher_and_an_outer_epoll_hear_it_after_a_park() {
         let outer = Epoll::new();
         outer.add(&*inner, Events::IN, 8).unwrap();
         let k2 = Arc::clone(&k);
+        let waiter = util::this_tid();
         let w = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
+            util::wait_until_blocked(waiter, "the outer epoll's wait");
             k2.write(1).unwrap();
         });
         assert_eq!(outer.wait(&mut buf, Some(LIMIT)).unwrap(), 1);

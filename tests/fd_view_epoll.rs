@@ -14,7 +14,7 @@ use rustix::event::epoll::{self, CreateFlags, EventData, EventFlags};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
 mod util;
-use util::{poll_readable, Kep};
+use util::{epoll_wait_syscalls, poll_readable, this_tid, wait_until_blocked_in, Kep};
 
 /// `Epoll::wait` that never blocks.
 fn wait0(ep: &Epoll, max: usize) -> Vec<Event> {
@@ -356,8 +356,9 @@ fn epoll_nested_in_a_kernel_epoll() {
         let view = ep.fd_view().unwrap();
         let k = Kep::new(&view, et);
         let n2 = n.clone();
+        let waiter = this_tid();
         let t = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
+            wait_until_blocked_in(waiter, epoll_wait_syscalls(), "the kernel epoll's wait");
             n2.write(3).unwrap();
         });
         let start = Instant::now();

@@ -13,6 +13,8 @@ use std::time::Duration;
 use evfd::halves::{self, ConsumerHalf, NotifierHalf};
 use evfd::{Epoll, Event, Events, KernelNotifier, Mode, LIMIT};
 
+mod util;
+
 const LONG: Option<Duration> = Some(Duration::from_secs(5));
 const SHORT: Option<Duration> = Some(Duration::from_millis(20));
 
@@ -64,8 +66,9 @@ fn blocking_wait_is_woken() -> io::Result<()> {
         for (what, c, n) in pairs(mode)? {
             let ep = Epoll::new();
             ep.add(&c, Events::IN, 1)?;
+            let waiter = util::this_tid();
             let t = std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(30));
+                util::wait_until_blocked(waiter, "Epoll::wait");
                 n.write(3).map(|()| n)
             });
             let evs = wait(&ep, LONG)?;
@@ -145,8 +148,9 @@ fn held_units_wake_a_sleeping_waiter() -> io::Result<()> {
     n.write(2)?;
     assert_eq!(wait(&ep, LONG)?.len(), 1);
     let c2 = std::sync::Arc::clone(&c);
+    let waiter = util::this_tid();
     let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(30));
+        util::wait_until_blocked(waiter, "Epoll::wait");
         c2.try_read()
     });
     // Sleeps (edge-triggered: the word's edge was delivered); the other thread's read leaves
@@ -249,8 +253,9 @@ fn nested_and_fd_view() -> io::Result<()> {
                 rustix::event::poll(&mut fds, Some(&t)).unwrap() == 1
             };
             assert!(wait(&outer, SHORT)?.is_empty(), "{what} {mode:?}");
+            let waiter = util::this_tid();
             let t = std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(30));
+                util::wait_until_blocked(waiter, "the outer Epoll::wait");
                 n.write(2).map(|()| n)
             });
             let evs = wait(&outer, LONG)?;
@@ -281,12 +286,18 @@ async fn wait_async_cases() -> io::Result<()> {
         for (what, c, n) in pairs(mode)? {
             let ep = Epoll::new();
             ep.add(&c, Events::IN, 3)?;
+            let (tx, rx) = std::sync::mpsc::channel();
             let t = std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(30));
+                rx.recv().unwrap();
                 n.write(2).map(|()| n)
             });
             let mut evs = [Event::default(); 4];
-            let k = ep.wait_async(&mut evs).await?;
+            // The write comes once the wait is pending.
+            let first = move |pending: bool| {
+                assert!(pending, "the wait was ready before the write");
+                tx.send(()).unwrap();
+            };
+            let k = util::reporting_first_poll(ep.wait_async(&mut evs), first).await?;
             assert_eq!(k, 1, "{what} {mode:?}");
             assert_eq!((evs[0].events, evs[0].data), (Events::IN, 3));
             let _n = t.join().unwrap()?;

@@ -13,6 +13,8 @@ use std::thread;
 use std::time::Duration;
 
 use evfd::{Mode, Notifier};
+
+mod util;
 use futures::stream::{FuturesUnordered, StreamExt};
 
 const LIMIT_SECS: u64 = 20;
@@ -81,6 +83,25 @@ fn write_later(n: &Notifier, v: u64, delay: Duration) -> thread::JoinHandle<()> 
     })
 }
 
+/// `fut`, awaited, with `n.write(v)` from another OS thread once `fut`'s first poll returned
+/// `Pending` (so the write wakes it).
+async fn write_once_pending<F: Future>(n: &Notifier, v: u64, fut: F) -> F::Output {
+    let (tx, rx) = mpsc::channel();
+    let n = n.clone();
+    let t = thread::spawn(move || {
+        if rx.recv().is_ok() {
+            n.write(v).unwrap();
+        }
+    });
+    let out = util::reporting_first_poll(fut, move |pending| {
+        assert!(pending, "ready before the write");
+        tx.send(()).unwrap();
+    })
+    .await;
+    t.join().unwrap();
+    out
+}
+
 /// Poll a future once with the current task's waker.
 async fn poll_once<F: Future + Unpin>(f: &mut F) -> Poll<F::Output> {
     std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *f).poll(cx))).await
@@ -131,9 +152,7 @@ fn pending_read_completes_after_write_from_another_thread() {
         for mode in [Mode::Counter, Mode::Semaphore, Mode::AutoReset] {
             run_on(exec, move || async move {
                 let n = Notifier::builder().mode(mode).build().unwrap();
-                let t = write_later(&n, 3, Duration::from_millis(20));
-                let got = n.read_async().await.unwrap();
-                t.join().unwrap();
+                let got = write_once_pending(&n, 3, n.read_async()).await.unwrap();
                 let want = if mode == Mode::Semaphore { 1 } else { 3 };
                 assert_eq!(got, want, "{exec:?} {mode:?}");
                 assert_eq!(n.count(), 3 - want);
@@ -283,10 +302,9 @@ fn future_moved_between_tasks_wakes_the_new_task() {
             let (c1, w1) = counting();
             park_with(&n, &mut f, &w1);
             let c1_before = c1.0.load(SeqCst);
-            // Now awaited by this task: its waker must replace the first.
-            let t = write_later(&n, 4, Duration::from_millis(20));
-            assert_eq!(f.await.unwrap(), 4);
-            t.join().unwrap();
+            // Now awaited by this task: its waker must replace the first (the write comes once
+            // it has been polled here).
+            assert_eq!(write_once_pending(&n, 4, f).await.unwrap(), 4);
             assert_eq!(
                 c1.0.load(SeqCst) - c1_before,
                 0,
@@ -312,9 +330,18 @@ fn future_moved_between_tasks_wakes_the_new_task() {
             })
             .await
             .unwrap();
-            // ...and completed by another.
-            let t = write_later(&n, 6, Duration::from_millis(20));
-            assert_eq!(tokio::spawn(f).await.unwrap().unwrap(), 6);
+            // ...and completed by another (the write comes once that one has polled it).
+            let (tx, rx) = mpsc::channel();
+            let task = tokio::spawn(util::reporting_first_poll(f, move |pending| {
+                assert!(pending, "ready before the write");
+                tx.send(()).unwrap();
+            }));
+            let t = thread::spawn(move || {
+                if rx.recv().is_ok() {
+                    n.write(6).unwrap();
+                }
+            });
+            assert_eq!(task.await.unwrap().unwrap(), 6);
             t.join().unwrap();
         });
     });
@@ -329,11 +356,18 @@ fn write_async_waits_for_room_on_every_executor() {
                 .build()
                 .unwrap();
             let n2 = n.clone();
+            let (tx, rx) = mpsc::channel();
             let reader = thread::spawn(move || {
-                thread::sleep(Duration::from_millis(20));
+                rx.recv().unwrap();
                 n2.read().unwrap()
             });
-            n.write_async(5).await.unwrap();
+            // The read makes room once the write is pending.
+            util::reporting_first_poll(n.write_async(5), move |pending| {
+                assert!(pending, "write_async(5) did not wait for room");
+                tx.send(()).unwrap();
+            })
+            .await
+            .unwrap();
             assert_eq!(reader.join().unwrap(), evfd::LIMIT - 1);
             assert_eq!(n.count(), 5, "{exec:?}");
             let e = n.write_async(u64::MAX).await.unwrap_err();
@@ -444,10 +478,9 @@ fn stream_awaited_with_next_completes_on_wake() {
         run_on(exec, move || async move {
             let n = sem();
             let mut s = n.stream();
-            let t = write_later(&n, 3, Duration::from_millis(20));
-            let three: Vec<u64> = (&mut s).take(3).map(Result::unwrap).collect().await;
+            let three: Vec<u64> =
+                write_once_pending(&n, 3, (&mut s).take(3).map(Result::unwrap).collect()).await;
             assert_eq!(three, vec![1, 1, 1], "{exec:?}");
-            t.join().unwrap();
             assert!(!futures::stream::FusedStream::is_terminated(&s));
         });
     }

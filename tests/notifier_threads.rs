@@ -133,12 +133,7 @@ fn blocked_writer_at_the_limit_is_woken_by_a_reader() {
                 // go back to sleep (it slept once more); the second read lets it through.
                 let slept = util::sleeps(tid);
                 assert_eq!(n.read().unwrap(), 1);
-                let end = Instant::now() + Duration::from_secs(10);
-                while util::sleeps(tid) == slept {
-                    assert!(Instant::now() < end, "the read did not wake the writer");
-                    thread::sleep(Duration::from_micros(200));
-                }
-                util::wait_until_blocked(tid, "write(2), back asleep");
+                util::wait_until_woken_and_blocked(tid, slept, "write(2) after a read of 1");
                 wait_for_waiters(&n, 1);
                 assert!(
                     !writer.is_finished(),

@@ -12,6 +12,8 @@ use std::time::Duration;
 use evfd::halves::{self, ConsumerHalf, NotifierHalf};
 use evfd::{Epoll, Event, Events, KernelNotifier, Mode};
 
+mod util;
+
 /// An op's answer, comparable across backings.
 fn outcome<T: std::fmt::Debug>(r: io::Result<T>) -> String {
     match r {
@@ -153,8 +155,9 @@ fn blocking_read_and_timeout() -> io::Result<()> {
     let (c, n) = halves::pipe(Mode::Counter)?;
     let e = c.read_timeout(Duration::from_millis(10)).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+    let reader = util::this_tid();
     let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(20));
+        util::wait_until_blocked(reader, "the blocking read");
         n.write(6)
     });
     assert_eq!(c.read()?, 6);

@@ -7,6 +7,7 @@
 //! takes locks on its success path (atomics, futex, `_exit`).
 
 mod shared_util;
+mod util;
 
 use std::time::{Duration, Instant};
 
@@ -26,14 +27,14 @@ fn kill_child(pid: libc::pid_t) {
     );
 }
 
-/// Until `f` holds (panics after 10 s), then a little longer: the child is in FUTEX_WAIT.
-fn until(what: &str, f: impl Fn() -> bool) {
+/// Until `f` holds (panics after 10 s), and then until child `pid` sleeps (in FUTEX_WAIT).
+fn until(pid: libc::pid_t, what: &str, f: impl Fn() -> bool) {
     let end = Instant::now() + Duration::from_secs(10);
     while !f() {
         assert!(Instant::now() < end, "{what}");
         std::thread::sleep(Duration::from_millis(1));
     }
-    std::thread::sleep(Duration::from_millis(20));
+    util::wait_until_process_blocked(pid, what);
 }
 
 #[test]
@@ -46,7 +47,9 @@ fn sleepers_killed_asleep_cost_at_most_one_wake() {
             Ok(_) => 2, // nobody writes: never reached
             Err(_) => 3,
         });
-        until("the child never slept as a reader", || s.sleepers().0 == 1);
+        until(pid, "the child never slept as a reader", || {
+            s.sleepers().0 == 1
+        });
         kill_child(pid);
         assert_eq!(s.sleepers().0, 1, "{mode:?}: the dead reader's count stays");
         let before = s.stats();
@@ -72,7 +75,9 @@ fn sleepers_killed_asleep_cost_at_most_one_wake() {
             Ok(()) => 2, // nobody reads: never reached
             Err(_) => 3,
         });
-        until("the child never slept as a writer", || s.sleepers().1 == 1);
+        until(pid, "the child never slept as a writer", || {
+            s.sleepers().1 == 1
+        });
         kill_child(pid);
         assert_eq!(s.sleepers().1, 1, "{mode:?}: the dead writer's count stays");
         let before = s.stats();

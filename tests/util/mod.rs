@@ -4,9 +4,16 @@
 //! a blocking syscall (`/proc`).
 #![allow(dead_code)]
 
-use std::os::fd::{AsFd, OwnedFd};
+mod blocked;
+pub use blocked::*;
+
+use std::os::fd::AsFd;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+use std::os::fd::OwnedFd;
+#[cfg(any(target_os = "linux", target_os = "android"))]
 use std::time::Duration;
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
 use rustix::event::epoll::{self, CreateFlags, EventData, EventFlags};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
@@ -25,10 +32,12 @@ pub fn poll_readable(fd: impl AsFd) -> bool {
 }
 
 /// A kernel epoll watching one fd for `IN` (plus `ET` if asked).
+#[cfg(any(target_os = "linux", target_os = "android"))]
 pub struct Kep {
     ep: OwnedFd,
 }
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
 impl Kep {
     pub fn new(fd: impl AsFd, et: bool) -> Kep {
         let ep = epoll::create(CreateFlags::CLOEXEC).unwrap();
@@ -76,6 +85,7 @@ impl Kep {
     }
 }
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
 impl AsFd for Kep {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.ep.as_fd()
@@ -162,129 +172,6 @@ pub fn fd_in_debug(x: &impl std::fmt::Debug) -> std::os::fd::RawFd {
         .unwrap()
         .parse()
         .unwrap()
-}
-
-/// The calling thread's id (`gettid(2)`), for [`wait_until_blocked`]: a thread that is about
-/// to block sends it over a channel first.
-pub fn this_tid() -> libc::pid_t {
-    // SAFETY: gettid takes no arguments and cannot fail.
-    unsafe { libc::syscall(libc::SYS_gettid) as libc::pid_t }
-}
-
-/// The syscalls evfd blocks in: the futexes of in-memory counts and of the shared region,
-/// `read(2)` and `write(2)` of a blocking eventfd or pipe (an empty count, a full one),
-/// `poll(2)`/`ppoll(2)` on a doorbell or an fd, and `epoll_wait` in all its forms (the
-/// crate's and tokio's). Not `clock_nanosleep(2)`, where a kernel notifier's write with room
-/// for 1 but not for all naps between tries (a test of that path names it itself). Numbers as this arch has them;
-/// the ones an arch lacks (`poll` and `epoll_wait` on aarch64, riscv64) are left out there.
-pub fn blocking_syscalls() -> &'static [libc::c_long] {
-    &[
-        libc::SYS_futex,
-        libc::SYS_read,
-        libc::SYS_write,
-        #[cfg(any(target_arch = "x86_64", target_arch = "x86", target_arch = "arm"))]
-        libc::SYS_poll,
-        libc::SYS_ppoll,
-        #[cfg(any(target_arch = "x86_64", target_arch = "x86", target_arch = "arm"))]
-        libc::SYS_epoll_wait,
-        libc::SYS_epoll_pwait,
-        libc::SYS_epoll_pwait2,
-    ]
-}
-
-/// The `epoll_wait` syscalls of this arch (a subset of [`blocking_syscalls`]).
-pub fn epoll_wait_syscalls() -> &'static [libc::c_long] {
-    &[
-        #[cfg(any(target_arch = "x86_64", target_arch = "x86", target_arch = "arm"))]
-        libc::SYS_epoll_wait,
-        libc::SYS_epoll_pwait,
-        libc::SYS_epoll_pwait2,
-    ]
-}
-
-/// Until thread `tid` of this process sleeps in one of [`blocking_syscalls`]; returns the
-/// syscall's number. Panics naming `what` if it does not within 10 s.
-pub fn wait_until_blocked(tid: libc::pid_t, what: &str) -> libc::c_long {
-    wait_until_blocked_in(tid, blocking_syscalls(), what)
-}
-
-/// As [`wait_until_blocked`], in one of `syscalls` only (e.g. not the futex a thread slept in
-/// before it moved its wait into the kernel).
-pub fn wait_until_blocked_in(
-    tid: libc::pid_t,
-    syscalls: &[libc::c_long],
-    what: &str,
-) -> libc::c_long {
-    blocked(&format!("/proc/self/task/{tid}"), syscalls, what)
-}
-
-/// As [`wait_until_blocked`], for the main thread of process `pid` (a forked child).
-pub fn wait_until_process_blocked(pid: libc::pid_t, what: &str) -> libc::c_long {
-    blocked(
-        &format!("/proc/{pid}/task/{pid}"),
-        blocking_syscalls(),
-        what,
-    )
-}
-
-/// How many times thread `tid` of this process has gone to sleep (`voluntary_ctxt_switches`
-/// of its `status`): a count that grew across a step proves the thread was woken and slept
-/// again.
-pub fn sleeps(tid: libc::pid_t) -> u64 {
-    switches(&format!("/proc/self/task/{tid}"))
-}
-
-fn switches(dir: &str) -> u64 {
-    let path = format!("{dir}/status");
-    let status = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no voluntary_ctxt_switches in {status}"))
-}
-
-/// Polls the task at `dir` (a `/proc/.../task/<tid>` directory) every 200 µs until it is
-/// asleep (state `S` in `stat`) inside one of `syscalls` (the first field of `syscall`: the
-/// number of the syscall it is blocked in, `running` while it runs), and still in the same
-/// sleep at the next look (same syscall, no sleep since: a lock it waited for on the way
-/// in, also a futex, is rarely held that long).
-fn blocked(dir: &str, syscalls: &[libc::c_long], what: &str) -> libc::c_long {
-    let (stat, syscall) = (format!("{dir}/stat"), format!("{dir}/syscall"));
-    let read = |path: &str| {
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{what}: {path}: {e}"))
-    };
-    let end = std::time::Instant::now() + Duration::from_secs(10);
-    let mut seen = None;
-    loop {
-        // The state is the field after the command name, which is in parentheses and may
-        // hold anything: the first one after the last ')'.
-        let stat = read(&stat);
-        let state = stat
-            .rsplit_once(')')
-            .and_then(|(_, r)| r.split_whitespace().next());
-        let syscall = read(&syscall);
-        let nr = syscall
-            .split_whitespace()
-            .next()
-            .and_then(|n| n.parse().ok());
-        let now = match (state, nr) {
-            (Some("S"), Some(nr)) if syscalls.contains(&nr) => Some((nr, switches(dir))),
-            _ => None,
-        };
-        if let (Some(now), Some(seen)) = (now, seen) {
-            if now == seen {
-                return now.0;
-            }
-        }
-        seen = now;
-        assert!(
-            std::time::Instant::now() < end,
-            "{what}: never blocked (10 s; state {state:?}, syscall {})",
-            syscall.trim()
-        );
-        std::thread::sleep(Duration::from_micros(200));
-    }
 }
 
 /// `fut`, awaited, calling `first(pending)` once with whether its first poll (with the
