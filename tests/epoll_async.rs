@@ -12,22 +12,9 @@ use evfd::{Epoll, Event, Events, Mode, Notifier};
 
 mod util;
 
-/// `fut`, awaited, with `write` run on another thread once `fut`'s first poll returned
-/// `Pending` (so the write wakes it).
+/// `fut`, awaited, with `write` run on another thread once `fut` is pending.
 async fn once_pending<F: Future>(fut: F, write: impl FnOnce() + Send + 'static) -> F::Output {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let t = std::thread::spawn(move || {
-        if rx.recv().is_ok() {
-            write();
-        }
-    });
-    let out = util::reporting_first_poll(fut, move |pending| {
-        assert!(pending, "ready before the write");
-        tx.send(()).unwrap();
-    })
-    .await;
-    t.join().unwrap();
-    out
+    util::once_pending(fut, write).await.0
 }
 
 struct Noop;

@@ -384,15 +384,11 @@ fn wait_async_drains() {
     ep.add(&n, Events::IN | Events::ET, 4).unwrap();
     let view = ep.fd_view().unwrap();
     let n2 = n.clone();
-    let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(10));
-        n2.notify().unwrap();
-    });
     let mut evs = [Event::default(); 4];
-    let got = futures::executor::block_on(ep.wait_async(&mut evs)).unwrap();
+    let wait = util::once_pending(ep.wait_async(&mut evs), move || n2.notify().unwrap());
+    let got = futures::executor::block_on(wait).0.unwrap();
     assert_eq!(&evs[..got], &[ev(4)]);
     assert!(!poll_readable(&view));
-    t.join().unwrap();
 }
 
 #[cfg(feature = "futures")]

@@ -24,20 +24,14 @@ fn pairs(mode: Mode) -> io::Result<Vec<(&'static str, ConsumerHalf, NotifierHalf
     Ok(vec![("pipe", pc, pn), ("eventfd", ec, en)])
 }
 
-fn later(n: Arc<NotifierHalf>, v: u64) -> std::thread::JoinHandle<io::Result<()>> {
-    std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(30));
-        n.write(v)
-    })
-}
-
 async fn cases() -> io::Result<()> {
     for mode in [Mode::Counter, Mode::Semaphore, Mode::AutoReset] {
         for (what, c, n) in pairs(mode)? {
             let n = Arc::new(n);
-            let t = later(Arc::clone(&n), 3);
-            let first = c.read_async().await?;
-            t.join().unwrap()?;
+            let n2 = Arc::clone(&n);
+            let (first, wrote) = util::once_pending(c.read_async(), move || n2.write(3)).await;
+            let first = first?;
+            wrote?;
             if mode == Mode::Semaphore {
                 assert_eq!(first, 1, "{what}");
                 // Two left (held by a pipe consumer): taken without waiting.
@@ -55,13 +49,8 @@ async fn cases() -> io::Result<()> {
     }
     // End of file: a waiting read ends with BrokenPipe.
     let (c, n) = halves::pipe(Mode::Counter)?;
-    let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(30));
-        drop(n);
-    });
-    let e = c.read_async().await.unwrap_err();
-    assert_eq!(e.kind(), io::ErrorKind::BrokenPipe);
-    t.join().unwrap();
+    let (r, ()) = util::once_pending(c.read_async(), move || drop(n)).await;
+    assert_eq!(r.unwrap_err().kind(), io::ErrorKind::BrokenPipe);
     Ok(())
 }
 
@@ -96,13 +85,11 @@ async fn full_pipe() -> io::Result<()> {
     );
     let c = Arc::new(c);
     let c2 = Arc::clone(&c);
-    let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(30));
-        c2.try_read()
-    });
-    n.write_async(5).await?;
+    // The read makes room once the write is pending.
+    let (w, first) = util::once_pending(n.write_async(5), move || c2.try_read()).await;
+    w?;
     // The read loop may already take the new word (it reads until the pipe is empty).
-    let first = t.join().unwrap()?;
+    let first = first?;
     let rest = if first == words { c.try_read()? } else { 0 };
     assert_eq!(first + rest, words + 5);
     // An eventfd at LIMIT: the same through its halves.
@@ -110,12 +97,9 @@ async fn full_pipe() -> io::Result<()> {
     let (kc, kn) = k.halves()?;
     let kc = Arc::new(kc);
     let kc2 = Arc::clone(&kc);
-    let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(30));
-        kc2.try_read()
-    });
-    kn.write_async(2).await?;
-    assert_eq!(t.join().unwrap()?, evfd::LIMIT);
+    let (w, read) = util::once_pending(kn.write_async(2), move || kc2.try_read()).await;
+    w?;
+    assert_eq!(read?, evfd::LIMIT);
     assert_eq!(kc.try_read()?, 2);
     Ok(())
 }

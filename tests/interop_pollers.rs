@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use evfd::{Epoll, Event, Events, KernelNotifier, Mode, Notifier};
 
+mod util;
+
 const WATCHDOG: Duration = Duration::from_secs(30);
 
 /// Drain a notifier until `WouldBlock`; the units taken.
@@ -459,15 +461,11 @@ mod tokio_reactor {
         k.write(LIMIT).unwrap();
         let reader = k.try_clone().unwrap();
         let afd = k.into_async_fd().unwrap();
-        let t = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
-            reader.read().unwrap()
-        });
-        // Full: writable only after the thread's read makes room.
-        watchdog(afd.async_io(Interest::WRITABLE, |k| k.try_write(1)))
-            .await
-            .unwrap();
-        assert_eq!(t.join().unwrap(), LIMIT);
+        // Full: writable only after the thread's read makes room (once the write is pending).
+        let write = afd.async_io(Interest::WRITABLE, |k| k.try_write(1));
+        let (w, read) = watchdog(util::once_pending(write, move || reader.read().unwrap())).await;
+        w.unwrap();
+        assert_eq!(read, LIMIT);
         assert_eq!(afd.get_ref().try_read().unwrap(), 1);
     }
 }
@@ -491,16 +489,14 @@ mod tokio_reactor_kernel_sources {
         ep.add(&rd.as_fd(), Events::IN, 3).unwrap();
 
         let writer = kick.try_clone().unwrap();
-        let t = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(30));
-            writer.notify().unwrap(); // written from outside evfd's in-memory paths
-        });
         let mut evs = [Event::default(); 4];
-        let n = tokio::time::timeout(WATCHDOG, aep.wait(&mut evs))
+        // Written from outside evfd's in-memory paths, once the wait is pending.
+        let wait = util::once_pending(aep.wait(&mut evs), move || writer.notify().unwrap());
+        let n = tokio::time::timeout(WATCHDOG, wait)
             .await
             .expect("watchdog: a kernel-fd source must wake a pending wait")
+            .0
             .unwrap();
-        t.join().unwrap();
         assert_eq!(
             &evs[..n],
             &[Event {
@@ -514,16 +510,14 @@ mod tokio_reactor_kernel_sources {
             "AutoReset kernel kick: read by the delivery"
         );
 
-        let t = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(30));
+        let wait = util::once_pending(aep.wait(&mut evs), move || {
             rustix::io::write(&wr, b"x").unwrap();
             wr
         });
-        let n = tokio::time::timeout(WATCHDOG, aep.wait(&mut evs))
+        let (n, _wr) = tokio::time::timeout(WATCHDOG, wait)
             .await
-            .expect("watchdog: a pipe source must wake a pending wait")
-            .unwrap();
-        let _wr = t.join().unwrap();
+            .expect("watchdog: a pipe source must wake a pending wait");
+        let n = n.unwrap();
         assert_eq!(
             &evs[..n],
             &[Event {

@@ -86,20 +86,8 @@ fn write_later(n: &Notifier, v: u64, delay: Duration) -> thread::JoinHandle<()> 
 /// `fut`, awaited, with `n.write(v)` from another OS thread once `fut`'s first poll returned
 /// `Pending` (so the write wakes it).
 async fn write_once_pending<F: Future>(n: &Notifier, v: u64, fut: F) -> F::Output {
-    let (tx, rx) = mpsc::channel();
     let n = n.clone();
-    let t = thread::spawn(move || {
-        if rx.recv().is_ok() {
-            n.write(v).unwrap();
-        }
-    });
-    let out = util::reporting_first_poll(fut, move |pending| {
-        assert!(pending, "ready before the write");
-        tx.send(()).unwrap();
-    })
-    .await;
-    t.join().unwrap();
-    out
+    util::once_pending(fut, move || n.write(v).unwrap()).await.0
 }
 
 /// Poll a future once with the current task's waker.
@@ -356,19 +344,10 @@ fn write_async_waits_for_room_on_every_executor() {
                 .build()
                 .unwrap();
             let n2 = n.clone();
-            let (tx, rx) = mpsc::channel();
-            let reader = thread::spawn(move || {
-                rx.recv().unwrap();
-                n2.read().unwrap()
-            });
             // The read makes room once the write is pending.
-            util::reporting_first_poll(n.write_async(5), move |pending| {
-                assert!(pending, "write_async(5) did not wait for room");
-                tx.send(()).unwrap();
-            })
-            .await
-            .unwrap();
-            assert_eq!(reader.join().unwrap(), evfd::LIMIT - 1);
+            let (w, r) = util::once_pending(n.write_async(5), move || n2.read().unwrap()).await;
+            w.unwrap();
+            assert_eq!(r, evfd::LIMIT - 1);
             assert_eq!(n.count(), 5, "{exec:?}");
             let e = n.write_async(u64::MAX).await.unwrap_err();
             assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use evfd::{Epoll, Event, Events, KernelNotifier, Mode, LIMIT};
 
+mod util;
+
 /// Run `f` on its own thread; fail if it does not finish within `secs`.
 fn watchdog<T: Send + 'static>(what: &str, secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = std::sync::mpsc::channel();
@@ -160,13 +162,20 @@ fn two_threads_in_read_timeout_both_finish() {
         for _ in 0..20 {
             let k = Arc::new(KernelNotifier::new(Mode::Counter).unwrap());
             let _peer = peer_clears_nonblock(&k);
+            let (tx, rx) = std::sync::mpsc::channel();
             let readers: Vec<_> = (0..2)
                 .map(|_| {
-                    let k = Arc::clone(&k);
-                    std::thread::spawn(move || k.read_timeout(Duration::from_millis(150)))
+                    let (k, tx) = (Arc::clone(&k), tx.clone());
+                    std::thread::spawn(move || {
+                        tx.send(util::this_tid()).unwrap();
+                        k.read_timeout(Duration::from_millis(150))
+                    })
                 })
                 .collect();
-            std::thread::sleep(Duration::from_millis(20));
+            // Both in their waits before the write.
+            for tid in rx.iter().take(2) {
+                util::wait_until_blocked(tid, "a read_timeout");
+            }
             k.write(1).unwrap();
             let results: Vec<_> = readers.into_iter().map(|t| t.join().unwrap()).collect();
             let got: u64 = results.iter().filter_map(|r| r.as_ref().ok()).sum();

@@ -193,3 +193,24 @@ pub async fn reporting_first_poll<F: std::future::Future>(
     })
     .await
 }
+
+/// `fut`, awaited, with `change` run on a thread of its own once `fut`'s first poll returned
+/// `Pending` (asserted): the change must wake the future. Returns both results.
+pub async fn once_pending<F, R>(
+    fut: F,
+    change: impl FnOnce() -> R + Send + 'static,
+) -> (F::Output, R)
+where
+    F: std::future::Future,
+    R: Send + 'static,
+{
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || rx.recv().ok().map(|()| change()));
+    let out = reporting_first_poll(fut, move |pending| {
+        assert!(pending, "ready before the change that should wake it");
+        tx.send(()).unwrap();
+    })
+    .await;
+    let r = t.join().unwrap().expect("the first poll ran");
+    (out, r)
+}
