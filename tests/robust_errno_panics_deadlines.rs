@@ -5,6 +5,7 @@
 
 #[path = "torture/harness.rs"]
 mod harness;
+mod util;
 
 use std::future::Future;
 use std::io;
@@ -200,12 +201,14 @@ fn exclusive_monitor(n: &Notifier) -> (Epoll, thread::JoinHandle<usize>) {
     let ep = Epoll::new();
     ep.add(n, Events::IN | Events::EXCLUSIVE, 1).unwrap();
     let ep2 = ep.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
     let h = thread::spawn(move || {
+        tx.send(util::this_tid()).unwrap();
         let mut evs = [Event::default(); 4];
         ep2.wait(&mut evs, Some(Duration::from_secs(20))).unwrap()
     });
     // The monitor must be asleep in `wait` for the item to accept the wake.
-    thread::sleep(Duration::from_millis(50));
+    util::wait_until_blocked(rx.recv().unwrap(), "the monitor's wait");
     (ep, h)
 }
 
