@@ -8,15 +8,13 @@
 use std::io;
 use std::os::fd::AsRawFd;
 use std::pin::pin;
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use evfd::halves::{self, ConsumerHalf, NotifierHalf};
 use evfd::{KernelNotifier, Mode};
 
 mod util;
-use util::epolls_watching;
+use util::{concurrent_reads, epolls_watching, ReadFuture};
 
 fn pairs(mode: Mode) -> io::Result<Vec<(&'static str, ConsumerHalf, NotifierHalf)>> {
     let (pc, pn) = halves::pipe(mode)?;
@@ -178,73 +176,25 @@ fn read_futures_of_a_consumer_wait_in_one_kept_epoll() -> io::Result<()> {
 }
 
 /// Six read futures wait at once on one consumer (tokio tasks, or threads in `block_on`)
-/// while another thread writes 600 units in writes of 1 to 3: every unit is read once. Each
-/// stops when `stop` (an in-memory Semaphore) gives it a unit, dropping its pending read.
+/// while another thread writes 600 units in writes of 1 to 3: every unit is read once
+/// (`util::concurrent_reads`).
 #[test]
 fn concurrent_read_futures_of_a_consumer_count_every_unit() -> io::Result<()> {
-    const READERS: u64 = 6;
-    const TOTAL: u64 = 600;
+    fn read(c: &ConsumerHalf) -> ReadFuture<'_> {
+        Box::pin(c.read_async())
+    }
     for mode in [Mode::Counter, Mode::Semaphore] {
         for on_tokio in [false, true] {
             for (what, c, n) in pairs(mode)? {
                 let c = Arc::new(c);
-                let stop = Arc::new(evfd::Notifier::builder().mode(Mode::Semaphore).build()?);
-                let read = Arc::new(AtomicU64::new(0));
-                let rt = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()?;
-                let (mut tasks, mut threads) = (Vec::new(), Vec::new());
-                for _ in 0..READERS {
-                    let (c, stop, read) = (c.clone(), stop.clone(), read.clone());
-                    let f = async move {
-                        loop {
-                            let r = pin!(c.read_async());
-                            let s = pin!(stop.read_async());
-                            match futures::future::select(r, s).await {
-                                futures::future::Either::Left((got, _)) => {
-                                    read.fetch_add(got.unwrap(), SeqCst);
-                                }
-                                futures::future::Either::Right(_) => return,
-                            }
-                        }
-                    };
-                    if on_tokio {
-                        tasks.push(rt.spawn(f));
-                    } else {
-                        threads.push(std::thread::spawn(move || futures::executor::block_on(f)));
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(20));
-                let mut written = 0;
-                while written < TOTAL {
-                    let v = (written % 3 + 1).min(TOTAL - written);
-                    n.write(v)?;
-                    written += v;
-                }
-                let deadline = Instant::now() + Duration::from_secs(20);
-                while read.load(SeqCst) < TOTAL {
-                    assert!(
-                        Instant::now() < deadline,
-                        "{what} {mode:?} tokio {on_tokio}: read {} of {TOTAL}",
-                        read.load(SeqCst)
-                    );
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                stop.write(READERS)?;
-                for t in tasks {
-                    rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), t).await })
-                        .expect("watchdog")
-                        .unwrap();
-                }
-                for t in threads {
-                    t.join().unwrap();
-                }
-                assert_eq!(read.load(SeqCst), TOTAL, "{what} {mode:?} tokio {on_tokio}");
+                let what = format!("{what} {mode:?}");
+                concurrent_reads(&what, Arc::clone(&c), read, (6, 600, on_tokio), |v| {
+                    n.write(v).unwrap()
+                });
                 assert_eq!(
                     c.try_read().unwrap_err().kind(),
                     io::ErrorKind::WouldBlock,
-                    "{what} {mode:?} tokio {on_tokio}"
+                    "{what} tokio {on_tokio}"
                 );
             }
         }

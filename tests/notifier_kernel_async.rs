@@ -9,7 +9,7 @@
 use std::future::Future;
 use std::os::fd::AsFd;
 use std::pin::pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use evfd::{KernelNotifier, Mode, LIMIT};
 use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
 
 mod util;
-use util::{epolls_watching, fd_in_debug, reporting_first_poll};
+use util::{concurrent_reads, epolls_watching, fd_in_debug, reporting_first_poll, ReadFuture};
 
 fn later(
     k: &Arc<KernelNotifier>,
@@ -327,85 +327,24 @@ fn sequential_read_futures_wait_in_one_kept_epoll() {
     }
 }
 
-/// `readers` futures wait at once on one notifier while another thread writes `total`
-/// units in writes of 1 to 3: every unit is read once. The futures run as tokio tasks (the
-/// reactor's route) or on threads of their own in `block_on` (the watcher's); each stops
-/// when `stop` (an in-memory Semaphore) gives it a unit, dropping its pending read.
-fn readers_count_every_unit(mode: Mode, on_tokio: bool) {
-    const READERS: u64 = 6;
-    let total = 600u64;
-    let k = Arc::new(KernelNotifier::new(mode).unwrap());
-    let stop = Arc::new(
-        evfd::Notifier::builder()
-            .mode(Mode::Semaphore)
-            .build()
-            .unwrap(),
-    );
-    let read = Arc::new(AtomicU64::new(0));
-    let reader = |k: Arc<KernelNotifier>, stop: Arc<evfd::Notifier>, read: Arc<AtomicU64>| async move {
-        loop {
-            let r = pin!(k.read_async());
-            let s = pin!(stop.read_async());
-            match futures::future::select(r, s).await {
-                futures::future::Either::Left((got, _)) => {
-                    read.fetch_add(got.unwrap(), SeqCst);
-                }
-                futures::future::Either::Right(_) => return,
-            }
-        }
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut tasks = Vec::new();
-    let mut threads = Vec::new();
-    for _ in 0..READERS {
-        let f = reader(k.clone(), stop.clone(), read.clone());
-        if on_tokio {
-            tasks.push(rt.spawn(f));
-        } else {
-            threads.push(std::thread::spawn(move || futures::executor::block_on(f)));
-        }
-    }
-    std::thread::sleep(Duration::from_millis(20));
-    let mut written = 0;
-    while written < total {
-        let n = (written % 3 + 1).min(total - written);
-        k.write(n).unwrap();
-        written += n;
-        if written % 16 == 0 {
-            std::thread::yield_now();
-        }
-    }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while read.load(SeqCst) < total {
-        assert!(
-            Instant::now() < deadline,
-            "{mode:?} tokio {on_tokio}: read {} of {total}",
-            read.load(SeqCst)
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    stop.write(READERS).unwrap();
-    for t in tasks {
-        rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), t).await })
-            .expect("watchdog")
-            .unwrap();
-    }
-    for t in threads {
-        t.join().unwrap();
-    }
-    assert_eq!(read.load(SeqCst), total, "{mode:?} tokio {on_tokio}");
-    assert_eq!(k.count().unwrap(), 0, "{mode:?} tokio {on_tokio}");
-}
-
+/// Six read futures wait at once on one notifier while another thread writes 600 units in
+/// writes of 1 to 3: every unit is read once (`util::concurrent_reads`: tokio tasks, the
+/// reactor's route, or threads in `block_on`, the watcher's).
 #[test]
 fn concurrent_read_futures_count_every_unit() {
+    fn read(k: &KernelNotifier) -> ReadFuture<'_> {
+        Box::pin(k.read_async())
+    }
     for mode in MODES {
-        readers_count_every_unit(mode, true);
-        readers_count_every_unit(mode, false);
+        for on_tokio in [true, false] {
+            let k = Arc::new(KernelNotifier::new(mode).unwrap());
+            let what = format!("{mode:?}");
+            let writer = Arc::clone(&k);
+            concurrent_reads(&what, Arc::clone(&k), read, (6, 600, on_tokio), |n| {
+                writer.write(n).unwrap()
+            });
+            assert_eq!(k.count().unwrap(), 0, "{mode:?} tokio {on_tokio}");
+        }
     }
 }
 

@@ -214,3 +214,86 @@ where
     let r = t.join().unwrap().expect("the first poll ran");
     (out, r)
 }
+
+/// A boxed read future of a handle, for [`concurrent_reads`].
+pub type ReadFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<u64>> + Send + 'a>>;
+
+/// `readers` read futures (`read` on `handle`) wait at once while this thread writes
+/// `total` units in writes of 1 to 3 (`write`): every unit must be read once. The futures
+/// run as tokio tasks on a 2-worker runtime (the reactor's route, `on_tokio`) or on threads
+/// of their own in `block_on` (the watcher's); each stops when `stop` (an in-memory
+/// Semaphore) gives it a unit, dropping its pending read. Panics naming `what` if the units
+/// are not all read within 20 s, or a reader is not done 10 s after its stop.
+pub fn concurrent_reads<H: Send + Sync + 'static>(
+    what: &str,
+    handle: std::sync::Arc<H>,
+    read: for<'a> fn(&'a H) -> ReadFuture<'a>,
+    (readers, total, on_tokio): (u64, u64, bool),
+    mut write: impl FnMut(u64),
+) {
+    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    use std::sync::Arc;
+    use std::time::Instant;
+    let stop = Arc::new(
+        evfd::Notifier::builder()
+            .mode(evfd::Mode::Semaphore)
+            .build()
+            .unwrap(),
+    );
+    let got = Arc::new(AtomicU64::new(0));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (mut tasks, mut threads) = (Vec::new(), Vec::new());
+    for _ in 0..readers {
+        let (h, stop, got) = (Arc::clone(&handle), Arc::clone(&stop), Arc::clone(&got));
+        let f = async move {
+            loop {
+                let r = std::pin::pin!(read(&h));
+                let s = std::pin::pin!(stop.read_async());
+                match futures::future::select(r, s).await {
+                    futures::future::Either::Left((n, _)) => {
+                        got.fetch_add(n.unwrap(), SeqCst);
+                    }
+                    futures::future::Either::Right(_) => return,
+                }
+            }
+        };
+        if on_tokio {
+            tasks.push(rt.spawn(f));
+        } else {
+            threads.push(std::thread::spawn(move || futures::executor::block_on(f)));
+        }
+    }
+    let mut written = 0;
+    while written < total {
+        let n = (written % 3 + 1).min(total - written);
+        write(n);
+        written += n;
+        if written % 16 == 0 {
+            std::thread::yield_now();
+        }
+    }
+    let deadline = Instant::now() + std::time::Duration::from_secs(20);
+    while got.load(SeqCst) < total {
+        assert!(
+            Instant::now() < deadline,
+            "{what} tokio {on_tokio}: read {} of {total}",
+            got.load(SeqCst)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    stop.write(readers).unwrap();
+    for t in tasks {
+        rt.block_on(async { tokio::time::timeout(std::time::Duration::from_secs(10), t).await })
+            .expect("watchdog")
+            .unwrap();
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(got.load(SeqCst), total, "{what} tokio {on_tokio}");
+}
