@@ -200,12 +200,11 @@ const SPURIOUS_BEFORE_YIELD: u32 = 4;
 
 /// This future's registration as a writer waiting for room, and the epoll in which it
 /// watches the doorbell. Dropped (completed or cancelled): unregistered, epoll closed. A
-/// `fork` child's copy undoes nothing (as [`EdgeArm`]'s).
+/// `fork` child's copy undoes nothing (as [`EdgeArm`]'s): its epoll, made just before the
+/// registration, knows the fork epoch they share.
 struct RoomWait<'a> {
     s: &'a SharedNotifier,
     ep: Epoll,
-    /// The fork epoch it registered in.
-    born: u32,
 }
 
 impl<'a> RoomWait<'a> {
@@ -215,15 +214,14 @@ impl<'a> RoomWait<'a> {
     fn arm(s: &'a SharedNotifier) -> io::Result<Self> {
         let ep = Epoll::new();
         ep.add(&s.bell_fd(), Events::IN | Events::OUT | Events::ET, 0)?;
-        let born = crate::sys::fork::epoch();
         s.arm_room_here();
-        Ok(RoomWait { s, ep, born })
+        Ok(RoomWait { s, ep })
     }
 }
 
 impl Drop for RoomWait<'_> {
     fn drop(&mut self) {
-        if !crate::sys::fork::forked(self.born) {
+        if !self.ep.inner.forked() {
             self.s.disarm_room_here();
         }
     }
