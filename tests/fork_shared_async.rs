@@ -51,21 +51,17 @@ fn a_fork_child_reads_async_on_the_parents_notifier() {
     }
 }
 
-/// `read_async` on `s` while the count is 0, woken by a thread's `write(1)` once the future
-/// is pending (registered in the region, its watch made).
+/// `read_async` on `s` while the count is 0: its first poll is `Pending` (it waits, so it
+/// made or took the process's epoll and registered), then a `write(1)` wakes it.
 fn read_async_woken(s: &SharedNotifier) -> u64 {
-    let w = std::thread::spawn({
-        let s = s.clone();
-        move || {
-            let end = std::time::Instant::now() + Duration::from_secs(10);
-            while s.edge_consumers() == 0 {
-                assert!(std::time::Instant::now() < end, "the read never waited");
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            s.write(1).unwrap();
-        }
-    });
-    let got = futures::executor::block_on(s.read_async()).unwrap();
-    w.join().unwrap();
-    got
+    futures::executor::block_on(async {
+        let mut f = std::pin::pin!(s.read_async());
+        assert!(
+            futures::poll!(f.as_mut()).is_pending(),
+            "nothing written yet"
+        );
+        s.write(1).unwrap();
+        f.await
+    })
+    .unwrap()
 }
